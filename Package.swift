@@ -1,0 +1,140 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// Settings applied to every target.
+let swiftSettings: [SwiftSetting] = [
+    // SE-0335: `any` spelled out for existential types.
+    .enableUpcomingFeature("ExistentialAny"),
+    // SE-0444: imports are only visible in the file that declares them.
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "renewal",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "renewal", targets: ["renewal"]),
+        .executable(name: "appstore-simulator", targets: ["appstore-simulator"]),
+        .library(name: "AppStoreSimulator", targets: ["AppStoreSimulator"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+    ],
+    targets: [
+        // Core
+        .target(name: "RenewalCore"),
+
+        // Adapters
+        .target(
+            name: "RenewalAppStore",
+            dependencies: [
+                "RenewalCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "RenewalStorage",
+            dependencies: [
+                "RenewalCore",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .systemLibrary(
+            name: "CSQLite",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .target(name: "RenewalSQLite", dependencies: ["RenewalStorage", "CSQLite"]),
+        .target(
+            name: "RenewalJob",
+            dependencies: [
+                "RenewalCore",
+                "RenewalAppStore",
+                "RenewalStorage",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "AppStoreSimulator",
+            dependencies: [
+                "RenewalCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // Executables
+        .executableTarget(
+            name: "renewal",
+            dependencies: [
+                "RenewalCore",
+                "RenewalAppStore",
+                "RenewalStorage",
+                "RenewalSQLite",
+                "RenewalJob",
+                "AppStoreSimulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "appstore-simulator",
+            dependencies: [
+                "AppStoreSimulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // Test support
+        .target(
+            name: "RenewalTesting",
+            dependencies: [
+                "RenewalCore",
+                "RenewalStorage",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // Tests
+        .testTarget(
+            name: "RenewalCoreTests",
+            dependencies: ["RenewalCore", "RenewalTesting"],
+            resources: [.copy("Fixtures")]
+        ),
+        .testTarget(
+            name: "RenewalAppStoreTests",
+            dependencies: [
+                "RenewalAppStore", "AppStoreSimulator", "RenewalTesting",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "RenewalStorageTests",
+            dependencies: ["RenewalStorage", "RenewalSQLite", "RenewalTesting"]
+        ),
+        .testTarget(
+            name: "RenewalJobTests",
+            dependencies: [
+                "RenewalJob", "RenewalSQLite", "RenewalAppStore", "AppStoreSimulator", "RenewalTesting",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "RenewalCLITests",
+            dependencies: ["renewal", "AppStoreSimulator", "RenewalTesting"]
+        ),
+    ]
+)
+
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings
+}

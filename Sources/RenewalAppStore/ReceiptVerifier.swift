@@ -1,0 +1,82 @@
+import Logging
+import RenewalCore
+
+/// Something that asks Apple about one stored receipt. `AppStoreClient` is the verifyReceipt
+/// implementation; the App Store Server API client of a later issue conforms too.
+public protocol ReceiptVerifier: Sendable {
+    /// Verifies one receipt, retrying temporary failures within the verifier's own bounds.
+    /// Never throws for per-receipt problems: they are outcomes.
+    func verify(receipt: String, logger: Logger) async -> ReceiptVerification
+}
+
+/// What one verification ended with, after retries.
+public enum ReceiptVerification: Sendable {
+    /// A valid answer (status 0 or 21006) from `environment`'s endpoint.
+    case valid(VerifyReceiptResponse, answeredBy: AppStoreEnvironment)
+    /// Apple rejects the receipt itself: 21003 (not authentic) or 21010 (account not found).
+    case rejected(AppStoreStatus, answeredBy: AppStoreEnvironment)
+    /// 21002 on every attempt: malformed, or a temporary problem. Invalid only if it persists across checks.
+    case malformed(answeredBy: AppStoreEnvironment)
+    /// 21004: the shared secret is wrong. A configuration error for the whole run.
+    case sharedSecretRejected
+    /// No usable answer: the state must stay as it is and the receipt is retried later.
+    case failed(AppStoreClientError)
+}
+
+/// Why a verification produced no usable answer. Descriptions never contain receipt data or secrets.
+public enum AppStoreClientError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// No answer within the request timeout.
+    case timeout
+    /// The connection could not be made or broke (the underlying error's description, no body).
+    case connection(String)
+    /// A non-200 HTTP status.
+    case httpStatus(Int)
+    /// A body that is not a JSON verifyReceipt answer (HTML, truncated JSON, wrong types).
+    case notJSON(contentType: String?, bytes: Int)
+    /// A body over the configured cap.
+    case responseTooLarge(limit: Int)
+    /// A temporary Apple status (21005, 21009, retryable 211xx) on every attempt.
+    case temporaryStatus(AppStoreStatus)
+    /// A status the job cannot act on (21000, 21001, non-retryable 211xx, unknown codes).
+    case unexpectedStatus(AppStoreStatus)
+    /// 21007/21008 bounced between the endpoints.
+    case environmentLoop
+
+    /// True when the failure says Apple (or the way to it) is unavailable: these feed the circuit breaker.
+    public var isOutage: Bool {
+        switch self {
+        case .timeout, .connection, .notJSON, .temporaryStatus: return true
+        case .httpStatus(let code): return code >= 500 || code == 429
+        case .responseTooLarge, .unexpectedStatus, .environmentLoop: return false
+        }
+    }
+
+    /// A short, stable reason for reports and dashboards (`timeout`, `http_503`, `apple_status_21005`, …).
+    public var reason: String {
+        switch self {
+        case .timeout: return "timeout"
+        case .connection: return "connection_failed"
+        case .httpStatus(let code): return "http_\(code)"
+        case .notJSON: return "invalid_answer"
+        case .responseTooLarge: return "response_too_large"
+        case .temporaryStatus(let status): return "apple_status_\(status.rawValue)"
+        case .unexpectedStatus(let status): return "apple_status_\(status.rawValue)"
+        case .environmentLoop: return "environment_loop"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .timeout: return "Apple did not answer within the request timeout; the receipt keeps its state and is retried later."
+        case .connection(let detail): return "Could not reach Apple (\(detail)); the receipt keeps its state and is retried later."
+        case .httpStatus(let code): return "Apple answered HTTP \(code); the receipt keeps its state and is retried later."
+        case .notJSON(let contentType, let bytes):
+            return "Apple's answer was not a JSON verifyReceipt body (\(contentType ?? "no content type"), \(bytes) bytes); the receipt keeps its state and is retried later."
+        case .responseTooLarge(let limit):
+            return "Apple's answer exceeded \(limit) bytes; raise --max-response-bytes if such receipts are expected."
+        case .temporaryStatus(let status): return "Apple answered status \(status) (temporary) on every attempt; retried later."
+        case .unexpectedStatus(let status): return "Apple answered status \(status), which the job cannot act on; the receipt keeps its state."
+        case .environmentLoop: return "Production and sandbox each sent the receipt to the other (21007/21008); check the configured URLs."
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+
+/// One transaction row of `latest_receipt_info` (or `receipt.in_app`, or the single object of an
+/// iOS 6-style answer), decoded exactly as Apple sends it: string-typed numbers and flags, date triples.
+public struct LatestReceiptInfo: Sendable, Hashable, Codable {
+    public var productID: String?
+    public var transactionID: String?
+    public var originalTransactionID: String?
+    public var webOrderLineItemID: String?
+    public var quantity: String?
+    public var purchaseDate: Date?
+    public var originalPurchaseDate: Date?
+    /// End of this subscription period; nil for non-subscription products.
+    public var expiresDate: Date?
+    /// Present only when Apple refunded or revoked this transaction.
+    public var cancellationDate: Date?
+    public var cancellationReason: String?
+    public var isTrialPeriod: Bool?
+    public var isInIntroOfferPeriod: Bool?
+    /// This transaction no longer grants access: the customer upgraded.
+    public var isUpgraded: Bool?
+    /// `PURCHASED` or `FAMILY_SHARED`.
+    public var inAppOwnershipType: String?
+    public var subscriptionGroupIdentifier: String?
+
+    public init(
+        productID: String?, transactionID: String?, originalTransactionID: String?,
+        webOrderLineItemID: String? = nil, quantity: String? = "1",
+        purchaseDate: Date?, originalPurchaseDate: Date? = nil, expiresDate: Date?,
+        cancellationDate: Date? = nil, cancellationReason: String? = nil,
+        isTrialPeriod: Bool? = false, isInIntroOfferPeriod: Bool? = false, isUpgraded: Bool? = nil,
+        inAppOwnershipType: String? = "PURCHASED", subscriptionGroupIdentifier: String? = nil
+    ) {
+        self.productID = productID
+        self.transactionID = transactionID
+        self.originalTransactionID = originalTransactionID
+        self.webOrderLineItemID = webOrderLineItemID
+        self.quantity = quantity
+        self.purchaseDate = purchaseDate
+        self.originalPurchaseDate = originalPurchaseDate
+        self.expiresDate = expiresDate
+        self.cancellationDate = cancellationDate
+        self.cancellationReason = cancellationReason
+        self.isTrialPeriod = isTrialPeriod
+        self.isInIntroOfferPeriod = isInIntroOfferPeriod
+        self.isUpgraded = isUpgraded
+        self.inAppOwnershipType = inAppOwnershipType
+        self.subscriptionGroupIdentifier = subscriptionGroupIdentifier
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AppleKey.self)
+        productID = try c.appleString("product_id")
+        transactionID = try c.appleString("transaction_id")
+        originalTransactionID = try c.appleString("original_transaction_id")
+        webOrderLineItemID = try c.appleString("web_order_line_item_id")
+        quantity = try c.appleString("quantity")
+        purchaseDate = try c.appleDate("purchase_date")
+        originalPurchaseDate = try c.appleDate("original_purchase_date")
+        expiresDate = try c.appleDate("expires_date")
+        cancellationDate = try c.appleDate("cancellation_date")
+        cancellationReason = try c.appleString("cancellation_reason")
+        isTrialPeriod = try c.appleBool("is_trial_period")
+        isInIntroOfferPeriod = try c.appleBool("is_in_intro_offer_period")
+        isUpgraded = try c.appleBool("is_upgraded")
+        inAppOwnershipType = try c.appleString("in_app_ownership_type")
+        subscriptionGroupIdentifier = try c.appleString("subscription_group_identifier")
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: AppleKey.self)
+        try c.encodeApple(quantity, "quantity")
+        try c.encodeApple(productID, "product_id")
+        try c.encodeApple(transactionID, "transaction_id")
+        try c.encodeApple(originalTransactionID, "original_transaction_id")
+        try c.encodeAppleDate(purchaseDate, "purchase_date")
+        try c.encodeAppleDate(originalPurchaseDate, "original_purchase_date")
+        try c.encodeAppleDate(expiresDate, "expires_date")
+        try c.encodeAppleDate(cancellationDate, "cancellation_date")
+        try c.encodeApple(cancellationReason, "cancellation_reason")
+        try c.encodeApple(webOrderLineItemID, "web_order_line_item_id")
+        try c.encodeAppleTrueFalse(isTrialPeriod, "is_trial_period")
+        try c.encodeAppleTrueFalse(isInIntroOfferPeriod, "is_in_intro_offer_period")
+        if isUpgraded == true { try c.encodeAppleTrueFalse(true, "is_upgraded") }
+        try c.encodeApple(inAppOwnershipType, "in_app_ownership_type")
+        try c.encodeApple(subscriptionGroupIdentifier, "subscription_group_identifier")
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+
+/// One element of `pending_renewal_info`: the upcoming (or failed) renewal of one subscription.
+public struct PendingRenewalInfo: Sendable, Hashable, Codable {
+    public var originalTransactionID: String?
+    public var productID: String?
+    /// The product billed at the next renewal (differs after a downgrade or crossgrade).
+    public var autoRenewProductID: String?
+    /// `"1"`: renews at period end; `"0"`: the customer turned auto-renew off.
+    public var autoRenewStatus: Bool?
+    /// 1 voluntary, 2 billing error, 3 price increase refused, 4 product unavailable, 5 other.
+    public var expirationIntent: String?
+    /// `"1"`: Apple is still trying to collect payment.
+    public var isInBillingRetryPeriod: Bool?
+    /// End of the billing grace period; the subscriber keeps access until then.
+    public var gracePeriodExpiresDate: Date?
+    public var priceIncreaseStatus: String?
+
+    public init(
+        originalTransactionID: String?, productID: String?, autoRenewProductID: String? = nil,
+        autoRenewStatus: Bool?, expirationIntent: String? = nil, isInBillingRetryPeriod: Bool? = nil,
+        gracePeriodExpiresDate: Date? = nil, priceIncreaseStatus: String? = nil
+    ) {
+        self.originalTransactionID = originalTransactionID
+        self.productID = productID
+        self.autoRenewProductID = autoRenewProductID ?? productID
+        self.autoRenewStatus = autoRenewStatus
+        self.expirationIntent = expirationIntent
+        self.isInBillingRetryPeriod = isInBillingRetryPeriod
+        self.gracePeriodExpiresDate = gracePeriodExpiresDate
+        self.priceIncreaseStatus = priceIncreaseStatus
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AppleKey.self)
+        originalTransactionID = try c.appleString("original_transaction_id")
+        productID = try c.appleString("product_id")
+        autoRenewProductID = try c.appleString("auto_renew_product_id")
+        autoRenewStatus = try c.appleBool("auto_renew_status")
+        expirationIntent = try c.appleString("expiration_intent")
+        isInBillingRetryPeriod = try c.appleBool("is_in_billing_retry_period")
+        gracePeriodExpiresDate = try c.appleDate("grace_period_expires_date")
+        priceIncreaseStatus = try c.appleString("price_increase_status")
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: AppleKey.self)
+        try c.encodeApple(expirationIntent, "expiration_intent")
+        try c.encodeApple(autoRenewProductID, "auto_renew_product_id")
+        try c.encodeAppleOneZero(isInBillingRetryPeriod, "is_in_billing_retry_period")
+        try c.encodeApple(productID, "product_id")
+        try c.encodeApple(originalTransactionID, "original_transaction_id")
+        try c.encodeAppleOneZero(autoRenewStatus, "auto_renew_status")
+        try c.encodeAppleDate(gracePeriodExpiresDate, "grace_period_expires_date")
+        try c.encodeApple(priceIncreaseStatus, "price_increase_status")
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+
+/// When to check a subscription next (DESIGN.md §4). Every default is documented; all are
+/// configurable (`renewal run --schedule FILE`, a JSON object with any of these keys, in seconds).
+public struct SchedulePolicy: Sendable, Hashable, Codable {
+    /// Active with auto-renew on: check this long before expiry (Apple renews "slightly before"). 1 h.
+    public var beforeExpiry: TimeInterval = 3600
+    /// Check this long after expiry, to see the renewal or the lapse. 15 min.
+    public var afterExpiry: TimeInterval = 900
+    /// Every entitled subscription is re-checked at least this often, to catch refunds. 7 d.
+    public var entitledMaximumInterval: TimeInterval = 7 * 86_400
+    /// Grace period and billing retry: daily. 1 d.
+    public var billingInterval: TimeInterval = 86_400
+    /// Billing retry is followed for this long after expiry (Apple's documented upper bound). 60 d.
+    public var billingRetryWindow: TimeInterval = 60 * 86_400
+    /// Expired: 1 d during the first week after expiry. 1 d.
+    public var expiredFirstWeekInterval: TimeInterval = 86_400
+    /// Expired: 7 d during the first 37 days after expiry. 7 d.
+    public var expiredFirstMonthInterval: TimeInterval = 7 * 86_400
+    /// Expired for longer, and revoked or invalid receipts: 30 d.
+    public var dormantInterval: TimeInterval = 30 * 86_400
+    /// A failed check backs off from this, doubling per consecutive failure. 5 min.
+    public var failureBackoffBase: TimeInterval = 300
+    /// Up to this. 6 h.
+    public var failureBackoffMaximum: TimeInterval = 6 * 3600
+    /// ± this fraction of random jitter on failure backoff. 0.2.
+    public var failureJitter: Double = 0.2
+    /// Never schedule sooner than this after a check, so a run always makes progress. 1 min.
+    public var minimumInterval: TimeInterval = 60
+    /// A 21002 answer this many checks in a row makes the receipt `invalid`. 3.
+    public var malformedChecksBeforeInvalid: Int = 3
+
+    public init() {}
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        var policy = SchedulePolicy()
+        func read(_ key: CodingKeys, _ path: WritableKeyPath<SchedulePolicy, TimeInterval>) throws {
+            if let value = try c.decodeIfPresent(TimeInterval.self, forKey: key) {
+                guard value >= 0, value.isFinite else {
+                    throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: "\(key.stringValue) must be a number of seconds ≥ 0.")
+                }
+                policy[keyPath: path] = value
+            }
+        }
+        try read(.beforeExpiry, \.beforeExpiry)
+        try read(.afterExpiry, \.afterExpiry)
+        try read(.entitledMaximumInterval, \.entitledMaximumInterval)
+        try read(.billingInterval, \.billingInterval)
+        try read(.billingRetryWindow, \.billingRetryWindow)
+        try read(.expiredFirstWeekInterval, \.expiredFirstWeekInterval)
+        try read(.expiredFirstMonthInterval, \.expiredFirstMonthInterval)
+        try read(.dormantInterval, \.dormantInterval)
+        try read(.failureBackoffBase, \.failureBackoffBase)
+        try read(.failureBackoffMaximum, \.failureBackoffMaximum)
+        try read(.minimumInterval, \.minimumInterval)
+        policy.failureJitter = try c.decodeIfPresent(Double.self, forKey: .failureJitter) ?? policy.failureJitter
+        policy.malformedChecksBeforeInvalid = try c.decodeIfPresent(Int.self, forKey: .malformedChecksBeforeInvalid) ?? policy.malformedChecksBeforeInvalid
+        self = policy
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case beforeExpiry = "before_expiry"
+        case afterExpiry = "after_expiry"
+        case entitledMaximumInterval = "entitled_maximum_interval"
+        case billingInterval = "billing_interval"
+        case billingRetryWindow = "billing_retry_window"
+        case expiredFirstWeekInterval = "expired_first_week_interval"
+        case expiredFirstMonthInterval = "expired_first_month_interval"
+        case dormantInterval = "dormant_interval"
+        case failureBackoffBase = "failure_backoff_base"
+        case failureBackoffMaximum = "failure_backoff_maximum"
+        case failureJitter = "failure_jitter"
+        case minimumInterval = "minimum_interval"
+        case malformedChecksBeforeInvalid = "malformed_checks_before_invalid"
+    }
+
+    /// The next check after a successful one.
+    public func nextCheck(for subscription: SubscriptionSnapshot, now: Date) -> Date {
+        let next: Date
+        let expires = subscription.expiresAt ?? now
+        switch subscription.state {
+        case .active:
+            let target: Date
+            if subscription.autoRenew != false, now < expires.addingTimeInterval(-beforeExpiry) {
+                target = expires.addingTimeInterval(-beforeExpiry)
+            } else {
+                target = expires.addingTimeInterval(afterExpiry)
+            }
+            next = min(target, now.addingTimeInterval(entitledMaximumInterval))
+        case .gracePeriod:
+            let graceEnd = (subscription.gracePeriodExpiresAt ?? now).addingTimeInterval(afterExpiry)
+            next = min(graceEnd, now.addingTimeInterval(billingInterval))
+        case .billingRetry where now < expires.addingTimeInterval(billingRetryWindow):
+            next = now.addingTimeInterval(billingInterval)
+        case .billingRetry, .expired:
+            let since = now.timeIntervalSince(expires)
+            if since < 7 * 86_400 {
+                next = now.addingTimeInterval(expiredFirstWeekInterval)
+            } else if since < 37 * 86_400 {
+                next = now.addingTimeInterval(expiredFirstMonthInterval)
+            } else {
+                next = now.addingTimeInterval(dormantInterval)
+            }
+        case .revoked, .invalid, .unverified:
+            next = now.addingTimeInterval(dormantInterval)
+        }
+        return max(next, now.addingTimeInterval(minimumInterval))
+    }
+
+    /// The next check after `consecutiveFailures` failed checks (1 for the first), with jitter.
+    ///
+    /// - Parameter random: a value in 0..<1 (injected so the core stays deterministic).
+    public func nextCheckAfterFailure(consecutiveFailures: Int, now: Date, random: Double) -> Date {
+        let exponent = Double(min(max(consecutiveFailures - 1, 0), 30))
+        let base = min(failureBackoffBase * pow(2, exponent), failureBackoffMaximum)
+        let jitter = 1 + failureJitter * (2 * random - 1)
+        return now.addingTimeInterval(max(base * jitter, minimumInterval))
+    }
+}

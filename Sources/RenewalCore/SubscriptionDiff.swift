@@ -1,0 +1,60 @@
+import Foundation
+
+extension SubscriptionEvent {
+    /// The entitlement changes between what is stored and what Apple's answer now says.
+    ///
+    /// A first check yields exactly one `verified` event. Otherwise a state change yields one event
+    /// named for the transition, and auto-renew and product changes add their own. A re-check that
+    /// changes nothing yields nothing.
+    public static func events(from stored: SubscriptionSnapshot?, to derived: SubscriptionSnapshot) -> [SubscriptionEvent] {
+        let from = stored?.state ?? .unverified
+        func event(_ kind: Kind) -> SubscriptionEvent {
+            SubscriptionEvent(
+                kind: kind, originalTransactionID: derived.originalTransactionID, productID: derived.productID,
+                fromState: from, toState: derived.state, oldExpiresAt: stored?.expiresAt,
+                newExpiresAt: derived.expiresAt, environment: derived.environment)
+        }
+        guard let stored, from != .unverified else { return [event(.verified)] }
+
+        var events: [SubscriptionEvent] = []
+        if let kind = transition(from: from, to: derived.state, oldExpiresAt: stored.expiresAt, newExpiresAt: derived.expiresAt) {
+            events.append(event(kind))
+        }
+        if let old = stored.autoRenew, let new = derived.autoRenew, old != new {
+            events.append(event(new ? .autoRenewEnabled : .autoRenewDisabled))
+        }
+        if let old = stored.productID, let new = derived.productID, old != new {
+            events.append(event(.productChanged))
+        }
+        return events
+    }
+
+    /// The event for a receipt Apple rejects (21003, 21010, persistent 21002): every stored
+    /// subscription of it, or its never-verified placeholder, becomes `invalid`.
+    public static func invalidation(of stored: SubscriptionSnapshot?) -> SubscriptionEvent? {
+        let from = stored?.state ?? .unverified
+        guard from != .invalid else { return nil }
+        return SubscriptionEvent(
+            kind: .invalidated, originalTransactionID: stored?.originalTransactionID, productID: stored?.productID,
+            fromState: from, toState: .invalid, oldExpiresAt: stored?.expiresAt, newExpiresAt: stored?.expiresAt,
+            environment: stored?.environment)
+    }
+
+    static func transition(from: SubscriptionState, to: SubscriptionState, oldExpiresAt: Date?, newExpiresAt: Date?) -> Kind? {
+        if from == to {
+            guard to == .active, let new = newExpiresAt, let old = oldExpiresAt, new > old else { return nil }
+            return .renewed
+        }
+        switch (from, to) {
+        case (_, .revoked): return .refunded
+        case (.revoked, _): return .refundReversed
+        case (_, .invalid): return .invalidated
+        case (_, .expired): return .expired
+        case (_, .billingRetry): return .billingIssue
+        case (_, .gracePeriod): return .gracePeriodStarted
+        case (.gracePeriod, .active), (.billingRetry, .active): return .billingRecovered
+        case (_, .active): return .renewed
+        case (_, .unverified): return nil
+        }
+    }
+}

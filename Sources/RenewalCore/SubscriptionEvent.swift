@@ -1,0 +1,47 @@
+import Foundation
+
+/// An entitlement change: the difference between the stored and the derived state of one subscription.
+public struct SubscriptionEvent: Sendable, Hashable, Codable {
+    /// The kinds of DESIGN.md §3; raw values are the contract's strings.
+    public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
+        /// First successful check of a receipt's subscription.
+        case verified
+        /// A new paid period (or a return after expiry).
+        case renewed
+        case expired
+        /// A renewal failed and Apple is retrying without (or after) a grace period.
+        case billingIssue = "billing_issue"
+        case gracePeriodStarted = "grace_period_started"
+        /// A failed renewal was collected.
+        case billingRecovered = "billing_recovered"
+        case autoRenewDisabled = "auto_renew_disabled"
+        case autoRenewEnabled = "auto_renew_enabled"
+        case productChanged = "product_changed"
+        case refunded
+        case refundReversed = "refund_reversed"
+        case invalidated
+    }
+
+    public var kind: Kind
+    public var originalTransactionID: String?
+    public var productID: String?
+    public var fromState: SubscriptionState
+    public var toState: SubscriptionState
+    public var oldExpiresAt: Date?
+    public var newExpiresAt: Date?
+    public var environment: AppStoreEnvironment?
+
+    public init(
+        kind: Kind, originalTransactionID: String?, productID: String?, fromState: SubscriptionState,
+        toState: SubscriptionState, oldExpiresAt: Date?, newExpiresAt: Date?, environment: AppStoreEnvironment?
+    ) {
+        self.kind = kind
+        self.originalTransactionID = originalTransactionID
+        self.productID = productID
+        self.fromState = fromState
+        self.toState = toState
+        self.oldExpiresAt = oldExpiresAt
+        self.newExpiresAt = newExpiresAt
+        self.environment = environment
+    }
+}
