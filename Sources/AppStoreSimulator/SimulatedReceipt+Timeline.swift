@@ -1,0 +1,220 @@
+import Foundation
+import RenewalCore
+
+/// What the simulator sends back for one verifyReceipt request.
+enum SimulatedAnswer: Sendable {
+    /// An Apple answer in the iOS 7+ shape, encoded from the core types.
+    case apple(VerifyReceiptResponse)
+    /// An iOS 6-style answer.
+    case legacy(LegacyVerifyReceiptAnswer)
+    /// A valid answer cut in half (HTTP 200, `application/json`).
+    case truncated(VerifyReceiptResponse)
+    /// A non-Apple body: an HTML error page or similar.
+    case raw(httpStatus: Int, contentType: String, body: String)
+
+    static func status(_ code: AppStoreStatus) -> SimulatedAnswer {
+        .apple(VerifyReceiptResponse(status: code))
+    }
+
+    static let outagePage = SimulatedAnswer.raw(
+        httpStatus: 503, contentType: "text/html; charset=utf-8",
+        body: "<html><head><title>503 Service Unavailable</title></head><body><h1>Service Unavailable</h1></body></html>")
+    static let htmlPage = SimulatedAnswer.raw(
+        httpStatus: 200, contentType: "text/html; charset=utf-8",
+        body: "<!DOCTYPE html><html><head><title>Apple</title></head><body><p>We'll be right back.</p></body></html>")
+}
+
+/// Deterministic identifiers: FNV-1a (64-bit) of the account and a salt, as 15 digits. Swift's
+/// `hashValue` is randomized per process and would change ids between runs.
+enum SimulatedIdentifier {
+    static func fnv1a(_ text: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        return hash
+    }
+
+    /// A 15-digit decimal id, never starting with 0.
+    static func id(_ parts: String...) -> String {
+        String(100_000_000_000_000 + fnv1a(parts.joined(separator: "#")) % 900_000_000_000_000)
+    }
+}
+
+/// One paid period of one subscription.
+private struct SimulatedPeriod {
+    var index: Int
+    var start: Date
+    var end: Date
+    var productID: String
+    var originalTransactionID: String
+    var salt: String
+    var trial = false
+    var cancellation: Date?
+    var cancellationReason: String?
+    var upgraded = false
+}
+
+extension SimulatedReceipt {
+    static let bundleID = "com.example.app"
+    static let day: TimeInterval = 86_400
+
+    /// The answer to one request at simulator time `now`.
+    /// - Parameters:
+    ///   - sandboxEndpoint: the request came to `/sandbox/verifyReceipt`.
+    ///   - attempt: the request number for this account (1 for the first).
+    func answer(at now: Date, sandboxEndpoint: Bool, attempt: Int) -> SimulatedAnswer {
+        if scenario == .sandbox, !sandboxEndpoint { return .status(.sandboxReceiptOnProduction) }
+        if scenario != .sandbox, sandboxEndpoint { return .status(.productionReceiptOnSandbox) }
+        switch scenario {
+        case .accountNotFound: return .status(.accountNotFound)
+        case .notAuthentic: return .status(.notAuthentic)
+        case .malformed: return .status(.malformedOrTemporary)
+        case .transient21005 where attempt <= 2: return .status(.serverUnavailable)
+        case .outage: return SimulatedAnswer.outagePage
+        case .html200: return SimulatedAnswer.htmlPage
+        case .truncatedJSON: return .truncated(response(at: now))
+        case .legacyIOS6: return .legacy(legacyAnswer(at: now))
+        default: return .apple(response(at: now))
+        }
+    }
+
+    /// The status-0 answer of the subscription scenarios.
+    func response(at now: Date) -> VerifyReceiptResponse {
+        let originalID = SimulatedIdentifier.id(account)
+        var periods: [SimulatedPeriod] = []
+        var pending: [PendingRenewalInfo] = []
+        var renewals = 0
+        let elapsed = now.timeIntervalSince(start)
+        let retryStart = start.addingTimeInterval(period)
+
+        func renewing(_ product: String, from origin: Date, firstIndex: Int, salt: String) -> SimulatedPeriod {
+            let k = max(0, Int((now.timeIntervalSince(origin) / period).rounded(.down)))
+            let periodStart = origin.addingTimeInterval(Double(k) * period)
+            return SimulatedPeriod(
+                index: firstIndex + k, start: periodStart, end: periodStart.addingTimeInterval(period),
+                productID: product, originalTransactionID: originalID, salt: salt)
+        }
+        let first = SimulatedPeriod(
+            index: 0, start: start, end: retryStart, productID: productID,
+            originalTransactionID: originalID, salt: "")
+
+        switch scenario {
+        case .voluntaryExpiry:
+            periods = [first]
+            pending = [.init(
+                originalTransactionID: originalID, productID: productID, autoRenewStatus: false,
+                expirationIntent: now >= retryStart ? "1" : nil)]
+        case .billingRetry, .gracePeriod:
+            periods = [first]
+            pending = [billingRetryPending(originalID: originalID, now: now)]
+        case .billingRecovery:
+            let recovery = retryStart.addingTimeInterval(3 * Self.day)
+            if now < recovery {
+                periods = [first]
+                pending = [billingRetryPending(originalID: originalID, now: now)]
+            } else {
+                let current = renewing(productID, from: recovery, firstIndex: 1, salt: "")
+                periods = [current]
+                renewals = current.index
+                pending = [.init(originalTransactionID: originalID, productID: productID, autoRenewStatus: true)]
+            }
+        case .refund where elapsed >= 1.5 * period:
+            var refunded = first
+            refunded.index = 1
+            refunded.start = retryStart
+            refunded.end = retryStart.addingTimeInterval(period)
+            refunded.cancellation = start.addingTimeInterval(1.5 * period)
+            refunded.cancellationReason = "0"
+            periods = [refunded]
+            renewals = 1
+            pending = [.init(originalTransactionID: originalID, productID: productID, autoRenewStatus: false)]
+        case .upgrade where elapsed >= 1.5 * period:
+            let upgradeDate = start.addingTimeInterval(1.5 * period)
+            var old = first
+            old.index = 1
+            old.start = retryStart
+            old.end = retryStart.addingTimeInterval(period)
+            old.upgraded = true
+            old.cancellation = upgradeDate
+            let premium = productID + ".premium"
+            let current = renewing(premium, from: upgradeDate, firstIndex: 0, salt: "premium")
+            periods = [old, current]
+            renewals = 2 + current.index
+            pending = [.init(originalTransactionID: originalID, productID: premium, autoRenewStatus: true)]
+        case .multipleSubscriptions:
+            let current = renewing(productID, from: start, firstIndex: 0, salt: "")
+            let addonID = SimulatedIdentifier.id(account, "addon")
+            let addon = productID + ".addon"
+            periods = [
+                current,
+                SimulatedPeriod(
+                    index: 0, start: start, end: retryStart, productID: addon,
+                    originalTransactionID: addonID, salt: "addon"),
+            ]
+            renewals = current.index
+            pending = [
+                .init(originalTransactionID: originalID, productID: productID, autoRenewStatus: true),
+                .init(
+                    originalTransactionID: addonID, productID: addon, autoRenewStatus: false,
+                    expirationIntent: now >= retryStart ? "1" : nil),
+            ]
+        default:
+            // renewal, sandbox, family_shared, trial, transient_21005, truncated_json, slow,
+            // and refund/upgrade before their event.
+            var current = renewing(productID, from: start, firstIndex: 0, salt: "")
+            current.trial = scenario == .trial && current.index == 0
+            periods = [current]
+            renewals = current.index
+            pending = [.init(originalTransactionID: originalID, productID: productID, autoRenewStatus: true)]
+        }
+
+        let rows = periods.map(row(for:))
+        let isSandbox = scenario == .sandbox
+        var latest = self
+        latest.generation = max(generation, renewals)
+        return VerifyReceiptResponse(
+            status: .valid,
+            environment: isSandbox ? .sandbox : .production,
+            latestReceipt: latest.encoded,
+            latestReceiptInfo: rows,
+            pendingRenewalInfo: pending,
+            receipt: ReceiptInfo(
+                receiptType: isSandbox ? "ProductionSandbox" : "Production", bundleID: Self.bundleID,
+                inApp: rows))
+    }
+
+    private func billingRetryPending(originalID: String, now: Date) -> PendingRenewalInfo {
+        let retryStart = start.addingTimeInterval(period)
+        guard now >= retryStart else {
+            return .init(originalTransactionID: originalID, productID: productID, autoRenewStatus: true)
+        }
+        let retrying = now < retryStart.addingTimeInterval(60 * Self.day)
+        let grace = scenario == .gracePeriod ? retryStart.addingTimeInterval(16 * Self.day) : nil
+        return .init(
+            originalTransactionID: originalID, productID: productID, autoRenewStatus: true,
+            expirationIntent: "2", isInBillingRetryPeriod: retrying, gracePeriodExpiresDate: grace)
+    }
+
+    private func row(for period: SimulatedPeriod) -> LatestReceiptInfo {
+        let transactionID =
+            period.index == 0 && period.salt.isEmpty
+            ? period.originalTransactionID
+            : SimulatedIdentifier.id(account, "transaction", period.salt, String(period.index))
+        return LatestReceiptInfo(
+            productID: period.productID,
+            transactionID: transactionID,
+            originalTransactionID: period.originalTransactionID,
+            webOrderLineItemID: SimulatedIdentifier.id(account, "line", period.salt, String(period.index)),
+            purchaseDate: period.start,
+            originalPurchaseDate: start,
+            expiresDate: period.end,
+            cancellationDate: period.cancellation,
+            cancellationReason: period.cancellationReason,
+            isTrialPeriod: period.trial,
+            isUpgraded: period.upgraded ? true : nil,
+            inAppOwnershipType: scenario == .familyShared ? "FAMILY_SHARED" : "PURCHASED",
+            subscriptionGroupIdentifier: period.salt == "addon" ? "20000002" : "20000001")
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+
+/// A receipt the simulator understands. Its `encoded` form plays the part of Apple's opaque base64
+/// receipt: the job stores it, sends it as `receipt-data` and replaces it with `latest_receipt`.
+public struct SimulatedReceipt: Codable, Sendable, Hashable {
+    /// The customer; unique per customer, and the seed of every identifier in the answers.
+    public var account: String
+    /// What Apple does with this receipt over time.
+    public var scenario: Scenario
+    /// The original purchase.
+    public var start: Date
+    /// The length of one paid period, in seconds.
+    public var period: TimeInterval
+    /// The subscription's product identifier.
+    public var productID: String
+    /// How many renewals this receipt already knows about; every `latest_receipt` bumps it.
+    public var generation: Int
+
+    /// Creates a receipt.
+    /// - Parameters:
+    ///   - account: unique per customer.
+    ///   - scenario: the timeline the simulator plays for it.
+    ///   - start: the original purchase date.
+    ///   - period: the paid period length; default 30 days.
+    ///   - productID: default `com.example.pro.monthly`.
+    ///   - generation: default 0 (the receipt of the original purchase).
+    public init(
+        account: String, scenario: Scenario, start: Date, period: TimeInterval = 30 * 86_400,
+        productID: String = "com.example.pro.monthly", generation: Int = 0
+    ) {
+        self.account = account
+        self.scenario = scenario
+        self.start = start
+        self.period = period
+        self.productID = productID
+        self.generation = generation
+    }
+
+    /// Base64 of the receipt's JSON: opaque to the job, like a real receipt.
+    public var encoded: String {
+        // Encoding a struct of strings and numbers cannot fail.
+        let data = (try? Self.encoder.encode(self)) ?? Data()
+        return data.base64EncodedString()
+    }
+
+    /// Reads a receipt produced by `encoded`; nil for anything else (a real receipt, garbage).
+    public init?(encoded: String) {
+        guard let data = Data(base64Encoded: encoded, options: .ignoreUnknownCharacters),
+            let receipt = try? Self.decoder.decode(SimulatedReceipt.self, from: data),
+            receipt.period > 0, receipt.period.isFinite, receipt.generation >= 0
+        else { return nil }
+        self = receipt
+    }
+
+    private static var encoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .millisecondsSince1970
+        return encoder
+    }
+
+    private static var decoder: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .millisecondsSince1970
+        return decoder
+    }
+}

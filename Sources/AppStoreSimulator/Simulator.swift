@@ -1,0 +1,170 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import RenewalCore
+
+/// Builds the verifyReceipt simulator: `POST /verifyReceipt`, `POST /sandbox/verifyReceipt` and the
+/// `/_simulator` control routes. Run it with `runService()` or inside a `ServiceGroup`, or use
+/// `withAppStoreSimulator(configuration:logger:_:)` to run it for the length of a closure.
+/// - Parameters:
+///   - configuration: address, shared secret, delays and the shared state.
+///   - logger: the server's logger; nil uses Hummingbird's default.
+public func buildSimulator(configuration: SimulatorConfiguration, logger: Logger? = nil) -> some ApplicationProtocol {
+    makeSimulatorApplication(configuration: configuration, logger: logger, onServerRunning: { _ in })
+}
+
+/// The application with a hook that learns the bound channel (and so the port).
+func makeSimulatorApplication(
+    configuration: SimulatorConfiguration, logger: Logger?,
+    onServerRunning: @escaping @Sendable (any Channel) async -> Void
+) -> some ApplicationProtocol {
+    let router = Router()
+    let routes = SimulatorRoutes(configuration: configuration)
+    router.post("verifyReceipt") { request, _ in try await routes.verify(request, sandbox: false) }
+    router.post("sandbox/verifyReceipt") { request, _ in try await routes.verify(request, sandbox: true) }
+    router.get("_simulator/clock") { _, _ in routes.clock() }
+    router.post("_simulator/clock") { request, _ in try await routes.changeClock(request) }
+    router.get("_simulator/fault") { _, _ in routes.json(["mode": configuration.state.fault.rawValue]) }
+    router.post("_simulator/fault") { request, _ in try await routes.changeFault(request) }
+    router.get("_simulator/stats") { _, _ in routes.json(configuration.state.stats) }
+    router.get("_simulator/received/:account") { _, context in
+        routes.received(account: context.parameters.get("account") ?? "")
+    }
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "appstore-simulator"),
+        onServerRunning: onServerRunning,
+        logger: logger)
+}
+
+/// The route handlers, kept apart from the routing table.
+struct SimulatorRoutes: Sendable {
+    let configuration: SimulatorConfiguration
+    static let maxRequestBytes = 4 << 20
+
+    var state: SimulatorState { configuration.state }
+
+    func verify(_ request: Request, sandbox: Bool) async throws -> Response {
+        state.recordRequest(sandbox: sandbox)
+        let delay = configuration.latency + state.latency
+        if delay > .zero { try await Task.sleep(for: delay) }
+        let body = try await request.body.collect(upTo: Self.maxRequestBytes)
+        let verifyRequest = try? JSONDecoder().decode(VerifyReceiptRequest.self, from: Data(body.readableBytesView))
+        let receipt = verifyRequest.flatMap { SimulatedReceipt(encoded: $0.receiptData) }
+        var attempt = 1
+        if let receipt, let verifyRequest {
+            attempt = state.recordReceipt(account: receipt.account, receiptData: verifyRequest.receiptData)
+        }
+        switch state.fault {
+        case .none: break
+        case .outage: return respond(SimulatedAnswer.outagePage)
+        case .html200: return respond(SimulatedAnswer.htmlPage)
+        case .status21005: return respond(.status(.serverUnavailable))
+        }
+        guard let verifyRequest else { return respond(.status(.malformedOrTemporary)) }
+        if let secret = configuration.sharedSecret, verifyRequest.password != secret {
+            return respond(.status(.sharedSecretRejected))
+        }
+        guard let receipt else { return respond(.status(.malformedOrTemporary)) }
+        if receipt.scenario == .slow { try await Task.sleep(for: configuration.slowDelay) }
+        return respond(receipt.answer(at: state.now, sandboxEndpoint: sandbox, attempt: attempt))
+    }
+
+    func respond(_ answer: SimulatedAnswer) -> Response {
+        switch answer {
+        case .apple(let response): return json(response)
+        case .legacy(let response): return json(response)
+        case .truncated(let response):
+            let data = Self.encode(response)
+            return raw(status: 200, contentType: "application/json", data: data.prefix(data.count / 2))
+        case .raw(let httpStatus, let contentType, let body):
+            return raw(status: httpStatus, contentType: contentType, data: Data(body.utf8))
+        }
+    }
+
+    func clock() -> Response {
+        json(["now_ms": AppleDateFormat.milliseconds(state.now)])
+    }
+
+    /// `{"now_ms": N}` sets (and freezes) the clock; `{"advance_seconds": N}` moves it.
+    func changeClock(_ request: Request) async throws -> Response {
+        struct Change: Decodable {
+            var nowMS: Int64?
+            var advanceSeconds: Double?
+            enum CodingKeys: String, CodingKey {
+                case nowMS = "now_ms"
+                case advanceSeconds = "advance_seconds"
+            }
+        }
+        guard let change = try await decode(Change.self, from: request),
+            change.nowMS != nil || change.advanceSeconds?.isFinite == true
+        else { return badRequest(#"Send {"now_ms": N} or {"advance_seconds": N}."#) }
+        if let nowMS = change.nowMS { state.set(AppleDateFormat.date(milliseconds: nowMS)) }
+        if let seconds = change.advanceSeconds, seconds.isFinite { state.advance(by: seconds) }
+        return clock()
+    }
+
+    /// `{"mode": "none" | "outage" | "html_200" | "status_21005"}`.
+    func changeFault(_ request: Request) async throws -> Response {
+        struct Change: Decodable { var mode: SimulatorState.Fault }
+        guard let change = try await decode(Change.self, from: request) else {
+            let modes = SimulatorState.Fault.allCases.map(\.rawValue).joined(separator: ", ")
+            return badRequest("Send {\"mode\": M} with M one of \(modes).")
+        }
+        state.fault = change.mode
+        return json(["mode": change.mode.rawValue])
+    }
+
+    func received(account: String) -> Response {
+        guard let receiptData = state.lastReceived(account: account) else {
+            var response = json(["error": "No receipt received for this account."])
+            response.status = .notFound
+            return response
+        }
+        return json(Received(
+            account: account, receiptData: receiptData,
+            generation: SimulatedReceipt(encoded: receiptData)?.generation, attempts: state.attempts(account: account)))
+    }
+
+    private struct Received: Encodable {
+        var account: String
+        var receiptData: String
+        var generation: Int?
+        var attempts: Int
+        enum CodingKeys: String, CodingKey {
+            case account, generation, attempts
+            case receiptData = "receipt_data"
+        }
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T? {
+        let body = try await request.body.collect(upTo: 64 << 10)
+        return try? JSONDecoder().decode(type, from: Data(body.readableBytesView))
+    }
+
+    func json(_ value: some Encodable) -> Response {
+        raw(status: 200, contentType: "application/json", data: Self.encode(value))
+    }
+
+    private func badRequest(_ message: String) -> Response {
+        var response = json(["error": message])
+        response.status = .badRequest
+        return response
+    }
+
+    private func raw(status: Int, contentType: String, data: Data) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = contentType
+        return Response(
+            status: HTTPResponse.Status(code: status), headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func encode(_ value: some Encodable) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
+        // The simulator's own types always encode.
+        return (try? encoder.encode(value)) ?? Data(#"{"status":21005}"#.utf8)
+    }
+}
