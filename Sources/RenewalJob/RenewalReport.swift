@@ -1,0 +1,90 @@
+import Foundation
+import RenewalCore
+import RenewalStorage
+
+/// The counts of one run, as the report, the `runs` table and the log summary show them.
+public struct RenewalCounts: Sendable, Hashable, Codable {
+    /// Receipts Apple was asked about (one call per receipt, whatever it holds).
+    public var checked = 0
+    /// Entitlement change events (the length of the report's `changes`).
+    public var changed = 0
+    /// Receipts whose check changed at least one entitlement.
+    public var receiptsChanged = 0
+    /// Receipts checked with no change.
+    public var unchanged = 0
+    /// Receipts that could not be verified (the length of `failures`); they keep their state.
+    public var failed = 0
+    /// Receipts Apple rejects (21003, 21010, persistent 21002).
+    public var invalid = 0
+    /// `shared_apple_id` conflicts (the length of `conflicts`).
+    public var conflicts = 0
+    /// Receipts claimed but left exactly as they were (circuit breaker, shutdown, 21004).
+    public var skipped = 0
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case checked, changed, unchanged, failed, invalid, conflicts, skipped
+        case receiptsChanged = "receipts_changed"
+    }
+}
+
+/// One element of the report's `changes`.
+struct ReportChange: Encodable {
+    var userID: String
+    var event: SubscriptionEvent
+    var ownershipType: String?
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: ReportKey.self)
+        try c.encode(userID, forKey: ReportKey("user_id"))
+        try c.encode(event.originalTransactionID, forKey: ReportKey("original_transaction_id"))
+        try c.encode(event.productID, forKey: ReportKey("product_id"))
+        try c.encode(event.kind.rawValue, forKey: ReportKey("kind"))
+        try c.encode(event.fromState.rawValue, forKey: ReportKey("from_state"))
+        try c.encode(event.toState.rawValue, forKey: ReportKey("to_state"))
+        try c.encode(event.oldExpiresAt.map(Timestamp.string), forKey: ReportKey("old_expires_at"))
+        try c.encode(event.newExpiresAt.map(Timestamp.string), forKey: ReportKey("new_expires_at"))
+        try c.encode(event.environment?.rawValue, forKey: ReportKey("environment"))
+        try c.encode(ownershipType, forKey: ReportKey("ownership_type"))
+        try c.encode(event.toState.grantsAccess, forKey: ReportKey("entitled"))
+    }
+}
+
+/// One element of the report's `failures`.
+struct ReportFailure: Encodable {
+    var userID: String
+    var receiptID: Int64
+    var failure: CheckFailure
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: ReportKey.self)
+        try c.encode(userID, forKey: ReportKey("user_id"))
+        try c.encode(failure.reason, forKey: ReportKey("reason"))
+        try c.encode(failure.message, forKey: ReportKey("message"))
+        try c.encode(receiptID, forKey: ReportKey("receipt_id"))
+    }
+}
+
+/// One element of the report's `conflicts`.
+struct ReportConflict: Encodable {
+    var conflict: OwnershipConflict
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: ReportKey.self)
+        try c.encode("shared_apple_id", forKey: ReportKey("kind"))
+        try c.encode(conflict.claimantUserID, forKey: ReportKey("user_id"))
+        try c.encode(conflict.ownerUserID, forKey: ReportKey("owner_user_id"))
+        try c.encode(conflict.originalTransactionID, forKey: ReportKey("original_transaction_id"))
+        try c.encode(conflict.productID, forKey: ReportKey("product_id"))
+        try c.encode("kept_first_owner", forKey: ReportKey("resolution"))
+    }
+}
+
+struct ReportKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(_ string: String) { stringValue = string }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}

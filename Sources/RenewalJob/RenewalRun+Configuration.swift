@@ -1,0 +1,95 @@
+import Foundation
+import RenewalCore
+import RenewalStorage
+
+extension RenewalRun {
+    /// Everything a run needs besides its collaborators, resolved once by the CLI.
+    public struct Configuration: Sendable {
+        /// `run` (due receipts) or a backfill (the selected receipts, whatever their schedule).
+        public var command: Command
+        /// Receipts verified at the same time (sliding window). Default 16.
+        public var concurrency: Int = 16
+        /// Stop after claiming this many receipts. Default: no limit.
+        public var limit: Int?
+        /// Compute and report changes, write nothing. Default false.
+        public var dryRun: Bool = false
+        /// Receipts read per page. Default 200.
+        public var pageSize: Int = 200
+        /// How long a claim on a receipt lasts; a killed worker's rows are free again after it. Default 10 min.
+        public var leaseDuration: TimeInterval = 600
+        /// When to check next. Defaults: DESIGN.md §4.
+        public var schedule = SchedulePolicy()
+        public var circuitBreaker = CircuitBreaker.Configuration()
+        /// Where to write the JSON report; nil for none.
+        public var reportPath: String?
+        /// Identifies this process in leases and the `runs` table.
+        public var workerID: String
+        public var host: String
+        public var processID: Int
+
+        public init(command: Command, workerID: String? = nil) {
+            self.command = command
+            let host = ProcessInfo.processInfo.hostName
+            let pid = Int(ProcessInfo.processInfo.processIdentifier)
+            self.host = host
+            self.processID = pid
+            self.workerID = workerID ?? "\(host)-\(pid)-\(UUID().uuidString.prefix(8))"
+        }
+    }
+
+    public enum Command: Sendable, Hashable {
+        case run
+        case backfill(BackfillSelector)
+
+        var name: String {
+            switch self {
+            case .run: return "run"
+            case .backfill: return "backfill"
+            }
+        }
+    }
+}
+
+/// How a run ended; the CLI maps it onto the contract's exit codes.
+public struct RenewalOutcome: Sendable, Hashable {
+    public enum Status: String, Sendable, Hashable {
+        /// All selected work done (exit 0).
+        case completed
+        /// Finished, but some receipts could not be verified (exit 3).
+        case completedWithFailures = "completed_with_failures"
+        /// Stopped claiming work because Apple kept failing (exit 4).
+        case abortedAppleUnavailable = "aborted_apple_unavailable"
+        /// Apple rejected the shared secret, 21004 (exit 78).
+        case sharedSecretRejected = "aborted_shared_secret_rejected"
+        /// Stopped on SIGTERM/SIGINT after finishing in-flight receipts (exit 3).
+        case interrupted
+
+        /// The contract's exit code (DESIGN.md §5).
+        public var exitCode: Int32 {
+            switch self {
+            case .completed: return 0
+            case .completedWithFailures, .interrupted: return 3
+            case .abortedAppleUnavailable: return 4
+            case .sharedSecretRejected: return 78
+            }
+        }
+    }
+
+    public var runID: String
+    public var status: Status
+    public var counts: RenewalCounts
+    public var startedAt: Date
+    public var finishedAt: Date
+    public var reportPath: String?
+}
+
+/// Errors that end a whole run (per-receipt problems are outcomes, not errors).
+public enum RenewalRunError: Error, Sendable, CustomStringConvertible {
+    case report(path: String, detail: String)
+
+    public var description: String {
+        switch self {
+        case .report(let path, let detail): return "Cannot write the report to \(path): \(detail)."
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import Logging
+import RenewalAppStore
+import RenewalCore
+import RenewalStorage
+import ServiceLifecycle
+
+/// One run of the job: takes the due (or selected) receipts, verifies them with Apple through a
+/// bounded sliding window, writes each result in its own transaction, and reports every change.
+///
+/// The job sees only the two protocols, `SubscriptionStore` and `ReceiptVerifier`.
+public struct RenewalRun: Sendable {
+    public let configuration: Configuration
+    let store: any SubscriptionStore
+    let verifier: any ReceiptVerifier
+    let logger: Logger
+    let now: @Sendable () -> Date
+    let random: @Sendable () -> Double
+
+    /// - Parameters:
+    ///   - now: the clock (injected so tests and the demo control time). Default: the system clock.
+    ///   - random: values in 0..<1 for backoff jitter. Default: the system generator.
+    public init(
+        configuration: Configuration, store: any SubscriptionStore, verifier: any ReceiptVerifier, logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() },
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+    ) {
+        self.configuration = configuration
+        self.store = store
+        self.verifier = verifier
+        self.logger = logger
+        self.now = now
+        self.random = random
+    }
+
+    /// Runs to the end of the selection, the limit, a stop condition or graceful shutdown.
+    ///
+    /// Throws only when the whole run fails (database errors, an unwritable report).
+    public func run() async throws -> RenewalOutcome {
+        let runID = UUID().uuidString.lowercased()
+        var logger = self.logger
+        logger[metadataKey: LogKey.runID] = "\(runID)"
+        logger[metadataKey: LogKey.backend] = "\(store.backendName)"
+        let startedAt = now()
+        let command = configuration.command.name
+        var record = RunRecord(
+            id: runID, command: command, startedAt: startedAt, host: configuration.host,
+            processID: configuration.processID)
+        logger.info("Run started", metadata: [
+            "renewal.command": "\(command)", "renewal.dry_run": "\(configuration.dryRun)",
+            "renewal.concurrency": "\(configuration.concurrency)",
+            "renewal.limit": "\(configuration.limit.map(String.init) ?? "none")",
+            "renewal.worker": "\(configuration.workerID)",
+        ])
+        if !configuration.dryRun { try await store.beginRun(record) }
+        let report = try configuration.reportPath.map {
+            try ReportWriter(path: $0, runID: runID, command: command, dryRun: configuration.dryRun, startedAt: startedAt)
+        }
+
+        var loop = RunLoop(run: self, runID: runID, logger: logger, report: report, startedAt: startedAt)
+        let status: RenewalOutcome.Status
+        do {
+            status = try await loop.process()
+        } catch {
+            report?.discard()
+            logger.error("Run failed", metadata: ["error": "\(error)"])
+            if !configuration.dryRun {
+                record.finishedAt = now()
+                record.status = "failed"
+                record.exitCode = 1
+                try? await store.finishRun(record)
+            }
+            throw error
+        }
+
+        let finishedAt = now()
+        let counts = loop.counts
+        try report?.finish(finishedAt: finishedAt, status: status.rawValue, exitCode: Int(status.exitCode), counts: counts)
+        if !configuration.dryRun {
+            record.finishedAt = finishedAt
+            record.status = status.rawValue
+            record.exitCode = Int(status.exitCode)
+            record.checked = counts.checked
+            record.changed = counts.changed
+            record.unchanged = counts.unchanged
+            record.failed = counts.failed
+            record.conflicts = counts.conflicts
+            try await store.finishRun(record)
+        }
+        logger.info("Run finished", metadata: [
+            "renewal.status": "\(status.rawValue)", "renewal.checked": "\(counts.checked)",
+            "renewal.changed": "\(counts.changed)", "renewal.unchanged": "\(counts.unchanged)",
+            "renewal.failed": "\(counts.failed)", "renewal.invalid": "\(counts.invalid)",
+            "renewal.conflicts": "\(counts.conflicts)", "renewal.skipped": "\(counts.skipped)",
+            "renewal.seconds": "\(String(format: "%.3f", finishedAt.timeIntervalSince(startedAt)))",
+        ])
+        return RenewalOutcome(
+            runID: runID, status: status, counts: counts, startedAt: startedAt, finishedAt: finishedAt,
+            reportPath: configuration.reportPath)
+    }
+}

@@ -1,0 +1,80 @@
+import AppStoreSimulator
+import ArgumentParser
+import Foundation
+import Logging
+import RenewalAppStore
+import RenewalCore
+import RenewalJob
+import RenewalSQLite
+import RenewalStorage
+
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Run the real job on a sample SQLite database against the built-in App Store simulator.",
+        discussion: """
+            Creates a SQLite database with sample customers covering renewal, voluntary expiry, billing \
+            retry, grace period, recovery, refund, upgrade, sandbox, family sharing, trial, iOS 6 receipts, \
+            21010, a transient 21005, an HTML outage, truncated JSON, a slow answer and a shared Apple ID; \
+            starts the simulator on a free loopback port; runs the job for real on day 0, day 11 and day 15 \
+            of the simulator's clock; prints the changes and where the reports and the database are.
+            """)
+
+    @Option(name: .long, help: ArgumentHelp("Directory for the database and reports. Default: a new temporary directory.", valueName: "dir"))
+    var directory: String?
+
+    @OptionGroup var logging: LoggingOptions
+
+    func run() async throws {
+        try await ExitMapping.run {
+            let logger = logging.makeLogger(defaultLevel: .error)
+            let directory = try self.directory ?? Self.makeTemporaryDirectory()
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let databasePath = (directory as NSString).appendingPathComponent("renewal.sqlite")
+            guard !FileManager.default.fileExists(atPath: databasePath) else {
+                throw ValidationError("\(databasePath) already exists; give --directory an empty or new directory.")
+            }
+            let state = SimulatorState(now: Date())
+            let secret = "demo-shared-secret"
+            let simulator = SimulatorConfiguration(sharedSecret: secret, latency: .milliseconds(20), slowDelay: .seconds(3), state: state)
+            try await withAppStoreSimulator(configuration: simulator, logger: logger) { endpoints in
+                let store = try SQLiteSubscriptionStore.open(path: databasePath, create: true)
+                _ = try await store.migrate()
+                let customers = DemoData.customers(at: state.now)
+                _ = try await store.importReceipts(DemoData.imports(customers), now: state.now)
+                let output = DemoOutput()
+                output.header(endpoints: endpoints, databasePath: databasePath, customers: customers)
+                let client = AppStoreClient.Configuration(
+                    productionURL: endpoints.productionURL, sandboxURL: endpoints.sandboxURL, sharedSecret: secret,
+                    requestTimeout: .milliseconds(1500), maxAttempts: 3, retryBaseDelay: .milliseconds(50))
+                try await AppStoreClient.withAppStoreClient(configuration: client) { client in
+                    let steps: [(title: String, advanceDays: Double)] = [
+                        ("Day 0: first verification of every imported receipt", 0),
+                        ("Day 11: Apple renewed, expired, refunded, retried billing", 11),
+                        ("Day 15: billing recovered, grace period continues", 4),
+                        ("Day 15 again: an immediate second run has nothing due", 0),
+                    ]
+                    for (index, step) in steps.enumerated() {
+                        state.advance(by: step.advanceDays * 86_400)
+                        var configuration = RenewalRun.Configuration(command: .run)
+                        configuration.concurrency = 8
+                        configuration.reportPath = (directory as NSString).appendingPathComponent("report-run-\(index + 1).json")
+                        let outcome = try await RenewalRun(
+                            configuration: configuration, store: store, verifier: client, logger: logger, now: { state.now }
+                        ).run()
+                        try output.run(number: index + 1, title: step.title, outcome: outcome)
+                    }
+                }
+                output.footer(directory: directory, databasePath: databasePath)
+            }
+        }
+    }
+
+    private static func makeTemporaryDirectory() throws -> String {
+        var template = Array((NSTemporaryDirectory() as NSString).appendingPathComponent("renewal-demo-XXXXXX").utf8CString)
+        guard let path = mkdtemp(&template) else {
+            throw ConfigurationError("Cannot create a temporary directory; pass --directory DIR.")
+        }
+        return String(cString: path)
+    }
+}

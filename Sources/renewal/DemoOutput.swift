@@ -1,0 +1,53 @@
+import AppStoreSimulator
+import Foundation
+import RenewalCore
+import RenewalJob
+
+/// The demo's human-readable output, built from the runs' JSON reports.
+struct DemoOutput {
+    func header(endpoints: SimulatorEndpoints, databasePath: String, customers: [DemoData.Customer]) {
+        print("renewal demo: the real job, a real SQLite file, the App Store simulator on \(endpoints.productionURL)")
+        print("")
+        print("Imported \(customers.count) sample customers:")
+        for customer in customers {
+            print("  \(pad(customer.userID, 12)) \(pad(customer.receipt.scenario.rawValue, 24)) \(customer.story)")
+        }
+    }
+
+    func run(number: Int, title: String, outcome: RenewalOutcome) throws {
+        let c = outcome.counts
+        print("")
+        print("Run \(number): \(title)")
+        print("  checked \(c.checked), \(c.changed) changes, \(c.unchanged) unchanged, \(c.failed) failed, \(c.conflicts) conflicts -> exit code \(outcome.status.exitCode) (\(outcome.status.rawValue))")
+        guard let path = outcome.reportPath, let data = FileManager.default.contents(atPath: path),
+            let report = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { return }
+        for change in report["changes"] as? [[String: Any]] ?? [] {
+            let user = change["user_id"] as? String ?? "?"
+            let kind = change["kind"] as? String ?? "?"
+            let from = change["from_state"] as? String ?? "?"
+            let to = change["to_state"] as? String ?? "?"
+            let expires = (change["new_expires_at"] as? String).map { "expires \($0.prefix(10))" } ?? ""
+            let environment = change["environment"] as? String ?? ""
+            let product = change["product_id"] as? String ?? "-"
+            print("  \(pad(user, 12)) \(pad(kind, 22)) \(pad(from + " -> " + to, 30)) \(pad(product, 32)) \(pad(expires, 19)) \(environment)")
+        }
+        for failure in report["failures"] as? [[String: Any]] ?? [] {
+            print("  \(pad(failure["user_id"] as? String ?? "?", 12)) failed: \(pad(failure["reason"] as? String ?? "?", 16)) state kept, retried later")
+        }
+        for conflict in report["conflicts"] as? [[String: Any]] ?? [] {
+            print("  \(pad(conflict["user_id"] as? String ?? "?", 12)) conflict: shared_apple_id, subscription stays with \(conflict["owner_user_id"] as? String ?? "?")")
+        }
+    }
+
+    func footer(directory: String, databasePath: String) {
+        print("")
+        print("Database: \(databasePath)")
+        print("Reports:  \(directory)/report-run-{1,2,3,4}.json")
+        print("Look at it: swift run renewal status --database \(databasePath)")
+    }
+
+    private func pad(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
+    }
+}

@@ -1,0 +1,25 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RenewalStorage
+
+struct MigrateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Create or upgrade the database schema (idempotent; safe to run on every deploy).")
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    func run() async throws {
+        try await ExitMapping.run {
+            let logger = logging.makeLogger()
+            let store = try StoreFactory.open(database.resolved, create: true)
+            let applied = try await store.migrate()
+            logger.info("Schema migrated", metadata: ["db.backend": "\(store.backendName)", "db.applied": "\(applied)"])
+            print(applied.isEmpty
+                ? "Schema already up to date (\(store.backendName))."
+                : "Applied migrations \(applied.map(String.init).joined(separator: ", ")) (\(store.backendName)).")
+        }
+    }
+}

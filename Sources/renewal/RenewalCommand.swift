@@ -1,0 +1,50 @@
+import ArgumentParser
+import Foundation
+
+@main
+struct RenewalCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "renewal",
+        abstract: "Re-verify stored App Store receipts with Apple and keep subscription state true.",
+        discussion: """
+            Typical use: `renewal migrate` once, `renewal import receipts.jsonl` to load receipts, then \
+            `renewal run` from cron every few minutes. Settings come from flags or environment variables \
+            (RENEWAL_DATABASE, APPSTORE_SHARED_SECRET or APPSTORE_SHARED_SECRET_FILE, \
+            APPSTORE_VERIFY_RECEIPT_URL, APPSTORE_SANDBOX_VERIFY_RECEIPT_URL, RENEWAL_LOG_LEVEL).
+
+            Exit codes: 0 all due work done; 3 finished, but some receipts could not be verified (they keep \
+            their state and are retried later); 4 aborted because Apple was unavailable; 64 usage error; \
+            75 another run holds the lock; 78 configuration error (bad database, shared secret rejected); \
+            1 internal error.
+            """,
+        subcommands: [
+            DemoCommand.self, MigrateCommand.self, ImportCommand.self, RunCommand.self, BackfillCommand.self,
+            StatusCommand.self, CheckCommand.self,
+        ]
+    )
+}
+
+/// Maps whole-command failures onto the contract's exit codes, printing one clear line first.
+enum ExitMapping {
+    static func run(_ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch let exit as ExitCode {
+            throw exit
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            let (code, message) = classify(error)
+            FileHandle.standardError.write(Data("renewal: \(message)\n".utf8))
+            throw ExitCode(code)
+        }
+    }
+
+    static func classify(_ error: any Error) -> (Int32, String) {
+        switch error {
+        case let error as ConfigurationError: return (78, error.description)
+        case let error as any SubscriptionStoreErrorDescribing: return (error.exitCode, error.message)
+        default: return (1, "\(error)")
+        }
+    }
+}

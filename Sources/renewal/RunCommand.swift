@@ -1,0 +1,77 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RenewalAppStore
+import RenewalJob
+import RenewalStorage
+
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Verify every due receipt with Apple, update state, report changes (the cron job).",
+        discussion: """
+            Takes receipts whose next check is due, soonest first, verifies them with verifyReceipt \
+            (production first, sandbox on 21007), writes each result and its entitlement changes in one \
+            transaction, and schedules the next check. An outage, timeout, HTML answer or 21005 never \
+            changes a subscription: the failure is recorded and the receipt retried later. On SQLite an \
+            overlapping run exits 75 without touching anything. SIGTERM stops claiming, finishes in-flight \
+            receipts and writes a partial report.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var appStore: AppStoreOptions
+    @OptionGroup var options: RunOptions
+    @OptionGroup var logging: LoggingOptions
+
+    func run() async throws {
+        try await JobRunner(database: database, appStore: appStore, options: options, logging: logging)
+            .execute(.run)
+    }
+}
+
+/// Wires the concrete store and Apple client into a `RenewalRun` (the composition root) and maps
+/// its outcome onto the exit code.
+struct JobRunner {
+    var database: DatabaseOptions
+    var appStore: AppStoreOptions
+    var options: RunOptions
+    var logging: LoggingOptions
+
+    func execute(_ command: RenewalRun.Command) async throws {
+        try await ExitMapping.run {
+            let logger = logging.makeLogger()
+            let configuration = try options.configuration(command: command)
+            let clientConfiguration = AppStoreClient.Configuration(
+                productionURL: appStore.resolvedProductionURL, sandboxURL: appStore.resolvedSandboxURL,
+                sharedSecret: try SharedSecret.load(), requestTimeout: .milliseconds(Int64(appStore.timeout * 1000)),
+                maxResponseBytes: appStore.maxResponseBytes, maxAttempts: appStore.maxAttempts)
+            let store = try StoreFactory.open(database.resolved, create: false)
+            try await store.checkSchema()
+            logger.info("Configuration", metadata: [
+                "db.backend": "\(store.backendName)", "appstore.client": "\(clientConfiguration)",
+            ])
+            let clock = options.clock
+            let outcome = try await AppStoreClient.withAppStoreClient(configuration: clientConfiguration) { client in
+                try await store.withRunLock(owner: configuration.workerID) {
+                    try await RenewalRun(
+                        configuration: configuration, store: store, verifier: client, logger: logger, now: clock
+                    ).runUntilDone()
+                }
+            }
+            print(Self.summary(outcome, dryRun: configuration.dryRun))
+            if outcome.status == .sharedSecretRejected {
+                FileHandle.standardError.write(Data("renewal: Apple rejected the shared secret (21004); nothing was changed. Set APPSTORE_SHARED_SECRET to the app's shared secret from App Store Connect.\n".utf8))
+            }
+            if outcome.status.exitCode != 0 { throw ExitCode(outcome.status.exitCode) }
+        }
+    }
+
+    static func summary(_ outcome: RenewalOutcome, dryRun: Bool) -> String {
+        let c = outcome.counts
+        var line = "\(dryRun ? "dry run" : "run") \(outcome.runID): \(outcome.status.rawValue); checked \(c.checked), "
+        line += "changes \(c.changed), unchanged \(c.unchanged), failed \(c.failed), invalid \(c.invalid), "
+        line += "conflicts \(c.conflicts), skipped \(c.skipped)"
+        if let report = outcome.reportPath { line += "; report: \(report)" }
+        return line
+    }
+}

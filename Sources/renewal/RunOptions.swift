@@ -1,0 +1,76 @@
+import ArgumentParser
+import Foundation
+import RenewalCore
+import RenewalJob
+
+/// Options shared by `run` and `backfill`.
+struct RunOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("Write the JSON report of this run to this file.", valueName: "file"))
+    var report: String?
+
+    @Option(name: .long, help: "Receipts verified at the same time.")
+    var concurrency: Int = 16
+
+    @Option(name: .long, help: "Check at most this many receipts in this run.")
+    var limit: Int?
+
+    @Flag(name: .long, help: "Verify and report changes, but write nothing to the database.")
+    var dryRun = false
+
+    @Option(name: .long, help: ArgumentHelp(
+        "JSON file overriding schedule defaults (seconds), e.g. {\"entitled_maximum_interval\": 86400}.",
+        valueName: "file"))
+    var schedule: String?
+
+    @Option(name: .long, help: "Consecutive Apple outages (after retries) that stop the run with exit code 4.")
+    var breakerThreshold: Int = 10
+
+    @Option(name: .long, help: ArgumentHelp("How long a claim on a receipt lasts before another worker may take it.", valueName: "seconds"))
+    var leaseSeconds: Double = 600
+
+    @Option(name: .long, help: .hidden)
+    var now: String?
+
+    func validate() throws {
+        guard (1...512).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 512.") }
+        if let limit, limit < 1 { throw ValidationError("--limit must be at least 1.") }
+        guard breakerThreshold >= 1 else { throw ValidationError("--breaker-threshold must be at least 1.") }
+        guard leaseSeconds >= 30 else { throw ValidationError("--lease-seconds must be at least 30.") }
+        if let now, Timestamp.date(now) == nil { throw ValidationError("--now must be an RFC 3339 time like 2026-01-31T12:00:00Z.") }
+        _ = try loadSchedule()
+    }
+
+    /// The schedule policy: defaults, overridden by `--schedule FILE`.
+    func loadSchedule() throws -> SchedulePolicy {
+        guard let schedule else { return SchedulePolicy() }
+        guard let data = FileManager.default.contents(atPath: schedule) else {
+            throw ValidationError("--schedule: cannot read \(schedule). Give a readable JSON file.")
+        }
+        do {
+            return try JSONDecoder().decode(SchedulePolicy.self, from: data)
+        } catch {
+            throw ValidationError("--schedule: \(schedule) is not a valid schedule JSON object (\(error)).")
+        }
+    }
+
+    /// The clock: the system clock, or the hidden `--now` used by tests to evaluate at a fixed instant.
+    var clock: @Sendable () -> Date {
+        if let now, let fixed = Timestamp.date(now) {
+            let offset = fixed.timeIntervalSinceNow
+            return { Date().addingTimeInterval(offset) }
+        }
+        return { Date() }
+    }
+
+    func configuration(command: RenewalRun.Command) throws -> RenewalRun.Configuration {
+        var configuration = RenewalRun.Configuration(command: command)
+        configuration.concurrency = concurrency
+        configuration.limit = limit
+        configuration.dryRun = dryRun
+        configuration.schedule = try loadSchedule()
+        configuration.circuitBreaker = CircuitBreaker.Configuration(threshold: breakerThreshold)
+        configuration.leaseDuration = leaseSeconds
+        configuration.reportPath = report
+        return configuration
+    }
+}

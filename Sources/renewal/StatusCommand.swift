@@ -1,0 +1,118 @@
+import ArgumentParser
+import Foundation
+import RenewalCore
+import RenewalStorage
+
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show every subscription's state (one per subscription, one per never-verified receipt).",
+        discussion: """
+            --json prints a JSON array of objects with user_id, original_transaction_id, product_id, state, \
+            entitled, expires_at, auto_renew, environment, grace_period_expires_at, last_verified_at, \
+            next_check_at (RFC 3339 UTC or null), ownership_type and last_failure. Rows are streamed, so it \
+            works on any table size.
+            """)
+
+    @Flag(name: .long, help: "Print JSON (the stable contract) instead of a table.")
+    var json = false
+
+    @Option(name: .long, help: ArgumentHelp("Only this user.", valueName: "id"))
+    var user: String?
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    func run() async throws {
+        try await ExitMapping.run {
+            _ = logging.makeLogger()
+            let store = try StoreFactory.open(database.resolved, create: false)
+            try await store.checkSchema()
+            var output = StatusOutput(json: json)
+            var cursor: StatusCursor?
+            while true {
+                let page = try await store.statusPage(userID: user, after: cursor, limit: 500)
+                for row in page { output.write(row) }
+                guard page.count == 500, let last = page.last else { break }
+                cursor = last.cursor
+            }
+            output.finish()
+        }
+    }
+}
+
+/// Streams status rows to standard output as a JSON array or an aligned table.
+struct StatusOutput {
+    let json: Bool
+    private var count = 0
+    private let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    init(json: Bool) {
+        self.json = json
+    }
+
+    mutating func write(_ row: StatusRow) {
+        if json {
+            let element = (try? encoder.encode(StatusJSON(row: row))).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+            print(count == 0 ? "[\n" + element : ",\n" + element, terminator: "")
+        } else {
+            if count == 0 {
+                print(Self.columns(["USER", "ORIGINAL_TRANSACTION_ID", "PRODUCT", "STATE", "ENTITLED", "EXPIRES_AT", "ENV", "NEXT_CHECK_AT"]))
+            }
+            print(Self.columns([
+                row.userID, row.originalTransactionID ?? "-", row.productID ?? "-", row.state.rawValue,
+                row.entitled ? "yes" : "no", row.expiresAt.map(Timestamp.string) ?? "-",
+                row.environment?.rawValue ?? "-", row.nextCheckAt.map(Timestamp.string) ?? "-",
+            ]))
+        }
+        count += 1
+    }
+
+    func finish() {
+        if json {
+            print(count == 0 ? "[]" : "\n]")
+        } else if count == 0 {
+            print("No receipts. Load some with `renewal import FILE`.")
+        }
+    }
+
+    private static func columns(_ values: [String]) -> String {
+        let widths = [20, 24, 28, 14, 9, 25, 11, 25]
+        return zip(values, widths).map { value, width in
+            value.count >= width ? value + " " : value + String(repeating: " ", count: width - value.count)
+        }.joined()
+    }
+}
+
+/// One element of `status --json`: every key always present, null when unknown.
+struct StatusJSON: Encodable {
+    var row: StatusRow
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id", originalTransactionID = "original_transaction_id", productID = "product_id"
+        case state, entitled, expiresAt = "expires_at", autoRenew = "auto_renew", environment
+        case gracePeriodExpiresAt = "grace_period_expires_at", lastVerifiedAt = "last_verified_at"
+        case nextCheckAt = "next_check_at", ownershipType = "ownership_type", lastFailure = "last_failure"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(row.userID, forKey: .userID)
+        try c.encode(row.originalTransactionID, forKey: .originalTransactionID)
+        try c.encode(row.productID, forKey: .productID)
+        try c.encode(row.state.rawValue, forKey: .state)
+        try c.encode(row.entitled, forKey: .entitled)
+        try c.encode(row.expiresAt.map(Timestamp.string), forKey: .expiresAt)
+        try c.encode(row.autoRenew, forKey: .autoRenew)
+        try c.encode(row.environment?.rawValue, forKey: .environment)
+        try c.encode(row.gracePeriodExpiresAt.map(Timestamp.string), forKey: .gracePeriodExpiresAt)
+        try c.encode(row.lastVerifiedAt.map(Timestamp.string), forKey: .lastVerifiedAt)
+        try c.encode(row.nextCheckAt.map(Timestamp.string), forKey: .nextCheckAt)
+        try c.encode(row.ownershipType, forKey: .ownershipType)
+        try c.encode(row.lastFailure, forKey: .lastFailure)
+    }
+}
