@@ -49,6 +49,18 @@ let package = Package(
             providers: [.apt(["libsqlite3-dev"])]
         ),
         .target(name: "RenewalSQLite", dependencies: ["RenewalStorage", "CSQLite"]),
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        .target(
+            name: "RenewalPostgres",
+            dependencies: [
+                "RenewalStorage", "CLibPQ",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "RenewalJob",
             dependencies: [
@@ -77,6 +89,7 @@ let package = Package(
                 "RenewalAppStore",
                 "RenewalStorage",
                 "RenewalSQLite",
+                "RenewalPostgres",
                 "RenewalJob",
                 "AppStoreSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -120,12 +133,12 @@ let package = Package(
         ),
         .testTarget(
             name: "RenewalStorageTests",
-            dependencies: ["RenewalStorage", "RenewalSQLite", "RenewalTesting"]
+            dependencies: ["RenewalStorage", "RenewalSQLite", "RenewalPostgres", "RenewalTesting"]
         ),
         .testTarget(
             name: "RenewalJobTests",
             dependencies: [
-                "RenewalJob", "RenewalSQLite", "RenewalAppStore", "AppStoreSimulator", "RenewalTesting",
+                "RenewalJob", "RenewalSQLite", "RenewalPostgres", "RenewalAppStore", "AppStoreSimulator", "RenewalTesting",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

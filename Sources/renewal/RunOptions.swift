@@ -35,7 +35,7 @@ struct RunOptions: ParsableArguments {
         guard (1...512).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 512.") }
         if let limit, limit < 1 { throw ValidationError("--limit must be at least 1.") }
         guard breakerThreshold >= 1 else { throw ValidationError("--breaker-threshold must be at least 1.") }
-        guard leaseSeconds >= 30 else { throw ValidationError("--lease-seconds must be at least 30.") }
+        guard leaseSeconds >= 1 else { throw ValidationError("--lease-seconds must be at least 1.") }
         if let now, Timestamp.date(now) == nil { throw ValidationError("--now must be an RFC 3339 time like 2026-01-31T12:00:00Z.") }
         _ = try loadSchedule()
     }
