@@ -1,0 +1,151 @@
+import CSQLite
+import Foundation
+import RenewalStorage
+
+/// One open libsqlite3 handle with a prepared-statement cache.
+///
+/// Not thread-safe by itself: `SQLiteDatabase` only touches it inside its `Mutex`, which is what
+/// makes the unchecked `Sendable` sound.
+final class SQLiteConnection: SQLConnection, @unchecked Sendable {
+    /// Statements kept prepared at most; beyond it the cache is emptied (dynamic `IN` lists vary).
+    private static let cacheCapacity = 128
+
+    private let handle: OpaquePointer
+    private var cache: [String: OpaquePointer] = [:]
+
+    /// Opens `path`; `create` allows creating a missing file.
+    init(path: String, create: Bool) throws {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0)
+        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        guard code == SQLITE_OK, let handle else {
+            let detail = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
+            if let handle { sqlite3_close_v2(handle) }
+            throw SubscriptionStoreError.unavailable("cannot open SQLite database at \(path): \(detail)")
+        }
+        self.handle = handle
+        sqlite3_extended_result_codes(handle, 1)
+    }
+
+    deinit {
+        for statement in cache.values { sqlite3_finalize(statement) }
+        sqlite3_close_v2(handle)
+    }
+
+    func execute(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
+        let statement = try prepared(sql)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        guard Int(sqlite3_bind_parameter_count(statement)) <= binds.count else {
+            throw SubscriptionStoreError.query("statement expects more parameters than the \(binds.count) bound")
+        }
+        for (offset, value) in binds.enumerated() {
+            try bind(value, at: Int32(offset + 1), to: statement)
+        }
+        let columnCount = sqlite3_column_count(statement)
+        let columns = (0..<columnCount).map { String(cString: sqlite3_column_name(statement, $0)) }
+        var rows: [SQLRow] = []
+        while true {
+            let code = sqlite3_step(statement)
+            if code == SQLITE_DONE { break }
+            guard code == SQLITE_ROW else { throw error(code, while: "running a statement") }
+            let values = (0..<columnCount).map { column(statement, $0) }
+            rows.append(SQLRow(columns: columns, values: values))
+        }
+        return rows
+    }
+
+    func beginTransaction() throws {
+        // IMMEDIATE takes the write lock now, so a read-then-write transaction never fails to upgrade.
+        _ = try execute("BEGIN IMMEDIATE", [])
+    }
+
+    func commitTransaction() throws {
+        _ = try execute("COMMIT", [])
+    }
+
+    func rollbackTransaction() throws {
+        guard sqlite3_get_autocommit(handle) == 0 else { return }
+        _ = try execute("ROLLBACK", [])
+    }
+
+    // MARK: - Private
+
+    private func prepared(_ sql: String) throws -> OpaquePointer {
+        if let statement = cache[sql] { return statement }
+        let text = Self.sqliteParameters(sql)
+        var statement: OpaquePointer?
+        let code = sqlite3_prepare_v3(handle, text, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard code == SQLITE_OK, let statement else { throw error(code, while: "preparing a statement") }
+        if cache.count >= Self.cacheCapacity {
+            for cached in cache.values { sqlite3_finalize(cached) }
+            cache.removeAll(keepingCapacity: true)
+        }
+        cache[sql] = statement
+        return statement
+    }
+
+    private func bind(_ value: SQLValue, at index: Int32, to statement: OpaquePointer) throws {
+        let code: Int32
+        switch value {
+        case .null: code = sqlite3_bind_null(statement, index)
+        case .int64(let value): code = sqlite3_bind_int64(statement, index, value)
+        case .double(let value): code = sqlite3_bind_double(statement, index, value)
+        case .text(let value): code = sqlite3_bind_text(statement, index, value, -1, Self.transient)
+        }
+        guard code == SQLITE_OK else { throw error(code, while: "binding parameter \(index)") }
+    }
+
+    private func column(_ statement: OpaquePointer, _ index: Int32) -> SQLValue {
+        switch sqlite3_column_type(statement, index) {
+        case SQLITE_INTEGER: return .int64(sqlite3_column_int64(statement, index))
+        case SQLITE_FLOAT: return .double(sqlite3_column_double(statement, index))
+        case SQLITE_NULL: return .null
+        default:
+            guard let text = sqlite3_column_text(statement, index) else { return .null }
+            return .text(String(cString: text))
+        }
+    }
+
+    /// A `SubscriptionStoreError` from SQLite's message (which names tables and constraints, never values).
+    private func error(_ code: Int32, while action: String) -> SubscriptionStoreError {
+        let message = String(cString: sqlite3_errmsg(handle))
+        switch code & 0xff {
+        case SQLITE_BUSY, SQLITE_LOCKED:
+            return .unavailable("SQLite database is busy (\(action)): \(message)")
+        case SQLITE_CANTOPEN, SQLITE_NOTADB, SQLITE_CORRUPT, SQLITE_IOERR, SQLITE_FULL, SQLITE_READONLY:
+            return .unavailable("SQLite \(action): \(message)")
+        default:
+            return .query("SQLite \(action): \(message)")
+        }
+    }
+
+    /// `SQLITE_TRANSIENT`: SQLite copies the bound text before the call returns.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    /// Rewrites `$n` placeholders to SQLite's `?n`, leaving quoted text and identifiers alone.
+    static func sqliteParameters(_ sql: String) -> String {
+        let characters = Array(sql)
+        var output = ""
+        output.reserveCapacity(characters.count)
+        var quote: Character?
+        for (index, character) in characters.enumerated() {
+            if let open = quote {
+                if character == open { quote = nil }
+                output.append(character)
+            } else if character == "'" || character == "\"" {
+                quote = character
+                output.append(character)
+            } else if character == "$", index + 1 < characters.count, characters[index + 1].isASCII,
+                characters[index + 1].isNumber
+            {
+                output.append("?")
+            } else {
+                output.append(character)
+            }
+        }
+        return output
+    }
+}

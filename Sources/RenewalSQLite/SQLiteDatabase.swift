@@ -1,0 +1,64 @@
+import Foundation
+import RenewalStorage
+import Synchronization
+
+/// A SQLite database file over the system libsqlite3: one connection in WAL mode behind a `Mutex`,
+/// with a prepared-statement cache, and a run lock on `<path>.lock`.
+public final class SQLiteDatabase: SQLDatabase {
+    /// How long a statement waits for another process's write lock before failing, in milliseconds.
+    public static let busyTimeoutMilliseconds = 5000
+
+    /// The database file.
+    public let path: String
+    public let dialect = SQLDialect.sqlite
+    public var backendName: String { "sqlite" }
+
+    private let connection: Mutex<SQLiteConnection>
+
+    /// Opens (and with `create`, creates) the database at `path` and configures the connection:
+    /// `journal_mode=WAL`, `synchronous=NORMAL`, `busy_timeout`, `foreign_keys=ON`.
+    ///
+    /// - Throws: `SubscriptionStoreError.unavailable` when the file is missing and `create` is false,
+    ///   or cannot be opened.
+    public init(path: String, create: Bool) throws {
+        if !create && !FileManager.default.fileExists(atPath: path) {
+            throw SubscriptionStoreError.unavailable("Database file not found at \(path). Run `renewal migrate` first.")
+        }
+        let connection = try SQLiteConnection(path: path, create: create)
+        _ = try connection.execute("PRAGMA busy_timeout = \(Self.busyTimeoutMilliseconds)", [])
+        let mode = try connection.execute("PRAGMA journal_mode = WAL", [])
+        guard let row = mode.first, case .text(let name)? = row["journal_mode"], name.lowercased() == "wal" else {
+            throw SubscriptionStoreError.unavailable("cannot switch the SQLite database at \(path) to WAL mode")
+        }
+        _ = try connection.execute("PRAGMA synchronous = NORMAL", [])
+        _ = try connection.execute("PRAGMA foreign_keys = ON", [])
+        self.path = path
+        self.connection = Mutex(connection)
+    }
+
+    public func withConnection<T: Sendable>(_ body: (any SQLConnection) throws -> T) async throws -> T {
+        try connection.withLock { connection in try body(connection) }
+    }
+
+    /// Holds an exclusive, non-blocking `flock` on `<path>.lock` while `body` runs. The kernel
+    /// releases it if the process dies.
+    ///
+    /// - Throws: `SubscriptionStoreError.locked("held by pid N on HOST since …")` when another
+    ///   process (or another store in this one) holds it.
+    public func withRunLock<T: Sendable>(owner: String, _ body: @Sendable () async throws -> T) async throws -> T {
+        let lock = try SQLiteRunLock.acquire(path: path + ".lock", owner: owner)
+        defer { lock.release() }
+        return try await body()
+    }
+}
+
+/// The SQLite-backed store.
+public typealias SQLiteSubscriptionStore = SQLSubscriptionStore<SQLiteDatabase>
+
+extension SQLSubscriptionStore where Database == SQLiteDatabase {
+    /// Opens the SQLite store at `path`. With `create` false a missing file is an error naming
+    /// `renewal migrate`; `renewal migrate` passes true, then calls `migrate()`.
+    public static func open(path: String, create: Bool) throws -> SQLiteSubscriptionStore {
+        SQLSubscriptionStore(database: try SQLiteDatabase(path: path, create: create))
+    }
+}

@@ -1,0 +1,163 @@
+import Foundation
+import RenewalCore
+
+extension SQLSubscriptionStore {
+    public func save(_ write: ReceiptWrite) async throws {
+        try await inTransaction { connection in
+            // The receipt row goes last: if it is gone, everything before is rolled back with it.
+            let ownership = Dictionary(
+                write.subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.ownershipType) },
+                uniquingKeysWith: { first, _ in first }
+            )
+            for change in write.changes {
+                let ownershipType = change.originalTransactionID.flatMap { ownership[$0] ?? nil }
+                try Self.insert(change, of: write, ownershipType: ownershipType, on: connection)
+            }
+            if let failure = write.failure {
+                _ = try connection.execute(
+                    """
+                    INSERT INTO run_failures (run_id, receipt_id, user_id, reason, message, occurred_at)
+                    VALUES ($1, $2, $3, $4, $5, $6)
+                    """,
+                    [SQLValue(write.runID), .int64(write.receiptID), .text(write.userID), .text(failure.reason),
+                     .text(failure.message), SQLValue(write.checkedAt)]
+                )
+            }
+            for conflict in write.conflicts {
+                _ = try connection.execute(
+                    """
+                    INSERT INTO ownership_conflicts (run_id, original_transaction_id, owner_user_id, claimant_user_id,
+                        product_id, detected_at)
+                    VALUES ($1, $2, $3, $4, $5, $6)
+                    """,
+                    [SQLValue(write.runID), .text(conflict.originalTransactionID), .text(conflict.ownerUserID),
+                     .text(conflict.claimantUserID), SQLValue(conflict.productID), SQLValue(write.checkedAt)]
+                )
+            }
+            for subscription in write.subscriptions {
+                try Self.upsert(subscription, of: write, on: connection)
+            }
+            try Self.updateReceipt(write, on: connection)
+        }
+    }
+
+    private static func updateReceipt(_ write: ReceiptWrite, on connection: any SQLConnection) throws {
+        var binds = SQLBinds()
+        let id = binds.add(.int64(write.receiptID))
+        var assignments = [
+            "status = \(binds.add(.text(write.status.rawValue)))",
+            "last_checked_at = \(binds.add(SQLValue(write.checkedAt)))",
+            "updated_at = \(binds.add(SQLValue(write.checkedAt)))",
+            "next_check_at = \(binds.add(SQLValue(write.nextCheckAt)))",
+            "consecutive_failures = \(binds.add(SQLValue(write.consecutiveFailures)))",
+            "consecutive_malformed = \(binds.add(SQLValue(write.consecutiveMalformed)))",
+            "last_failure_reason = \(binds.add(SQLValue(write.failure?.reason)))",
+        ]
+        if let receipt = write.newLatestReceipt {
+            assignments.append("latest_receipt = \(binds.add(.text(receipt)))")
+        }
+        if let environment = write.environment {
+            assignments.append("environment = \(binds.add(.text(environment.rawValue)))")
+        }
+        if let verifiedAt = write.verifiedAt {
+            assignments.append("last_verified_at = \(binds.add(SQLValue(verifiedAt)))")
+        }
+        if let owner = write.leaseOwner {
+            // Every right-hand side sees the old row, so both tests read the old lease_owner.
+            let ownerParameter = binds.add(.text(owner))
+            assignments.append("lease_owner = CASE WHEN lease_owner = \(ownerParameter) THEN NULL ELSE lease_owner END")
+            assignments.append(
+                "lease_expires_at = CASE WHEN lease_owner = \(ownerParameter) THEN NULL ELSE lease_expires_at END"
+            )
+        }
+        let rows = try connection.execute(
+            "UPDATE receipts SET \(assignments.joined(separator: ", ")) WHERE id = \(id) RETURNING id",
+            binds.values
+        )
+        guard !rows.isEmpty else { throw SubscriptionStoreError.query("receipt \(write.receiptID) does not exist") }
+    }
+
+    /// Inserts or updates one subscription; a row owned by another receipt is left untouched.
+    private static func upsert(
+        _ subscription: StoredSubscription, of write: ReceiptWrite, on connection: any SQLConnection
+    ) throws {
+        let snapshot = subscription.snapshot
+        let values: [SQLValue] = [
+            .text(snapshot.originalTransactionID), .int64(write.receiptID), .text(write.userID),
+            SQLValue(snapshot.productID), .text(snapshot.state.rawValue), SQLValue(snapshot.entitled),
+            SQLValue(snapshot.expiresAt), SQLValue(snapshot.autoRenew), SQLValue(snapshot.autoRenewProductID),
+            SQLValue(snapshot.gracePeriodExpiresAt), SQLValue(snapshot.isInBillingRetry), SQLValue(snapshot.cancelledAt),
+            SQLValue(snapshot.expirationIntent), SQLValue(snapshot.isTrialPeriod), SQLValue(snapshot.isInIntroOfferPeriod),
+            SQLValue(snapshot.ownershipType), SQLValue(snapshot.environment?.rawValue),
+            SQLValue(snapshot.latestTransactionID), SQLValue(snapshot.subscriptionGroupIdentifier),
+            SQLValue(subscription.lastVerifiedAt), SQLValue(subscription.nextCheckAt), SQLValue(write.checkedAt),
+        ]
+        let columns = subscriptionColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        let updated = columns.filter { $0 != "original_transaction_id" && $0 != "receipt_id" }
+        _ = try connection.execute(
+            """
+            INSERT INTO subscriptions (\(subscriptionColumns))
+            VALUES (\((1...values.count).map { "$\($0)" }.joined(separator: ", ")))
+            ON CONFLICT (original_transaction_id) DO UPDATE SET
+                \(updated.map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
+            WHERE subscriptions.receipt_id = excluded.receipt_id
+            """,
+            values
+        )
+    }
+
+    private static func insert(
+        _ change: SubscriptionEvent, of write: ReceiptWrite, ownershipType: String?, on connection: any SQLConnection
+    ) throws {
+        _ = try connection.execute(
+            """
+            INSERT INTO entitlement_changes (run_id, user_id, original_transaction_id, product_id, kind, from_state,
+                to_state, old_expires_at, new_expires_at, environment, ownership_type, occurred_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+            """,
+            [SQLValue(write.runID), .text(write.userID), SQLValue(change.originalTransactionID), SQLValue(change.productID),
+             .text(change.kind.rawValue), .text(change.fromState.rawValue), .text(change.toState.rawValue),
+             SQLValue(change.oldExpiresAt), SQLValue(change.newExpiresAt), SQLValue(change.environment?.rawValue),
+             SQLValue(ownershipType), SQLValue(write.checkedAt)]
+        )
+    }
+
+    // MARK: - Runs
+
+    public func beginRun(_ run: RunRecord) async throws {
+        try await inTransaction { connection in
+            _ = try connection.execute(
+                """
+                INSERT INTO runs (id, command, started_at, finished_at, status, exit_code, checked, changed, unchanged,
+                    failed, conflicts, host, process_id)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                """,
+                Self.values(of: run)
+            )
+        }
+    }
+
+    public func finishRun(_ run: RunRecord) async throws {
+        try await inTransaction { connection in
+            _ = try connection.execute(
+                """
+                INSERT INTO runs (id, command, started_at, finished_at, status, exit_code, checked, changed, unchanged,
+                    failed, conflicts, host, process_id)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                ON CONFLICT (id) DO UPDATE SET command = excluded.command, started_at = excluded.started_at,
+                    finished_at = excluded.finished_at, status = excluded.status, exit_code = excluded.exit_code,
+                    checked = excluded.checked, changed = excluded.changed, unchanged = excluded.unchanged,
+                    failed = excluded.failed, conflicts = excluded.conflicts, host = excluded.host,
+                    process_id = excluded.process_id
+                """,
+                Self.values(of: run)
+            )
+        }
+    }
+
+    private static func values(of run: RunRecord) -> [SQLValue] {
+        [.text(run.id), .text(run.command), SQLValue(run.startedAt), SQLValue(run.finishedAt), .text(run.status),
+         SQLValue(run.exitCode), SQLValue(run.checked), SQLValue(run.changed), SQLValue(run.unchanged),
+         SQLValue(run.failed), SQLValue(run.conflicts), .text(run.host), SQLValue(run.processID)]
+    }
+}

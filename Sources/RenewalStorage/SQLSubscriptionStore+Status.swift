@@ -1,0 +1,124 @@
+import Foundation
+import RenewalCore
+
+extension SQLSubscriptionStore {
+    public func statusPage(userID: String?, after: StatusCursor?, limit: Int) async throws -> [StatusRow] {
+        guard limit > 0 else { return [] }
+        var binds = SQLBinds()
+        var conditions: [String] = []
+        if let userID { conditions.append("user_id = \(binds.add(.text(userID)))") }
+        if let after {
+            conditions.append(
+                "(user_id, otid) > (\(binds.add(.text(after.userID))), \(binds.add(.text(after.originalTransactionID))))"
+            )
+        }
+        let whereClause = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+        // Receipts without subscriptions show as one placeholder row with otid '' whose state is the
+        // receipt's status (a verified receipt holding no subscription shows as `expired`).
+        let sql = """
+            SELECT * FROM (
+                SELECT r.user_id AS user_id, s.original_transaction_id AS otid, s.product_id AS product_id,
+                    s.state AS state, s.entitled AS entitled, s.expires_at AS expires_at, s.auto_renew AS auto_renew,
+                    s.environment AS environment, s.grace_period_expires_at AS grace_period_expires_at,
+                    s.last_verified_at AS last_verified_at, s.next_check_at AS next_check_at,
+                    s.ownership_type AS ownership_type, r.last_failure_reason AS last_failure
+                FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
+                UNION ALL
+                SELECT r.user_id, '', r.imported_product_id,
+                    CASE WHEN r.status = 'verified' THEN 'expired' ELSE r.status END, 0, NULL, NULL,
+                    r.environment, NULL, r.last_verified_at, r.next_check_at, NULL, r.last_failure_reason
+                FROM receipts r WHERE NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.receipt_id = r.id)
+            ) status_rows
+            \(whereClause)
+            ORDER BY user_id, otid
+            LIMIT \(binds.add(.int64(Int64(limit))))
+            """
+        let values = binds.values
+        return try await onConnection { connection in
+            try connection.execute(sql, values).map { row in
+                let otid = try row.text("otid")
+                return StatusRow(
+                    userID: try row.text("user_id"),
+                    originalTransactionID: otid.isEmpty ? nil : otid,
+                    productID: try row.optionalText("product_id"),
+                    state: try row.state("state"),
+                    entitled: try row.bool("entitled"),
+                    expiresAt: try row.optionalDate("expires_at"),
+                    autoRenew: try row.optionalBool("auto_renew"),
+                    environment: try row.environment("environment"),
+                    gracePeriodExpiresAt: try row.optionalDate("grace_period_expires_at"),
+                    lastVerifiedAt: try row.optionalDate("last_verified_at"),
+                    nextCheckAt: try row.optionalDate("next_check_at"),
+                    ownershipType: try row.optionalText("ownership_type"),
+                    lastFailure: try row.optionalText("last_failure")
+                )
+            }
+        }
+    }
+}
+
+extension SQLSubscriptionStore: RunHistoryStore {
+    public func run(id: String) async throws -> RunRecord? {
+        try await onConnection { connection in
+            guard let row = try connection.execute("SELECT * FROM runs WHERE id = $1", [.text(id)]).first else {
+                return nil
+            }
+            return RunRecord(
+                id: try row.text("id"), command: try row.text("command"), startedAt: try row.date("started_at"),
+                finishedAt: try row.optionalDate("finished_at"), status: try row.text("status"),
+                exitCode: try row.optionalInt("exit_code"), checked: try row.int("checked"),
+                changed: try row.int("changed"), unchanged: try row.int("unchanged"), failed: try row.int("failed"),
+                conflicts: try row.int("conflicts"), host: try row.text("host"), processID: try row.int("process_id")
+            )
+        }
+    }
+
+    public func changes(ofRun runID: String) async throws -> [RecordedChange] {
+        try await onConnection { connection in
+            try connection.execute("SELECT * FROM entitlement_changes WHERE run_id = $1 ORDER BY id", [.text(runID)])
+                .map { row in
+                    let rawKind = try row.text("kind")
+                    guard let kind = SubscriptionEvent.Kind(rawValue: rawKind) else {
+                        throw SubscriptionStoreError.corruptRow("entitlement_changes.kind holds an unknown kind")
+                    }
+                    let event = SubscriptionEvent(
+                        kind: kind, originalTransactionID: try row.optionalText("original_transaction_id"),
+                        productID: try row.optionalText("product_id"), fromState: try row.state("from_state"),
+                        toState: try row.state("to_state"), oldExpiresAt: try row.optionalDate("old_expires_at"),
+                        newExpiresAt: try row.optionalDate("new_expires_at"),
+                        environment: try row.environment("environment")
+                    )
+                    return RecordedChange(
+                        userID: try row.text("user_id"), event: event,
+                        ownershipType: try row.optionalText("ownership_type"), occurredAt: try row.date("occurred_at")
+                    )
+                }
+        }
+    }
+
+    public func failures(ofRun runID: String) async throws -> [RecordedFailure] {
+        try await onConnection { connection in
+            try connection.execute("SELECT * FROM run_failures WHERE run_id = $1 ORDER BY id", [.text(runID)])
+                .map { row in
+                    RecordedFailure(
+                        receiptID: try row.int64("receipt_id"), userID: try row.text("user_id"),
+                        failure: CheckFailure(reason: try row.text("reason"), message: try row.text("message")),
+                        occurredAt: try row.date("occurred_at")
+                    )
+                }
+        }
+    }
+
+    public func conflicts(ofRun runID: String) async throws -> [OwnershipConflict] {
+        try await onConnection { connection in
+            try connection.execute("SELECT * FROM ownership_conflicts WHERE run_id = $1 ORDER BY id", [.text(runID)])
+                .map { row in
+                    OwnershipConflict(
+                        originalTransactionID: try row.text("original_transaction_id"),
+                        ownerUserID: try row.text("owner_user_id"), claimantUserID: try row.text("claimant_user_id"),
+                        productID: try row.optionalText("product_id")
+                    )
+                }
+        }
+    }
+}

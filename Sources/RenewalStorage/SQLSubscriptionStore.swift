@@ -1,0 +1,172 @@
+import Foundation
+import RenewalCore
+
+/// The one `SubscriptionStore` implementation: its SQL is written once, here and in the
+/// `SQLSubscriptionStore+…` files, and runs on SQLite and PostgreSQL alike; only `SQLDialect` differs.
+public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
+    /// The database the statements run on.
+    public let database: Database
+
+    /// Lists of ids are bound in chunks of this size (SQLite and PostgreSQL both cap bind counts).
+    static var chunkSize: Int { 500 }
+
+    public init(database: Database) {
+        self.database = database
+    }
+
+    public var backendName: String { database.backendName }
+
+    // MARK: - Schema
+
+    public func migrate() async throws -> [Int] {
+        let dialect = database.dialect
+        let now = Date()
+        return try await onConnection { connection in
+            try SQLSchema.migrate(on: connection, dialect: dialect, now: now)
+        }
+    }
+
+    public func checkSchema() async throws {
+        let dialect = database.dialect
+        let found = try await onConnection { connection in
+            try SQLSchema.appliedVersion(on: connection, dialect: dialect)
+        }
+        let expected = SQLSchema.currentVersion
+        if found < expected { throw SubscriptionStoreError.notMigrated(found: found, expected: expected) }
+        if found > expected { throw SubscriptionStoreError.schemaTooNew(found: found, expected: expected) }
+    }
+
+    // MARK: - Import
+
+    public func importReceipts(_ items: [ReceiptImport], now: Date) async throws -> [ReceiptImportOutcome] {
+        guard !items.isEmpty else { return [] }
+        return try await inTransaction { connection in
+            try items.map { try Self.importReceipt($0, now: now, on: connection) }
+        }
+    }
+
+    private static func importReceipt(
+        _ item: ReceiptImport, now: Date, on connection: any SQLConnection
+    ) throws -> ReceiptImportOutcome {
+        let existing = try connection.execute(
+            "SELECT id, latest_receipt FROM receipts WHERE user_id = $1", [.text(item.userID)]
+        )
+        guard let row = existing.first else {
+            _ = try connection.execute(
+                """
+                INSERT INTO receipts (user_id, latest_receipt, imported_product_id, status, next_check_at,
+                    consecutive_failures, consecutive_malformed, created_at, updated_at)
+                VALUES ($1, $2, $3, 'unverified', $4, 0, 0, $4, $4)
+                """,
+                [.text(item.userID), .text(item.latestReceipt), SQLValue(item.productID), SQLValue(now)]
+            )
+            return .inserted
+        }
+        let id = try row.int64("id")
+        if try row.text("latest_receipt") == item.latestReceipt {
+            _ = try connection.execute(
+                """
+                UPDATE receipts SET next_check_at = $2, updated_at = $2,
+                    imported_product_id = COALESCE($3, imported_product_id)
+                WHERE id = $1
+                """,
+                [.int64(id), SQLValue(now), SQLValue(item.productID)]
+            )
+            return .unchanged
+        }
+        // A new receipt: the failure counters and an `invalid` verdict belonged to the old one.
+        _ = try connection.execute(
+            """
+            UPDATE receipts SET latest_receipt = $2, next_check_at = $3, updated_at = $3,
+                imported_product_id = COALESCE($4, imported_product_id),
+                status = CASE WHEN status = 'invalid' THEN 'unverified' ELSE status END,
+                consecutive_failures = 0, consecutive_malformed = 0, last_failure_reason = NULL
+            WHERE id = $1
+            """,
+            [.int64(id), .text(item.latestReceipt), SQLValue(now), SQLValue(item.productID)]
+        )
+        return .replaced
+    }
+
+    // MARK: - Leases and owners
+
+    public func releaseLeases(receiptIDs: [Int64], owner: String) async throws {
+        guard !receiptIDs.isEmpty else { return }
+        try await inTransaction { connection in
+            for chunk in receiptIDs.chunked(by: Self.chunkSize) {
+                var binds = SQLBinds()
+                let ownerParameter = binds.add(.text(owner))
+                let ids = binds.list(chunk.map { .int64($0) })
+                _ = try connection.execute(
+                    """
+                    UPDATE receipts SET lease_owner = NULL, lease_expires_at = NULL
+                    WHERE lease_owner = \(ownerParameter) AND id IN (\(ids))
+                    """,
+                    binds.values
+                )
+            }
+        }
+    }
+
+    public func owners(ofOriginalTransactionIDs ids: [String]) async throws -> [String: SubscriptionOwner] {
+        guard !ids.isEmpty else { return [:] }
+        return try await onConnection { connection in
+            var owners: [String: SubscriptionOwner] = [:]
+            for chunk in Array(Set(ids)).chunked(by: Self.chunkSize) {
+                var binds = SQLBinds()
+                let list = binds.list(chunk.map { .text($0) })
+                let rows = try connection.execute(
+                    """
+                    SELECT original_transaction_id, receipt_id, user_id FROM subscriptions
+                    WHERE original_transaction_id IN (\(list))
+                    """,
+                    binds.values
+                )
+                for row in rows {
+                    owners[try row.text("original_transaction_id")] = SubscriptionOwner(
+                        receiptID: try row.int64("receipt_id"), userID: try row.text("user_id")
+                    )
+                }
+            }
+            return owners
+        }
+    }
+
+    // MARK: - Run lock
+
+    public func withRunLock<T: Sendable>(owner: String, _ body: @Sendable () async throws -> T) async throws -> T {
+        try await database.withRunLock(owner: owner, body)
+    }
+
+    // MARK: - Helpers
+
+    /// Runs `body` on a connection, mapping any stray error to `SubscriptionStoreError`.
+    func onConnection<T: Sendable>(_ body: (any SQLConnection) throws -> T) async throws -> T {
+        try await Self.mappingErrors { try await database.withConnection(body) }
+    }
+
+    /// Runs `body` in one transaction, mapping any stray error to `SubscriptionStoreError`.
+    func inTransaction<T: Sendable>(_ body: (any SQLConnection) throws -> T) async throws -> T {
+        try await Self.mappingErrors { try await database.withTransaction(body) }
+    }
+
+    private static func mappingErrors<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as SubscriptionStoreError {
+            throw error
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            // Only the type: a foreign error's text might carry bound values.
+            throw SubscriptionStoreError.query("unexpected \(type(of: error))")
+        }
+    }
+}
+
+extension Array {
+    /// Consecutive slices of at most `size` elements.
+    func chunked(by size: Int) -> [[Element]] {
+        stride(from: 0, to: count, by: Swift.max(size, 1)).map { Array(self[$0..<Swift.min($0 + size, count)]) }
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import RenewalCore
+
+/// A value bound to a statement or read from a row. Times are Unix epoch milliseconds (`int64`),
+/// booleans are `int64` 0/1.
+public enum SQLValue: Sendable, Hashable {
+    case null
+    case int64(Int64)
+    case double(Double)
+    case text(String)
+}
+
+extension SQLValue {
+    /// `text`, or `null` for nil.
+    public init(_ value: String?) {
+        self = value.map { .text($0) } ?? .null
+    }
+
+    /// `int64`, or `null` for nil.
+    public init(_ value: Int64?) {
+        self = value.map { .int64($0) } ?? .null
+    }
+
+    /// `int64`, or `null` for nil.
+    public init(_ value: Int?) {
+        self = value.map { .int64(Int64($0)) } ?? .null
+    }
+
+    /// Unix epoch milliseconds, or `null` for nil.
+    public init(_ value: Date?) {
+        self = value.map { .int64(AppleDateFormat.milliseconds($0)) } ?? .null
+    }
+
+    /// 1 or 0, or `null` for nil.
+    public init(_ value: Bool?) {
+        self = value.map { .int64($0 ? 1 : 0) } ?? .null
+    }
+}
+
+/// One result row: column names (shared by every row of a statement) and values.
+public struct SQLRow: Sendable, Hashable {
+    public var columns: [String]
+    public var values: [SQLValue]
+
+    public init(columns: [String], values: [SQLValue]) {
+        self.columns = columns
+        self.values = values
+    }
+
+    /// The value of the column named `name` (case-insensitive), or nil when there is no such column.
+    public subscript(_ name: String) -> SQLValue? {
+        if let index = columns.firstIndex(of: name) { return values[index] }
+        let lowered = name.lowercased()
+        guard let index = columns.firstIndex(where: { $0.lowercased() == lowered }) else { return nil }
+        return values[index]
+    }
+}
+
+// MARK: - Typed reads that throw `corruptRow` instead of trapping.
+
+extension SQLRow {
+    func value(_ name: String) throws -> SQLValue {
+        guard let value = self[name] else { throw SubscriptionStoreError.corruptRow("column \(name) is missing") }
+        return value
+    }
+
+    func optionalInt64(_ name: String) throws -> Int64? {
+        switch try value(name) {
+        case .null: return nil
+        case .int64(let value): return value
+        case .double(let value):
+            guard let exact = Int64(exactly: value) else { break }
+            return exact
+        case .text(let text):
+            guard let parsed = Int64(text) else { break }
+            return parsed
+        }
+        throw SubscriptionStoreError.corruptRow("column \(name) is not an integer")
+    }
+
+    func int64(_ name: String) throws -> Int64 {
+        guard let value = try optionalInt64(name) else { throw SubscriptionStoreError.corruptRow("column \(name) is null") }
+        return value
+    }
+
+    func int(_ name: String) throws -> Int {
+        guard let value = Int(exactly: try int64(name)) else {
+            throw SubscriptionStoreError.corruptRow("column \(name) is out of range")
+        }
+        return value
+    }
+
+    func optionalInt(_ name: String) throws -> Int? {
+        guard let value = try optionalInt64(name) else { return nil }
+        guard let exact = Int(exactly: value) else { throw SubscriptionStoreError.corruptRow("column \(name) is out of range") }
+        return exact
+    }
+
+    func optionalText(_ name: String) throws -> String? {
+        switch try value(name) {
+        case .null: return nil
+        case .text(let text): return text
+        case .int64(let value): return String(value)
+        case .double(let value): return String(value)
+        }
+    }
+
+    func text(_ name: String) throws -> String {
+        guard let value = try optionalText(name) else { throw SubscriptionStoreError.corruptRow("column \(name) is null") }
+        return value
+    }
+
+    func optionalDate(_ name: String) throws -> Date? {
+        try optionalInt64(name).map { AppleDateFormat.date(milliseconds: $0) }
+    }
+
+    func date(_ name: String) throws -> Date {
+        AppleDateFormat.date(milliseconds: try int64(name))
+    }
+
+    func optionalBool(_ name: String) throws -> Bool? {
+        switch try optionalInt64(name) {
+        case nil: return nil
+        case 0?: return false
+        case 1?: return true
+        case .some: throw SubscriptionStoreError.corruptRow("column \(name) is not 0 or 1")
+        }
+    }
+
+    func bool(_ name: String) throws -> Bool {
+        guard let value = try optionalBool(name) else { throw SubscriptionStoreError.corruptRow("column \(name) is null") }
+        return value
+    }
+
+    func environment(_ name: String) throws -> AppStoreEnvironment? {
+        try optionalText(name).map { AppStoreEnvironment(rawValue: $0) }
+    }
+
+    func state(_ name: String) throws -> SubscriptionState {
+        let raw = try text(name)
+        guard let state = SubscriptionState(rawValue: raw) else {
+            throw SubscriptionStoreError.corruptRow("column \(name) holds an unknown state")
+        }
+        return state
+    }
+}
+
+/// Builds a statement's bind list while handing out its `$n` placeholders, so values are never
+/// spliced into SQL text.
+struct SQLBinds {
+    private(set) var values: [SQLValue] = []
+
+    /// Binds `value` and returns its placeholder.
+    mutating func add(_ value: SQLValue) -> String {
+        values.append(value)
+        return "$\(values.count)"
+    }
+
+    /// Binds each value and returns the comma-separated placeholders (for `IN (…)`).
+    mutating func list(_ values: [SQLValue]) -> String {
+        values.map { add($0) }.joined(separator: ", ")
+    }
+}
+
+/// A statement with its binds.
+struct SQLStatement {
+    var sql: String
+    var binds: [SQLValue]
+}

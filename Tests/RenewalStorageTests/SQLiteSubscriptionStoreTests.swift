@@ -1,0 +1,147 @@
+import Foundation
+@testable import RenewalSQLite
+@testable import RenewalStorage
+import RenewalTesting
+import Testing
+
+@Suite("SQLiteSubscriptionStore")
+struct SQLiteSubscriptionStoreTests {
+    @Test("conforms to SubscriptionStore", arguments: SubscriptionStoreConformance.checks)
+    func conformance(_ check: SubscriptionStoreConformance.Check) async throws {
+        try await withTemporaryDatabase { path in
+            try await check.run(try SQLiteSubscriptionStore.open(path: path, create: true))
+        }
+    }
+
+    @Test("a second store on the same file finds the run lock held, and free again afterwards")
+    func runLockExcludesSecondStore() async throws {
+        try await withTemporaryDatabase { path in
+            let first = try SQLiteSubscriptionStore.open(path: path, create: true)
+            let second = try SQLiteSubscriptionStore.open(path: path, create: false)
+            let detail = try await first.withRunLock(owner: "run-1") { () async throws -> String in
+                do {
+                    try await second.withRunLock(owner: "run-2") {}
+                    return "not locked"
+                } catch SubscriptionStoreError.locked(let detail) {
+                    return detail
+                }
+            }
+            #expect(detail.hasPrefix("held by pid \(ProcessInfo.processInfo.processIdentifier) on "))
+            #expect(detail.contains(" since "))
+            #expect(try await second.withRunLock(owner: "run-2") { true })
+        }
+    }
+
+    @Test("the connection runs in WAL mode with synchronous=NORMAL and foreign keys on")
+    func connectionSettings() async throws {
+        try await withTemporaryDatabase { path in
+            let store = try SQLiteSubscriptionStore.open(path: path, create: true)
+            let settings = try await store.database.withConnection { connection in
+                [
+                    try connection.execute("PRAGMA journal_mode", []).first?["journal_mode"],
+                    try connection.execute("PRAGMA synchronous", []).first?["synchronous"],
+                    try connection.execute("PRAGMA foreign_keys", []).first?["foreign_keys"],
+                ]
+            }
+            #expect(settings == [.text("wal"), .int64(1), .int64(1)])
+        }
+    }
+
+    @Test("opening a missing file without create tells the operator to run renewal migrate")
+    func missingFile() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("missing-\(UUID().uuidString).sqlite").path
+        do {
+            _ = try SQLiteSubscriptionStore.open(path: path, create: false)
+            Issue.record("opened a missing file")
+        } catch let error as SubscriptionStoreError {
+            #expect("\(error)".contains("Database file not found at \(path). Run `renewal migrate` first."))
+        }
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
+    @Test("the due query is an index range scan on next_check_at, with or without cursor and lease", arguments: [
+        (false, false), (true, false), (false, true), (true, true),
+    ])
+    func dueQueryPlan(withCursor: Bool, withLease: Bool) async throws {
+        try await withTemporaryDatabase { path in
+            let store = try SQLiteSubscriptionStore.open(path: path, create: true)
+            _ = try await store.migrate()
+            let now = Date(timeIntervalSince1970: 1_700_000_000)
+            let statement = try #require(SQLiteSubscriptionStore.batchStatement(
+                .due(asOf: now), after: withCursor ? ReceiptCursor(nextCheckAt: now, id: 7) : nil, limit: 40,
+                lease: withLease ? Lease(owner: "w", until: now, now: now) : nil, dialect: .sqlite
+            ))
+            let plan = try await store.database.withConnection { connection in
+                try connection.execute("EXPLAIN QUERY PLAN " + statement.sql, statement.binds).map { row in
+                    if case .text(let detail)? = row["detail"] { return detail }
+                    return ""
+                }
+            }
+            let rangeScan = plan.contains {
+                $0.contains("USING INDEX receipts_next_check_at_idx (next_check_at") && $0.hasSuffix("next_check_at<?)")
+            }
+            #expect(rangeScan, "\(plan)")
+            #expect(!plan.contains { $0.hasPrefix("SCAN") }, "\(plan)")
+            #expect(!plan.contains { $0.contains("TEMP B-TREE") }, "\(plan)")
+        }
+    }
+
+    @Test("two stores leasing the same file concurrently never take the same receipt")
+    func concurrentLeasesDoNotOverlap() async throws {
+        try await withTemporaryDatabase { path in
+            let setup = try SQLiteSubscriptionStore.open(path: path, create: true)
+            _ = try await setup.migrate()
+            let now = Date(timeIntervalSince1970: 1_700_000_000)
+            let items = (0..<200).map { ReceiptImport(userID: "user-\($0)", latestReceipt: "r") }
+            _ = try await setup.importReceipts(items, now: now)
+            let taken = try await withThrowingTaskGroup(of: [Int64].self) { group in
+                for worker in ["A", "B", "C"] {
+                    let store = try SQLiteSubscriptionStore.open(path: path, create: false)
+                    group.addTask {
+                        var ids: [Int64] = []
+                        let lease = Lease(owner: worker, until: now.addingTimeInterval(600), now: now)
+                        while true {
+                            let page = try await store.nextBatch(.due(asOf: now), after: nil, limit: 7, lease: lease)
+                            if page.isEmpty { return ids }
+                            ids += page.map(\.id)
+                        }
+                    }
+                }
+                return try await group.reduce(into: [Int64]()) { $0 += $1 }
+            }
+            #expect(taken.count == 200)
+            #expect(Set(taken).count == 200)
+        }
+    }
+
+    @Test("$n placeholders become ?n outside quoted text")
+    func placeholderRewrite() {
+        let sql = "SELECT '$1', \"$2\" FROM t WHERE a = $1 AND b IN ($2, $10) AND c = '$'"
+        #expect(SQLiteConnection.sqliteParameters(sql) == "SELECT '$1', \"$2\" FROM t WHERE a = ?1 AND b IN (?2, ?10) AND c = '$'")
+    }
+
+    @Test("errors name the problem without the bound values")
+    func errorsDoNotLeakValues() async throws {
+        try await withTemporaryDatabase { path in
+            let store = try SQLiteSubscriptionStore.open(path: path, create: true)
+            _ = try await store.migrate()
+            let secret = "MIIT-secret-receipt-data"
+            await #expect {
+                try await store.database.withConnection { connection in
+                    _ = try connection.execute("INSERT INTO receipts (user_id, latest_receipt) VALUES ($1, $2)", [.text("u"), .text(secret)])
+                }
+            } throws: { error in
+                guard let error = error as? SubscriptionStoreError, case .query(let detail) = error else { return false }
+                return !detail.contains(secret) && detail.contains("NOT NULL")
+            }
+        }
+    }
+}
+
+/// Runs `body` with the path of a database file in a fresh temporary directory, removed afterwards.
+func withTemporaryDatabase(_ body: (String) async throws -> Void) async throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("renewal-storage-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    try await body(directory.appendingPathComponent("renewal.sqlite").path)
+}
