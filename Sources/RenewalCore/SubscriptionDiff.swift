@@ -46,9 +46,9 @@ extension SubscriptionEvent {
             return .renewed
         }
         switch (from, to) {
+        case (_, .invalid): return .invalidated
         case (_, .revoked): return .refunded
         case (.revoked, _): return .refundReversed
-        case (_, .invalid): return .invalidated
         case (_, .expired): return .expired
         case (_, .billingRetry): return .billingIssue
         case (_, .gracePeriod): return .gracePeriodStarted

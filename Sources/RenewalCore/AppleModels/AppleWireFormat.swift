@@ -216,7 +216,7 @@ public enum Timestamp {
             offsetSeconds = (hm[0] * 3600 + hm[1] * 60) * (sign == "-" ? -1 : 1)
             text = text.dropLast(6)
         }
-        let halves = text.split(separator: "T", maxSplits: 1)
+        let halves = text.split(maxSplits: 1, whereSeparator: { $0 == "T" || $0 == "t" })
         guard halves.count == 2 else { return nil }
         var clock = halves[1]
         var fraction = 0.0

@@ -56,7 +56,7 @@ public struct VerifyReceiptResponse: Sendable, Hashable, Codable {
         }
         latestExpiredReceiptInfo = try c.decodeIfPresent(LatestReceiptInfo.self, forKey: AppleKey("latest_expired_receipt_info"))
         pendingRenewalInfo = try c.decodeIfPresent([PendingRenewalInfo].self, forKey: AppleKey("pending_renewal_info")) ?? []
-        receipt = try? c.decodeIfPresent(ReceiptInfo.self, forKey: AppleKey("receipt"))
+        receipt = try c.decodeIfPresent(ReceiptInfo.self, forKey: AppleKey("receipt"))
         autoRenewStatus = try c.appleBool("auto_renew_status")
     }
 
