@@ -4,9 +4,13 @@ import RenewalCore
 /// A value bound to a statement or read from a row. Times are Unix epoch milliseconds (`int64`),
 /// booleans are `int64` 0/1.
 public enum SQLValue: Sendable, Hashable {
+    /// SQL `NULL`.
     case null
+    /// An integer: ids, counters, epoch milliseconds, 0/1 booleans.
     case int64(Int64)
+    /// A floating-point number (not used by the schema; read back for completeness).
     case double(Double)
+    /// A string.
     case text(String)
 }
 
@@ -39,7 +43,9 @@ extension SQLValue {
 
 /// One result row: column names (shared by every row of a statement) and values.
 public struct SQLRow: Sendable, Hashable {
+    /// Column names, as the statement named them.
     public var columns: [String]
+    /// One value per column, in the same order.
     public var values: [SQLValue]
 
     public init(columns: [String], values: [SQLValue]) {

@@ -65,7 +65,7 @@ extension SubscriptionStoreConformance {
             _ = try await store.importReceipts(items, now: at(minutes: Double(minute)))
         }
         // When paging through the due receipts 40 at a time
-        let asOf = at(minutes: 60)
+        let asOf = at(minutes: 100)
         let receipts = try await allPages(store, .due(asOf: asOf), pageSize: 40)
         // Then every receipt comes exactly once, soonest first, ties by id
         #expect(receipts.count == 250)
