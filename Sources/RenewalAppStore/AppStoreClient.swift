@@ -30,7 +30,9 @@ public final class AppStoreClient: ReceiptVerifier {
     ) async throws -> T {
         var httpConfiguration = HTTPClient.Configuration()
         httpConfiguration.redirectConfiguration = .disallow
-        httpConfiguration.timeout = .init(connect: .seconds(10))
+        // AHC keeps retrying a refused connection until the connect timeout: keep it within one request.
+        let connectTimeout = min(configuration.requestTimeout, .seconds(10))
+        httpConfiguration.timeout = .init(connect: .nanoseconds(max(1, connectTimeout.nanoseconds)))
         return try await HTTPClient.withHTTPClient(configuration: httpConfiguration) { httpClient in
             try await body(AppStoreClient(httpClient: httpClient, configuration: configuration))
         }
