@@ -10,14 +10,10 @@ import RenewalCore
 /// - Parameters:
 ///   - configuration: address, shared secret, delays and the shared state.
 ///   - logger: the server's logger; nil uses Hummingbird's default.
-public func buildSimulator(configuration: SimulatorConfiguration, logger: Logger? = nil) -> some ApplicationProtocol {
-    makeSimulatorApplication(configuration: configuration, logger: logger, onServerRunning: { _ in })
-}
-
-/// The application with a hook that learns the bound channel (and so the port).
-func makeSimulatorApplication(
-    configuration: SimulatorConfiguration, logger: Logger?,
-    onServerRunning: @escaping @Sendable (any Channel) async -> Void
+///   - onListening: called once the server listens, with its URLs (the real port when `port` is 0).
+public func buildSimulator(
+    configuration: SimulatorConfiguration, logger: Logger? = nil,
+    onListening: @escaping @Sendable (SimulatorEndpoints) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     let router = Router()
     let routes = SimulatorRoutes(configuration: configuration)
@@ -34,7 +30,9 @@ func makeSimulatorApplication(
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "appstore-simulator"),
-        onServerRunning: onServerRunning,
+        onServerRunning: { channel in
+            await onListening(SimulatorEndpoints(host: configuration.host, port: channel.localAddress?.port ?? configuration.port))
+        },
         logger: logger)
 }
 

@@ -1,6 +1,5 @@
 import Hummingbird
 import Logging
-import NIOCore
 import ServiceLifecycle
 
 /// Why the simulator could not be started.
@@ -23,25 +22,24 @@ public func withAppStoreSimulator<T>(
     logger: Logger,
     _ body: (SimulatorEndpoints) async throws -> T
 ) async throws -> T {
-    let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-    let application = makeSimulatorApplication(configuration: configuration, logger: logger) { channel in
-        portContinuation.yield(channel.localAddress?.port ?? configuration.port)
-        portContinuation.finish()
+    let (listening, continuation) = AsyncStream.makeStream(of: SimulatorEndpoints.self)
+    let application = buildSimulator(configuration: configuration, logger: logger) { endpoints in
+        continuation.yield(endpoints)
+        continuation.finish()
     }
     let serviceGroup = ServiceGroup(configuration: .init(services: [application], logger: logger))
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask {
-            defer { portContinuation.finish() }
+            defer { continuation.finish() }
             try await serviceGroup.run()
         }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else {
+        var iterator = listening.makeAsyncIterator()
+        guard let endpoints = await iterator.next() else {
             // The server stopped before listening: surface its error.
             try await group.waitForAll()
             throw SimulatorStartupError(
                 description: "The App Store simulator stopped before listening on \(configuration.host):\(configuration.port).")
         }
-        let endpoints = SimulatorEndpoints(host: configuration.host, port: port)
         let result: T
         do {
             result = try await body(endpoints)
