@@ -139,12 +139,16 @@ let package = Package(
             name: "RenewalJobTests",
             dependencies: [
                 "RenewalJob", "RenewalSQLite", "RenewalPostgres", "RenewalAppStore", "AppStoreSimulator", "RenewalTesting",
+                .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "RenewalCLITests",
-            dependencies: ["renewal", "AppStoreSimulator", "RenewalTesting"]
+            dependencies: [
+                "renewal", "AppStoreSimulator", "RenewalSQLite", "RenewalStorage", "RenewalTesting",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
     ]
 )

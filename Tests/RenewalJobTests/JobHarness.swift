@@ -1,0 +1,106 @@
+import AppStoreSimulator
+import Foundation
+import InMemoryLogging
+import Logging
+import RenewalAppStore
+import RenewalCore
+import RenewalJob
+import RenewalSQLite
+import RenewalStorage
+import Testing
+
+/// A real SQLite file, the App Store simulator on a real loopback port, and the real client.
+struct JobHarness {
+    static let secret = "test-shared-secret-4f1a"
+
+    let store: any SubscriptionStore
+    let state: SimulatorState
+    let endpoints: SimulatorEndpoints
+    let client: AppStoreClient
+    let logs: InMemoryLogHandler
+    let directory: String
+
+    var logger: Logger {
+        let handler = logs
+        var logger = Logger(label: "renewal", factory: { _ in handler })
+        logger.logLevel = .debug
+        return logger
+    }
+
+    /// Runs `body` with a fresh database, simulator and client; cleans up afterwards.
+    static func with(
+        clientSecret: String = JobHarness.secret, maxAttempts: Int = 2,
+        _ body: (JobHarness) async throws -> Void
+    ) async throws {
+        let directory = NSTemporaryDirectory() + "renewal-job-tests-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true)
+        _ = try await store.migrate()
+        let state = SimulatorState(now: Date(timeIntervalSince1970: 1_790_000_000))
+        let configuration = SimulatorConfiguration(sharedSecret: secret, slowDelay: .seconds(3), state: state)
+        let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
+        try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
+            let clientConfiguration = AppStoreClient.Configuration(
+                productionURL: endpoints.productionURL, sandboxURL: endpoints.sandboxURL, sharedSecret: clientSecret,
+                requestTimeout: .milliseconds(800), maxAttempts: maxAttempts, retryBaseDelay: .milliseconds(1),
+                retryMaxDelay: .milliseconds(5))
+            try await AppStoreClient.withAppStoreClient(configuration: clientConfiguration) { client in
+                try await body(JobHarness(
+                    store: store, state: state, endpoints: endpoints, client: client, logs: InMemoryLogHandler(),
+                    directory: directory))
+            }
+        }
+    }
+
+    func receipt(_ account: String, _ scenario: Scenario, daysAgo: Double = 10, periodDays: Double = 30) -> SimulatedReceipt {
+        SimulatedReceipt(
+            account: account, scenario: scenario, start: state.now.addingTimeInterval(-daysAgo * 86_400),
+            period: periodDays * 86_400)
+    }
+
+    func importReceipts(_ receipts: [(user: String, receipt: SimulatedReceipt)]) async throws {
+        _ = try await store.importReceipts(
+            receipts.map { ReceiptImport(userID: $0.user, latestReceipt: $0.receipt.encoded, productID: $0.receipt.productID) },
+            now: state.now)
+    }
+
+    func run(_ command: RenewalRun.Command = .run, configure: (inout RenewalRun.Configuration) -> Void = { _ in }) async throws -> RenewalOutcome {
+        var configuration = RenewalRun.Configuration(command: command)
+        configuration.concurrency = 4
+        configure(&configuration)
+        let state = self.state
+        return try await RenewalRun(
+            configuration: configuration, store: store, verifier: client, logger: logger, now: { state.now }
+        ).run()
+    }
+
+    func status(user: String? = nil) async throws -> [StatusRow] {
+        var rows: [StatusRow] = []
+        var cursor: StatusCursor?
+        while true {
+            let page = try await store.statusPage(userID: user, after: cursor, limit: 100)
+            rows += page
+            guard page.count == 100, let last = page.last else { return rows }
+            cursor = last.cursor
+        }
+    }
+
+    /// Every stored receipt (a backfill selection read without leases: writes nothing).
+    func receipts() async throws -> [StoredReceipt] {
+        var all: [StoredReceipt] = []
+        var cursor: ReceiptCursor?
+        while true {
+            let page = try await store.nextBatch(.backfill(BackfillSelector(all: true)), after: cursor, limit: 100, lease: nil)
+            all += page
+            guard let last = page.last else { return all }
+            cursor = last.cursor
+        }
+    }
+
+    func report(_ outcome: RenewalOutcome) throws -> [String: Any] {
+        let path = try #require(outcome.reportPath)
+        let data = try #require(FileManager.default.contents(atPath: path))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+}
