@@ -45,6 +45,17 @@ public protocol SQLDatabase: Sendable {
 
     /// Runs `body` while holding the exclusive run lock, or throws `SubscriptionStoreError.locked`.
     func withRunLock<T: Sendable>(owner: String, _ body: @Sendable () async throws -> T) async throws -> T
+
+    /// Runs `body` (the migrations) on a connection while no other process migrates the same
+    /// database. Default: `withConnection` (SQLite's `BEGIN IMMEDIATE` already serialises them);
+    /// PostgreSQL holds an advisory lock.
+    func withMigrationLock<T: Sendable>(_ body: (any SQLConnection) throws -> T) async throws -> T
+}
+
+extension SQLDatabase {
+    public func withMigrationLock<T: Sendable>(_ body: (any SQLConnection) throws -> T) async throws -> T {
+        try await withConnection(body)
+    }
 }
 
 extension SQLDatabase {

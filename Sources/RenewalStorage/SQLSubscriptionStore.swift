@@ -21,8 +21,10 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
     public func migrate() async throws -> [Int] {
         let dialect = database.dialect
         let now = Date()
-        return try await onConnection { connection in
-            try SQLSchema.migrate(on: connection, dialect: dialect, now: now)
+        return try await Self.mappingErrors {
+            try await database.withMigrationLock { connection in
+                try SQLSchema.migrate(on: connection, dialect: dialect, now: now)
+            }
         }
     }
 
