@@ -1,0 +1,214 @@
+import CLibPQ
+import Foundation
+import RenewalStorage
+
+/// One libpq connection (`PGconn`).
+///
+/// Not thread-safe by itself: `PostgresDatabase` only touches it inside its `Mutex`, which is what
+/// makes the unchecked `Sendable` sound. Every statement goes through `PQexecParams` with text-format
+/// parameters, so values are always bound and a statement is never more than one command.
+final class PostgresConnection: SQLConnection, @unchecked Sendable {
+    private let handle: OpaquePointer
+    /// The URL with its password replaced, for messages.
+    let redactedURL: String
+    /// Set when the server went away; the next use tries one reconnect first.
+    private(set) var isBroken = false
+
+    /// Connects with `url` as given (libpq applies `PG*` variables, `.pgpass`, `sslmode` and every
+    /// other URL parameter), plus `fallback_application_name=renewal` and, unless `PGCONNECT_TIMEOUT`
+    /// or the URL says otherwise, `connect_timeout=10`.
+    ///
+    /// - Throws: `SubscriptionStoreError.unavailable` naming the redacted URL and libpq's reason.
+    init(url: String) throws {
+        let redacted = PostgresURL.redacted(url)
+        let password = try PostgresURL.validate(url)
+        var keywords = ["fallback_application_name"]
+        var values = ["renewal"]
+        if ProcessInfo.processInfo.environment["PGCONNECT_TIMEOUT"] == nil {
+            keywords.append("connect_timeout")
+            values.append("10")
+        }
+        // Last, so the URL's own parameters override the two defaults above.
+        keywords.append("dbname")
+        values.append(url)
+        let connection = withArrayOfCStrings(keywords) { keywords in
+            withArrayOfCStrings(values) { values in PQconnectdbParams(keywords, values, 1) }
+        }
+        guard let connection else {
+            throw SubscriptionStoreError.unavailable("cannot connect to PostgreSQL at \(redacted): out of memory")
+        }
+        guard PQstatus(connection) == CONNECTION_OK else {
+            let reason = PostgresURL.scrub(Self.message(PQerrorMessage(connection)), password: password)
+            PQfinish(connection)
+            throw SubscriptionStoreError.unavailable("cannot connect to PostgreSQL at \(redacted): \(reason)")
+        }
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        self.handle = connection
+        self.redactedURL = redacted
+    }
+
+    deinit {
+        PQfinish(handle)
+    }
+
+    func execute(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
+        let texts = try binds.enumerated().map { index, value in try Self.text(of: value, parameter: index + 1) }
+        let result = withArrayOfOptionalCStrings(texts) { values in
+            PQexecParams(handle, sql, Int32(texts.count), nil, values, nil, nil, 0)
+        }
+        guard let result else { throw lostOrFailed(nil, binds: binds) }
+        defer { PQclear(result) }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
+            return []
+        case PGRES_TUPLES_OK:
+            return Self.rows(of: result)
+        default:
+            throw lostOrFailed(result, binds: binds)
+        }
+    }
+
+    func beginTransaction() throws {
+        _ = try execute("BEGIN", [])
+    }
+
+    func commitTransaction() throws {
+        _ = try execute("COMMIT", [])
+    }
+
+    func rollbackTransaction() throws {
+        guard PQtransactionStatus(handle) != PQTRANS_IDLE, PQstatus(handle) == CONNECTION_OK else { return }
+        _ = try execute("ROLLBACK", [])
+    }
+
+    /// Re-establishes a broken connection with the same parameters; a no-op when it is fine.
+    func reconnectIfBroken() throws {
+        guard isBroken || PQstatus(handle) != CONNECTION_OK else { return }
+        PQreset(handle)
+        guard PQstatus(handle) == CONNECTION_OK else { throw lostConnection(detail: Self.message(PQerrorMessage(handle))) }
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        isBroken = false
+    }
+
+    // MARK: - Errors
+
+    /// The error for a failed statement: a lost connection, or the server's message with its
+    /// SQLSTATE (never its DETAIL, which quotes row values, and never a bound value).
+    private func lostOrFailed(_ result: OpaquePointer?, binds: [SQLValue]) -> SubscriptionStoreError {
+        let state = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) }
+        if PQstatus(handle) != CONNECTION_OK || state.map(Self.meansConnectionLost) == true {
+            isBroken = true
+            let detail = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "M"))) }.map { String(cString: $0) }
+            return lostConnection(detail: detail ?? Self.message(PQerrorMessage(handle)))
+        }
+        var message = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "M"))) }.map { String(cString: $0) }
+            ?? Self.message(PQerrorMessage(handle))
+        if state?.hasPrefix("22") == true, let colon = message.range(of: ": ") {
+            // Data exceptions quote the offending input after a colon ("invalid input syntax for type bigint: \"…\"").
+            message = String(message[..<colon.lowerBound])
+        }
+        for case .text(let value) in binds where value.count >= 4 {
+            message = message.replacingOccurrences(of: value, with: "…")
+        }
+        let code = state.map { " \($0)" } ?? ""
+        switch state?.prefix(2) {
+        case "53", "57", "58":
+            return .unavailable("PostgreSQL error\(code): \(message)")
+        default:
+            return .query("PostgreSQL error\(code): \(message)")
+        }
+    }
+
+    private func lostConnection(detail: String) -> SubscriptionStoreError {
+        .unavailable(
+            "Lost the connection to PostgreSQL at \(redactedURL) (\(detail)); leased rows are taken again after their lease expires"
+        )
+    }
+
+    /// Connection exceptions (08…) and the server shutting this session down (57P01–57P03).
+    private static func meansConnectionLost(_ state: String) -> Bool {
+        state.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(state)
+    }
+
+    /// libpq's message, trimmed of its trailing newline.
+    static func message(_ text: UnsafePointer<CChar>?) -> String {
+        guard let text else { return "unknown error" }
+        let message = String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines)
+        return message.isEmpty ? "unknown error" : message
+    }
+
+    // MARK: - Values
+
+    /// The text form of a parameter; nil for SQL NULL.
+    private static func text(of value: SQLValue, parameter: Int) throws -> String? {
+        switch value {
+        case .null: return nil
+        case .int64(let value): return String(value)
+        case .double(let value):
+            if value.isNaN { return "NaN" }
+            if value.isInfinite { return value < 0 ? "-Infinity" : "Infinity" }
+            return "\(value)"
+        case .text(let value):
+            guard !value.utf8.contains(0) else {
+                throw SubscriptionStoreError.query("parameter $\(parameter) holds a NUL character, which PostgreSQL text cannot store")
+            }
+            return value
+        }
+    }
+
+    private static func rows(of result: OpaquePointer) -> [SQLRow] {
+        let columnCount = PQnfields(result)
+        let rowCount = PQntuples(result)
+        let columns = (0..<columnCount).map { column in PQfname(result, column).map { String(cString: $0) } ?? "?column?" }
+        let types = (0..<columnCount).map { PQftype(result, $0) }
+        return (0..<rowCount).map { row in
+            let values = (0..<columnCount).map { column -> SQLValue in
+                guard PQgetisnull(result, row, column) == 0, let raw = PQgetvalue(result, row, column) else { return .null }
+                return PostgresType.value(String(cString: raw), oid: types[Int(column)])
+            }
+            return SQLRow(columns: columns, values: values)
+        }
+    }
+}
+
+/// Maps a text-format result value to `SQLValue` by its column type.
+enum PostgresType {
+    static let bool: Oid = 16
+    static let int8: Oid = 20
+    static let int2: Oid = 21
+    static let int4: Oid = 23
+    static let oid: Oid = 26
+    static let float4: Oid = 700
+    static let float8: Oid = 701
+    static let numeric: Oid = 1700
+
+    static func value(_ text: String, oid type: Oid) -> SQLValue {
+        switch type {
+        case int8, int2, int4, oid:
+            return Int64(text).map(SQLValue.int64) ?? .text(text)
+        case float4, float8:
+            return Double(text).map(SQLValue.double) ?? .text(text)
+        case numeric:
+            // SUM over BIGINT is numeric: keep whole numbers integral.
+            if let integer = Int64(text) { return .int64(integer) }
+            return Double(text).map(SQLValue.double) ?? .text(text)
+        case bool:
+            return .int64(text == "t" ? 1 : 0)
+        default:
+            return .text(text)
+        }
+    }
+}
+
+/// Calls `body` with a NULL-terminated C array of the strings, valid only during the call.
+func withArrayOfCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+    withArrayOfOptionalCStrings(strings.map(Optional.some)) { body($0) }
+}
+
+/// Calls `body` with a C array of the strings (nil entries stay NULL) followed by a NULL terminator.
+func withArrayOfOptionalCStrings<R>(_ strings: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+    let duplicates: [UnsafeMutablePointer<CChar>?] = strings.map { $0.flatMap { strdup($0) } }
+    defer { duplicates.forEach { free($0) } }
+    let pointers: [UnsafePointer<CChar>?] = duplicates.map { $0.map { UnsafePointer($0) } } + [nil]
+    return body(pointers)
+}
