@@ -1,0 +1,188 @@
+import AppStoreSimulator
+import Foundation
+import Logging
+import RenewalAppStore
+import RenewalCore
+import RenewalJob
+import RenewalPostgres
+import RenewalStorage
+import Testing
+
+/// Several `RenewalRun`s sharing one PostgreSQL database (each with its own connection and worker
+/// id, as separate processes would), against the App Store simulator. Needs `RENEWAL_TEST_POSTGRES_URL`.
+@Suite("RenewalRun workers sharing PostgreSQL", .enabled(if: PostgresWorkersHarness.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
+struct PostgresWorkersTests {
+    @Test("three concurrent runs share 200 due receipts: each is verified exactly once and all are settled")
+    func concurrentWorkersVerifyEachReceiptOnce() async throws {
+        try await PostgresWorkersHarness.with { harness in
+            // Given 200 receipts due now
+            let accounts = (0..<200).map { "acct-\($0)" }
+            try await harness.importRenewals(accounts)
+            // When three workers run at the same time, each holding its "run lock" as the CLI does
+            let outcomes = try await withThrowingTaskGroup(of: RenewalOutcome.self) { group in
+                for worker in ["worker-a", "worker-b", "worker-c"] {
+                    let store = try harness.openStore()
+                    group.addTask {
+                        try await store.withRunLock(owner: worker) {
+                            try await harness.run(store: store, worker: worker)
+                        }
+                    }
+                }
+                return try await group.reduce(into: [RenewalOutcome]()) { $0.append($1) }
+            }
+            // Then none exited as locked out, together they checked each receipt once
+            #expect(outcomes.allSatisfy { $0.status == .completed }, "\(outcomes.map(\.status))")
+            #expect(outcomes.map(\.counts.checked).reduce(0, +) == 200, "\(outcomes.map(\.counts.checked))")
+            #expect(accounts.filter { harness.state.attempts(account: $0) != 1 }.isEmpty)
+            #expect(harness.state.stats.requests == 200)
+            // And every receipt is verified, unleased and scheduled in the future
+            let rows = try await harness.receiptRows()
+            #expect(rows.count == 200)
+            #expect(rows.allSatisfy { $0.status == "verified" && $0.leaseOwner == nil && $0.nextCheckAt > harness.state.now })
+            let runs = try await harness.store.database.withConnection { connection in
+                try connection.execute("SELECT COUNT(*) AS runs, SUM(checked) AS checked FROM runs WHERE status = 'completed'", [])
+                    .first.map { [try $0.value("runs").int64Value, try $0.value("checked").int64Value] }
+            }
+            #expect(runs == [3, 200] as [Int64?])
+        }
+    }
+
+    @Test("a dead worker's leased rows are left alone while the lease lasts and taken after it expires")
+    func deadWorkersLeaseExpires() async throws {
+        try await PostgresWorkersHarness.with { harness in
+            let accounts = (0..<30).map { "acct-\($0)" }
+            try await harness.importRenewals(accounts)
+            // Given a worker claimed ten receipts for 30 s, then was killed before saving any
+            let now = harness.state.now
+            let claimed = try await harness.store.nextBatch(
+                .due(asOf: now), after: nil, limit: 10, lease: Lease(owner: "dead-worker", until: now.addingTimeInterval(30), now: now))
+            let claimedUsers = Set(claimed.map { String($0.userID.dropFirst("user-".count)) })
+            #expect(claimedUsers.count == 10)
+            // When another worker runs while that lease is live
+            let during = try await harness.run(store: try harness.openStore(), worker: "worker-b", leaseSeconds: 30)
+            // Then it verifies the twenty others and leaves the claimed ten untouched
+            #expect(during.counts.checked == 20)
+            #expect(accounts.filter { claimedUsers.contains($0) }.allSatisfy { harness.state.attempts(account: $0) == 0 })
+            #expect(accounts.filter { !claimedUsers.contains($0) }.allSatisfy { harness.state.attempts(account: $0) == 1 })
+            // When the lease has run out, the next run takes the ten over
+            harness.state.advance(by: 31)
+            let after = try await harness.run(store: try harness.openStore(), worker: "worker-c", leaseSeconds: 30)
+            #expect(after.counts.checked == 10)
+            #expect(accounts.allSatisfy { harness.state.attempts(account: $0) == 1 })
+            let rows = try await harness.receiptRows()
+            #expect(rows.allSatisfy { $0.status == "verified" && $0.leaseOwner == nil })
+        }
+    }
+}
+
+/// A fresh PostgreSQL schema, the simulator on loopback and a real client.
+struct PostgresWorkersHarness: Sendable {
+    static let secret = "test-shared-secret-pg-workers"
+
+    static var baseURL: String? {
+        ProcessInfo.processInfo.environment["RENEWAL_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// The schema's URL (`search_path` set through libpq's `options` parameter).
+    let url: String
+    /// The store used to set up and inspect (the workers open their own).
+    let store: PostgresSubscriptionStore
+    let state: SimulatorState
+    let client: AppStoreClient
+
+    struct ReceiptRow: Sendable {
+        var userID: String
+        var status: String
+        var leaseOwner: String?
+        var nextCheckAt: Date
+    }
+
+    static func with(_ body: (PostgresWorkersHarness) async throws -> Void) async throws {
+        let base = try #require(baseURL)
+        let schema = "renewal_jobs_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let url = base + (base.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)"
+        let admin = try PostgresDatabase(url: base)
+        // The name is ours (hex digits), so splicing it is safe; identifiers cannot be bound.
+        _ = try await admin.withConnection { try $0.execute("CREATE SCHEMA \(schema)", []) }
+        do {
+            try await withSimulator(url: url, body)
+        } catch {
+            _ = try? await admin.withConnection { try $0.execute("DROP SCHEMA \(schema) CASCADE", []) }
+            throw error
+        }
+        _ = try await admin.withConnection { try $0.execute("DROP SCHEMA \(schema) CASCADE", []) }
+    }
+
+    private static func withSimulator(url: String, _ body: (PostgresWorkersHarness) async throws -> Void) async throws {
+        let store = try PostgresSubscriptionStore.open(url: url)
+        _ = try await store.migrate()
+        let state = SimulatorState(now: Date(timeIntervalSince1970: 1_790_000_000))
+        // A little latency so the workers' claims interleave.
+        let configuration = SimulatorConfiguration(sharedSecret: secret, latency: .milliseconds(5), state: state)
+        let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
+        try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
+            let clientConfiguration = AppStoreClient.Configuration(
+                productionURL: endpoints.productionURL, sandboxURL: endpoints.sandboxURL, sharedSecret: secret,
+                requestTimeout: .seconds(5), maxAttempts: 2, retryBaseDelay: .milliseconds(1), retryMaxDelay: .milliseconds(5))
+            try await AppStoreClient.withAppStoreClient(configuration: clientConfiguration) { client in
+                try await body(PostgresWorkersHarness(url: url, store: store, state: state, client: client))
+            }
+        }
+    }
+
+    /// A new connection to the schema, as another process would open.
+    func openStore() throws -> PostgresSubscriptionStore {
+        try PostgresSubscriptionStore.open(url: url)
+    }
+
+    /// Imports one `.renewal` receipt per account (a subscription bought ten days ago), due now.
+    func importRenewals(_ accounts: [String]) async throws {
+        let start = state.now.addingTimeInterval(-10 * 86_400)
+        let items = accounts.map { account in
+            let receipt = SimulatedReceipt(account: account, scenario: .renewal, start: start)
+            return ReceiptImport(userID: "user-\(account)", latestReceipt: receipt.encoded, productID: receipt.productID)
+        }
+        _ = try await store.importReceipts(items, now: state.now)
+    }
+
+    /// One worker's run on `store`, with the simulator's clock.
+    func run(store: PostgresSubscriptionStore, worker: String, leaseSeconds: TimeInterval = 600) async throws -> RenewalOutcome {
+        var configuration = RenewalRun.Configuration(command: .run, workerID: worker)
+        configuration.concurrency = 4
+        configuration.leaseDuration = leaseSeconds
+        let state = self.state
+        let logger = Logger(label: "renewal", factory: { _ in SwiftLogNoOpLogHandler() })
+        return try await RenewalRun(configuration: configuration, store: store, verifier: client, logger: logger, now: { state.now }).run()
+    }
+
+    func receiptRows() async throws -> [ReceiptRow] {
+        try await store.database.withConnection { connection in
+            try connection.execute("SELECT user_id, status, lease_owner, next_check_at FROM receipts ORDER BY id", []).map { row in
+                let millis = try #require(try row.value("next_check_at").int64Value)
+                return ReceiptRow(
+                    userID: try row.value("user_id").textValue ?? "", status: try row.value("status").textValue ?? "",
+                    leaseOwner: try row.value("lease_owner").textValue,
+                    nextCheckAt: Date(timeIntervalSince1970: Double(millis) / 1000))
+            }
+        }
+    }
+}
+
+extension SQLRow {
+    /// The column's value, or an error naming the missing column.
+    fileprivate func value(_ name: String) throws -> SQLValue {
+        try #require(self[name], "column \(name) is missing")
+    }
+}
+
+extension SQLValue {
+    fileprivate var int64Value: Int64? {
+        if case .int64(let value) = self { return value }
+        return nil
+    }
+
+    fileprivate var textValue: String? {
+        if case .text(let value) = self { return value }
+        return nil
+    }
+}
