@@ -1,13 +1,23 @@
 import Foundation
+import RenewalPostgres
 import RenewalSQLite
 import RenewalStorage
 
 /// The composition root for storage: picks the backend from `--database`.
 enum StoreFactory {
+    /// A `postgres://`/`postgresql://` URL opens PostgreSQL (libpq conventions apply; `create` is
+    /// moot, `renewal migrate` creates the tables); anything else without a scheme is a SQLite path.
     static func open(_ database: String, create: Bool) throws -> any SubscriptionStore {
         let lowered = database.lowercased()
-        if lowered.hasPrefix("postgres://") || lowered.hasPrefix("postgresql://") {
-            throw ConfigurationError("PostgreSQL URLs are not supported by this build yet; use a SQLite file path for --database / RENEWAL_DATABASE.")
+        if PostgresURL.isPostgresURL(database) {
+            if let problem = PostgresURL.problem(with: database) {
+                // libpq rejects the URL itself (the message is already redacted): a configuration error, exit 78.
+                throw ConfigurationError(
+                    "--database / RENEWAL_DATABASE: \(problem). Fix the URL, e.g. postgresql://user@host:5432/db?sslmode=require; "
+                        + "give the password through PGPASSWORD or ~/.pgpass, never on the command line."
+                )
+            }
+            return try PostgresSubscriptionStore.open(url: database)
         }
         if lowered.contains("://") {
             throw ConfigurationError("--database / RENEWAL_DATABASE must be a SQLite file path or a postgres:// URL, got a URL with another scheme.")
