@@ -72,6 +72,10 @@ struct RunLoop {
         counts.skipped += try await source.releaseUnstarted()
         if stop == nil {
             try await writeHeldOutages()
+        } else {
+            let held = heldOutages
+            heldOutages.removeAll()
+            for (receipt, _) in held { try await release(receipt) }
         }
         if let stop { return stop }
         if !source.exhausted, Task.isShuttingDownGracefully {

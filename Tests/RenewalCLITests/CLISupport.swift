@@ -59,6 +59,25 @@ struct CLI {
             stderr: String(decoding: stderrData, as: UTF8.self))
     }
 
+    /// Starts `renewal args…`, sends SIGTERM after `delay`, and waits for it to exit.
+    static func runAndTerminate(_ arguments: [String], environment: [String: String], after delay: Duration) async throws -> Int32 {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        process.environment = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory()].merging(environment) { $1 }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        try await Task.sleep(for: delay)
+        process.terminate()
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                process.waitUntilExit()
+                continuation.resume(returning: process.terminationStatus)
+            }
+        }
+    }
+
     static func temporaryDirectory() throws -> String {
         let path = NSTemporaryDirectory() + "renewal-cli-tests-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)

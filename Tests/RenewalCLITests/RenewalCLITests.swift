@@ -143,6 +143,36 @@ struct RenewalCLITests {
         #expect(bad.stdout.contains("1 new"))
     }
 
+    @Test("SIGTERM stops claiming, finishes in-flight receipts, writes a partial report and leaves the rest due")
+    func gracefulShutdown() async throws {
+        let dir = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try await withSimulator { state, env in
+            let env = env.merging(["RENEWAL_DATABASE": dir + "/r.sqlite"]) { $1 }
+            _ = try await CLI.run(["migrate"], environment: env)
+            let lines = importLines((0..<60).map { ("u\($0)", SimulatedReceipt(account: "a\($0)", scenario: .renewal, start: state.now)) })
+            _ = try await CLI.run(["import", "-"], environment: env, stdin: lines)
+            state.latency = .milliseconds(200)
+
+            let report = dir + "/partial.json"
+            let status = try await CLI.runAndTerminate(
+                ["run", "--concurrency", "2", "--report", report], environment: env, after: .milliseconds(1500))
+
+            #expect(status == 3)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any])
+            #expect(object["status"] as? String == "interrupted")
+            let checked = try #require(object["checked"] as? Int)
+            #expect(checked > 0 && checked < 60)
+
+            // The rest is still due and not leased: the next run takes exactly the remaining receipts.
+            state.latency = .zero
+            let rest = try await CLI.run(["run", "--report", dir + "/rest.json"], environment: env)
+            #expect(rest.status == 0, "\(rest.stderr)")
+            let restObject = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/rest.json"))) as? [String: Any])
+            #expect(restObject["checked"] as? Int == 60 - checked)
+        }
+    }
+
     @Test("--help explains every command")
     func help() async throws {
         let help = try await CLI.run(["--help"])
