@@ -33,6 +33,7 @@ struct PostgresWorkersTests {
             // Then none exited as locked out, together they checked each receipt once
             #expect(outcomes.allSatisfy { $0.status == .completed }, "\(outcomes.map(\.status))")
             #expect(outcomes.map(\.counts.checked).reduce(0, +) == 200, "\(outcomes.map(\.counts.checked))")
+            #expect(outcomes.filter { $0.counts.checked > 0 }.count >= 2, "one worker took everything: \(outcomes.map(\.counts.checked))")
             #expect(accounts.filter { harness.state.attempts(account: $0) != 1 }.isEmpty)
             #expect(harness.state.stats.requests == 200)
             // And every receipt is verified, unleased and scheduled in the future
@@ -73,6 +74,52 @@ struct PostgresWorkersTests {
             #expect(rows.allSatisfy { $0.status == "verified" && $0.leaseOwner == nil })
         }
     }
+
+    @Test("a worker whose connection is killed mid-run fails with a clear error; after its lease the next run finishes every row")
+    func connectionLostMidRun() async throws {
+        try await PostgresWorkersHarness.with(latency: .milliseconds(40)) { harness in
+            let accounts = (0..<100).map { "acct-\($0)" }
+            try await harness.importRenewals(accounts)
+            let victim = try harness.openStore(applicationName: "renewal-victim")
+            // When the server terminates the worker's session after about twenty answers
+            let failure = await withTaskGroup(of: (any Error)?.self) { group in
+                group.addTask {
+                    do {
+                        _ = try await harness.run(store: victim, worker: "victim", leaseSeconds: 30)
+                        return nil
+                    } catch {
+                        return error
+                    }
+                }
+                group.addTask {
+                    let deadline = ContinuousClock.now + .seconds(30)
+                    while harness.state.stats.requests < 20, ContinuousClock.now < deadline {
+                        try? await Task.sleep(for: .milliseconds(5))
+                    }
+                    _ = try? await harness.store.database.withConnection { connection in
+                        try connection.execute(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [.text("renewal-victim")])
+                    }
+                    return nil
+                }
+                return await group.reduce(into: [(any Error)?]()) { $0.append($1) }.compactMap { $0 }.first
+            }
+            // Then the run stops with the lost-connection error
+            guard case .unavailable(let detail)? = failure as? SubscriptionStoreError else {
+                Issue.record("expected a lost connection, got \(String(describing: failure))")
+                return
+            }
+            #expect(detail.hasPrefix("Lost the connection to PostgreSQL"))
+            #expect(detail.hasSuffix("leased rows are taken again after their lease expires"))
+            // And once its leases have run out, another worker verifies everything left
+            harness.state.advance(by: 31)
+            let after = try await harness.run(store: try harness.openStore(), worker: "worker-b", leaseSeconds: 30)
+            #expect(after.status == .completed)
+            let rows = try await harness.receiptRows()
+            #expect(rows.allSatisfy { $0.status == "verified" && $0.leaseOwner == nil })
+            #expect(accounts.allSatisfy { (1...2).contains(harness.state.attempts(account: $0)) })
+        }
+    }
 }
 
 /// A fresh PostgreSQL schema, the simulator on loopback and a real client.
@@ -97,7 +144,7 @@ struct PostgresWorkersHarness: Sendable {
         var nextCheckAt: Date
     }
 
-    static func with(_ body: (PostgresWorkersHarness) async throws -> Void) async throws {
+    static func with(latency: Duration = .milliseconds(5), _ body: (PostgresWorkersHarness) async throws -> Void) async throws {
         let base = try #require(baseURL)
         let schema = "renewal_jobs_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         let url = base + (base.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)"
@@ -105,7 +152,7 @@ struct PostgresWorkersHarness: Sendable {
         // The name is ours (hex digits), so splicing it is safe; identifiers cannot be bound.
         _ = try await admin.withConnection { try $0.execute("CREATE SCHEMA \(schema)", []) }
         do {
-            try await withSimulator(url: url, body)
+            try await withSimulator(url: url, latency: latency, body)
         } catch {
             _ = try? await admin.withConnection { try $0.execute("DROP SCHEMA \(schema) CASCADE", []) }
             throw error
@@ -113,12 +160,12 @@ struct PostgresWorkersHarness: Sendable {
         _ = try await admin.withConnection { try $0.execute("DROP SCHEMA \(schema) CASCADE", []) }
     }
 
-    private static func withSimulator(url: String, _ body: (PostgresWorkersHarness) async throws -> Void) async throws {
+    private static func withSimulator(url: String, latency: Duration, _ body: (PostgresWorkersHarness) async throws -> Void) async throws {
         let store = try PostgresSubscriptionStore.open(url: url)
         _ = try await store.migrate()
         let state = SimulatorState(now: Date(timeIntervalSince1970: 1_790_000_000))
-        // A little latency so the workers' claims interleave.
-        let configuration = SimulatorConfiguration(sharedSecret: secret, latency: .milliseconds(5), state: state)
+        // Some latency so the workers' claims interleave.
+        let configuration = SimulatorConfiguration(sharedSecret: secret, latency: latency, state: state)
         let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
         try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
             let clientConfiguration = AppStoreClient.Configuration(
@@ -130,9 +177,9 @@ struct PostgresWorkersHarness: Sendable {
         }
     }
 
-    /// A new connection to the schema, as another process would open.
-    func openStore() throws -> PostgresSubscriptionStore {
-        try PostgresSubscriptionStore.open(url: url)
+    /// A new connection to the schema, as another process would open; `applicationName` lets a test find its backend.
+    func openStore(applicationName: String? = nil) throws -> PostgresSubscriptionStore {
+        try PostgresSubscriptionStore.open(url: url + (applicationName.map { "&application_name=\($0)" } ?? ""))
     }
 
     /// Imports one `.renewal` receipt per account (a subscription bought ten days ago), due now.
