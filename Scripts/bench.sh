@@ -2,7 +2,8 @@
 # Benchmark: import N receipts, then one `renewal run` against the App Store simulator with L ms of
 # latency per answer. Prints receipts/second, CPU time and peak memory (GNU time) for import and run.
 #
-#   Scripts/bench.sh [N=10000] [LATENCY_MS=50]      env: CONFIG=release|debug, CONCURRENCY=16
+#   Scripts/bench.sh [N=10000] [LATENCY_MS=50]      env: CONFIG=release|debug, CONCURRENCY=16,
+#                                                        SCRATCH=.build-release (a separate build folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 count=${1:-10000}
@@ -10,9 +11,11 @@ latency=${2:-50}
 config=${CONFIG:-release}
 concurrency=${CONCURRENCY:-16}
 
-swift build -c "$config" --product renewal >/dev/null
-swift build -c "$config" --product appstore-simulator >/dev/null
-bin=$(swift build -c "$config" --show-bin-path)
+build=(swift build -c "$config")
+[ -n "${SCRATCH:-}" ] && build+=(--scratch-path "$SCRATCH")
+"${build[@]}" --product renewal >/dev/null
+"${build[@]}" --product appstore-simulator >/dev/null
+bin=$("${build[@]}" --show-bin-path)
 dir=$(mktemp -d /tmp/renewal-bench.XXXXXX)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
 

@@ -22,6 +22,9 @@ extension AppStoreClient {
         public var retryBaseDelay: Duration
         /// The cap on one backoff delay. Default 8 seconds.
         public var retryMaxDelay: Duration
+        /// HTTP/1.1 connections kept per Apple host; set it to the job's concurrency so requests never
+        /// queue behind each other (AsyncHTTPClient's own default is 8). Default 16.
+        public var maxConnectionsPerHost: Int
 
         /// Creates a configuration; every parameter has the default documented on its property.
         public init(
@@ -33,7 +36,8 @@ extension AppStoreClient {
             maxResponseBytes: Int = 8 << 20,
             maxAttempts: Int = 4,
             retryBaseDelay: Duration = .milliseconds(500),
-            retryMaxDelay: Duration = .seconds(8)
+            retryMaxDelay: Duration = .seconds(8),
+            maxConnectionsPerHost: Int = 16
         ) {
             self.productionURL = productionURL
             self.sandboxURL = sandboxURL
@@ -44,6 +48,7 @@ extension AppStoreClient {
             self.maxAttempts = maxAttempts
             self.retryBaseDelay = retryBaseDelay
             self.retryMaxDelay = retryMaxDelay
+            self.maxConnectionsPerHost = maxConnectionsPerHost
         }
     }
 }
@@ -54,7 +59,7 @@ extension AppStoreClient.Configuration: CustomStringConvertible, CustomDebugStri
         "AppStoreClient.Configuration(productionURL: \(productionURL), sandboxURL: \(sandboxURL), "
             + "sharedSecret: \(sharedSecret == nil ? "none" : "<redacted>"), excludeOldTransactions: \(excludeOldTransactions), "
             + "requestTimeout: \(requestTimeout), maxResponseBytes: \(maxResponseBytes), maxAttempts: \(maxAttempts), "
-            + "retryBaseDelay: \(retryBaseDelay), retryMaxDelay: \(retryMaxDelay))"
+            + "retryBaseDelay: \(retryBaseDelay), retryMaxDelay: \(retryMaxDelay), maxConnectionsPerHost: \(maxConnectionsPerHost))"
     }
 
     /// Same as `description`: the secret stays redacted.
@@ -70,6 +75,7 @@ extension AppStoreClient.Configuration: CustomStringConvertible, CustomDebugStri
                 "excludeOldTransactions": excludeOldTransactions, "requestTimeout": requestTimeout,
                 "maxResponseBytes": maxResponseBytes, "maxAttempts": maxAttempts,
                 "retryBaseDelay": retryBaseDelay, "retryMaxDelay": retryMaxDelay,
+                "maxConnectionsPerHost": maxConnectionsPerHost,
             ],
             displayStyle: .struct)
     }

@@ -33,6 +33,9 @@ public final class AppStoreClient: ReceiptVerifier {
         // AHC keeps retrying a refused connection until the connect timeout: keep it within one request.
         let connectTimeout = min(configuration.requestTimeout, .seconds(10))
         httpConfiguration.timeout = .init(connect: .nanoseconds(max(1, connectTimeout.nanoseconds)))
+        httpConfiguration.connectionPool = HTTPClient.Configuration.ConnectionPool(
+            idleTimeout: .seconds(60),
+            concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, configuration.maxConnectionsPerHost))
         return try await HTTPClient.withHTTPClient(configuration: httpConfiguration) { httpClient in
             try await body(AppStoreClient(httpClient: httpClient, configuration: configuration))
         }

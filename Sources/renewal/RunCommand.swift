@@ -44,7 +44,8 @@ struct JobRunner {
             let clientConfiguration = AppStoreClient.Configuration(
                 productionURL: appStore.resolvedProductionURL, sandboxURL: appStore.resolvedSandboxURL,
                 sharedSecret: try SharedSecret.load(), requestTimeout: .milliseconds(Int64(appStore.timeout * 1000)),
-                maxResponseBytes: appStore.maxResponseBytes, maxAttempts: appStore.maxAttempts)
+                maxResponseBytes: appStore.maxResponseBytes, maxAttempts: appStore.maxAttempts,
+                maxConnectionsPerHost: configuration.concurrency)
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
             logger.info("Configuration", metadata: [
