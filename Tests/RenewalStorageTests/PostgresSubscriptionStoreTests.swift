@@ -99,21 +99,8 @@ struct PostgresSubscriptionStoreTests {
             _ = try await setup.migrate()
             let now = Date(timeIntervalSince1970: 1_700_000_000)
             _ = try await setup.importReceipts((0..<300).map { ReceiptImport(userID: "user-\($0)", latestReceipt: "r") }, now: now)
-            let taken = try await withThrowingTaskGroup(of: [Int64].self) { group in
-                for worker in ["A", "B", "C"] {
-                    let store = try PostgresSubscriptionStore.open(url: schema.url)
-                    group.addTask {
-                        var ids: [Int64] = []
-                        let lease = Lease(owner: worker, until: now.addingTimeInterval(600), now: now)
-                        while true {
-                            let page = try await store.nextBatch(.due(asOf: now), after: nil, limit: 7, lease: lease)
-                            if page.isEmpty { return ids }
-                            ids += page.map(\.id)
-                        }
-                    }
-                }
-                return try await group.reduce(into: [Int64]()) { $0 += $1 }
-            }
+            let stores: [any SubscriptionStore] = try (0..<3).map { _ in try PostgresSubscriptionStore.open(url: schema.url) }
+            let taken = try await SubscriptionStoreConformance.claimConcurrently(stores, now: now)
             #expect(taken.count == 300)
             #expect(Set(taken).count == 300)
         }

@@ -94,21 +94,8 @@ struct SQLiteSubscriptionStoreTests {
             let now = Date(timeIntervalSince1970: 1_700_000_000)
             let items = (0..<200).map { ReceiptImport(userID: "user-\($0)", latestReceipt: "r") }
             _ = try await setup.importReceipts(items, now: now)
-            let taken = try await withThrowingTaskGroup(of: [Int64].self) { group in
-                for worker in ["A", "B", "C"] {
-                    let store = try SQLiteSubscriptionStore.open(path: path, create: false)
-                    group.addTask {
-                        var ids: [Int64] = []
-                        let lease = Lease(owner: worker, until: now.addingTimeInterval(600), now: now)
-                        while true {
-                            let page = try await store.nextBatch(.due(asOf: now), after: nil, limit: 7, lease: lease)
-                            if page.isEmpty { return ids }
-                            ids += page.map(\.id)
-                        }
-                    }
-                }
-                return try await group.reduce(into: [Int64]()) { $0 += $1 }
-            }
+            let stores: [any SubscriptionStore] = try (0..<3).map { _ in try SQLiteSubscriptionStore.open(path: path, create: false) }
+            let taken = try await SubscriptionStoreConformance.claimConcurrently(stores, now: now)
             #expect(taken.count == 200)
             #expect(Set(taken).count == 200)
         }
