@@ -57,7 +57,8 @@ private struct SimulatedPeriod {
 }
 
 extension SimulatedReceipt {
-    static let bundleID = "com.example.app"
+    /// The bundle id of every simulated receipt.
+    public static let bundleID = "com.example.app"
     static let day: TimeInterval = 86_400
 
     /// The answer to one request at simulator time `now`.
@@ -80,8 +81,8 @@ extension SimulatedReceipt {
         }
     }
 
-    /// The status-0 answer of the subscription scenarios.
-    func response(at now: Date) -> VerifyReceiptResponse {
+    /// The status-0 answer of the subscription scenarios at `now` (tests start scripted answers from it).
+    public func response(at now: Date) -> VerifyReceiptResponse {
         let originalID = SimulatedIdentifier.id(account)
         var periods: [SimulatedPeriod] = []
         var pending: [PendingRenewalInfo] = []

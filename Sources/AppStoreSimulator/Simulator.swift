@@ -60,11 +60,15 @@ struct SimulatorRoutes: Sendable {
         case .html200: return respond(SimulatedAnswer.htmlPage)
         case .status21005: return respond(.status(.serverUnavailable))
         }
-        guard let verifyRequest else { return respond(.status(.malformedOrTemporary)) }
-        if let secret = configuration.sharedSecret, verifyRequest.password != secret {
+        // Like Apple, the secret can only be checked on a receipt that can be read: an unreadable
+        // one answers 21002 whatever the password.
+        guard verifyRequest != nil, let receipt else { return respond(.status(.malformedOrTemporary)) }
+        if let secret = configuration.sharedSecret, verifyRequest?.password != secret {
             return respond(.status(.sharedSecretRejected))
         }
-        guard let receipt else { return respond(.status(.malformedOrTemporary)) }
+        if let script = state.scripted(account: receipt.account) {
+            return respond(.raw(httpStatus: script.httpStatus, contentType: script.contentType, body: script.body))
+        }
         if receipt.scenario == .slow { try await Task.sleep(for: configuration.slowDelay) }
         return respond(receipt.answer(at: state.now, sandboxEndpoint: sandbox, attempt: attempt))
     }

@@ -17,6 +17,25 @@ public final class SimulatorState: Sendable {
         case status21005 = "status_21005"
     }
 
+    /// A fixed answer for one account, replacing its scenario's (tests of odd or hostile answers).
+    public struct ScriptedAnswer: Sendable, Hashable {
+        public var httpStatus: Int
+        public var contentType: String
+        public var body: String
+
+        public init(httpStatus: Int = 200, contentType: String = "application/json", body: String) {
+            self.httpStatus = httpStatus
+            self.contentType = contentType
+            self.body = body
+        }
+
+        /// A JSON object answered with HTTP 200 (`JSONSerialization` output of `object`).
+        public static func json(_ object: [String: Any]) -> ScriptedAnswer {
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+            return ScriptedAnswer(body: String(decoding: data, as: UTF8.self))
+        }
+    }
+
     /// Request counters.
     public struct Stats: Codable, Sendable, Hashable {
         /// verifyReceipt requests on both endpoints.
@@ -35,6 +54,7 @@ public final class SimulatorState: Sendable {
         var stats = Stats(requests: 0, production: 0, sandbox: 0)
         var attempts: [String: Int] = [:]
         var received: [String: String] = [:]
+        var scripts: [String: ScriptedAnswer] = [:]
     }
 
     private let storage: Mutex<Storage>
@@ -90,6 +110,17 @@ public final class SimulatorState: Sendable {
     /// How many verifyReceipt requests named `account` so far.
     public func attempts(account: String) -> Int {
         storage.withLock { $0.attempts[account] ?? 0 }
+    }
+
+    /// Answers every request for `account` with `answer` (after the shared-secret check) until
+    /// cleared with nil.
+    public func script(account: String, _ answer: ScriptedAnswer?) {
+        storage.withLock { $0.scripts[account] = answer }
+    }
+
+    /// The scripted answer for `account`, if any.
+    func scripted(account: String) -> ScriptedAnswer? {
+        storage.withLock { $0.scripts[account] }
     }
 
     /// Counts one verifyReceipt request.

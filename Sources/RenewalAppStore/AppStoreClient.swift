@@ -7,7 +7,7 @@ import RenewalCore
 ///
 /// Production first; 21007 repeats against sandbox and 21008 against production (bounded). Temporary
 /// failures are retried with exponential backoff and full jitter, up to `maxAttempts` requests.
-/// Per-receipt problems are outcomes (`ReceiptVerification`), never thrown.
+/// Per-receipt problems are answers (`AppleAnswer.transient`, `.rejected`), never thrown.
 public final class AppStoreClient: ReceiptVerifier {
     /// The HTTP client; owned by whoever created it.
     let httpClient: HTTPClient
@@ -42,63 +42,79 @@ public final class AppStoreClient: ReceiptVerifier {
     }
 
     /// Verifies one receipt; see the type's documentation for the retry and environment rules.
-    public func verify(receipt: String, logger: Logger) async -> ReceiptVerification {
+    ///
+    /// This is the one home of verifyReceipt's status codes: 0/21006 are evidence, 21007/21008 switch
+    /// endpoints, 21004 is a configuration error, 21003/21010 and a 21002 on every attempt are
+    /// rejections, 21005/21009/retryable 211xx are outages, anything else is a failure that is not.
+    public func verify(receipt: String, logger: Logger) async -> AppleAnswer {
         let maxAttempts = max(1, configuration.maxAttempts)
         var environment = AppStoreEnvironment.production
         var attempt = 1
         var switches = 0
         var everyAttemptMalformed = true
-        var lastFailure = ReceiptVerification.failed(.timeout)
+        var lastAnswer = AppleAnswer.transient(AppStoreClientError.timeout.checkFailure, isOutage: true)
 
         while true {
             var logger = logger
             logger[metadataKey: LogKey.appStoreAttempt] = "\(attempt)"
+            let retryable: Bool
             switch await exchange(receipt: receipt, environment: environment, logger: logger) {
             case .answer(let response):
                 let answeredBy = response.environment ?? environment
                 switch response.status.disposition(isRetryableFlag: response.isRetryable) {
                 case .valid:
-                    return .valid(response, answeredBy: answeredBy)
+                    return .verified(AppleEvidence(verifyReceipt: response, answeredBy: answeredBy))
                 case .useSandbox, .useProduction:
                     switches += 1
-                    guard switches <= Self.maxEnvironmentSwitches else { return .failed(.environmentLoop) }
+                    guard switches <= Self.maxEnvironmentSwitches else { return Self.failed(.environmentLoop) }
                     environment = environment == .production ? .sandbox : .production
                     continue
                 case .sharedSecretRejected:
-                    return .sharedSecretRejected
+                    return .misconfigured(CheckFailure(
+                        reason: "apple_status_21004",
+                        message: "Apple rejected the shared secret (21004); set APPSTORE_SHARED_SECRET to the app's shared secret."))
                 case .invalidReceipt:
-                    return .rejected(response.status, answeredBy: answeredBy)
+                    let kind: AppleRejection.Kind = response.status == .accountNotFound ? .accountNotFound : .notAuthentic
+                    return .rejected(AppleRejection(kind: kind, status: response.status, environment: answeredBy))
                 case .malformedOrTemporary:
-                    lastFailure =
+                    lastAnswer =
                         everyAttemptMalformed
-                        ? .malformed(answeredBy: answeredBy) : .failed(.temporaryStatus(response.status))
+                        ? .rejected(AppleRejection(kind: .malformedOrTemporary, status: response.status, environment: answeredBy))
+                        : Self.failed(.temporaryStatus(response.status))
+                    retryable = true
                 case .temporary:
                     everyAttemptMalformed = false
-                    lastFailure = .failed(.temporaryStatus(response.status))
+                    lastAnswer = Self.failed(.temporaryStatus(response.status))
+                    retryable = true
                 case .permanentError:
-                    return .failed(.unexpectedStatus(response.status))
+                    return Self.failed(.unexpectedStatus(response.status))
                 }
             case .failure(let error):
                 everyAttemptMalformed = false
-                lastFailure = .failed(error)
-                guard Self.isRetryable(error) else { return lastFailure }
+                lastAnswer = Self.failed(error)
+                retryable = Self.isRetryable(error)
             }
 
-            guard attempt < maxAttempts, !Task.isCancelled else { return lastFailure }
+            guard retryable, attempt < maxAttempts, !Task.isCancelled else { return lastAnswer }
             let delay = backoff(afterAttempt: attempt)
             logger.debug(
                 "Retrying verifyReceipt",
                 metadata: [
-                    LogKey.appStoreFailure: "\(Self.reason(lastFailure))",
+                    LogKey.appStoreFailure: "\(Self.reason(lastAnswer))",
                     LogKey.retryDelayMS: "\(delay.milliseconds)",
                 ])
             do {
                 try await Task.sleep(for: delay)
             } catch {
-                return lastFailure
+                return lastAnswer
             }
             attempt += 1
         }
+    }
+
+    /// A failed exchange as an answer: the state stays; outages feed the breaker.
+    static func failed(_ error: AppStoreClientError) -> AppleAnswer {
+        .transient(error.checkFailure, isOutage: error.isOutage)
     }
 
     /// Full jitter: a uniform delay in `[0, min(max, base * 2^(attempt-1))]`.
@@ -115,15 +131,15 @@ public final class AppStoreClient: ReceiptVerifier {
         switch error {
         case .timeout, .connection, .notJSON, .temporaryStatus: return true
         case .httpStatus(let code): return code >= 500 || code == 429
-        case .responseTooLarge, .unexpectedStatus, .environmentLoop: return false
+        case .responseTooLarge, .unexpectedStatus, .environmentLoop, .unreadableField: return false
         }
     }
 
-    private static func reason(_ verification: ReceiptVerification) -> String {
-        switch verification {
-        case .failed(let error): return error.reason
-        case .malformed: return "apple_status_21002"
-        default: return "unknown"
+    private static func reason(_ answer: AppleAnswer) -> String {
+        switch answer {
+        case .transient(let failure, _), .misconfigured(let failure): return failure.reason
+        case .rejected(let rejection): return rejection.reason
+        case .verified: return "verified"
         }
     }
 }

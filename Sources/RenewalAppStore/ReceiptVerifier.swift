@@ -1,26 +1,13 @@
 import Logging
 import RenewalCore
 
-/// Something that asks Apple about one stored receipt. `AppStoreClient` is the verifyReceipt
-/// implementation; the App Store Server API client of a later issue conforms too.
+/// Something that asks Apple about one stored receipt and answers in the core's source-neutral
+/// terms. `AppStoreClient` is the verifyReceipt implementation; the App Store Server API client
+/// conforms too, so the job never sees a wire format or a status code.
 public protocol ReceiptVerifier: Sendable {
-    /// Verifies one receipt, retrying temporary failures within the verifier's own bounds.
-    /// Never throws for per-receipt problems: they are outcomes.
-    func verify(receipt: String, logger: Logger) async -> ReceiptVerification
-}
-
-/// What one verification ended with, after retries.
-public enum ReceiptVerification: Sendable {
-    /// A valid answer (status 0 or 21006) from `environment`'s endpoint.
-    case valid(VerifyReceiptResponse, answeredBy: AppStoreEnvironment)
-    /// Apple rejects the receipt itself: 21003 (not authentic) or 21010 (account not found).
-    case rejected(AppStoreStatus, answeredBy: AppStoreEnvironment)
-    /// 21002 on every attempt: malformed, or a temporary problem. Invalid only if it persists across checks.
-    case malformed(answeredBy: AppStoreEnvironment)
-    /// 21004: the shared secret is wrong. A configuration error for the whole run.
-    case sharedSecretRejected
-    /// No usable answer: the state must stay as it is and the receipt is retried later.
-    case failed(AppStoreClientError)
+    /// Asks Apple about one receipt, retrying temporary failures within the verifier's own bounds.
+    /// Never throws for per-receipt problems: they are answers (`.transient`, `.rejected`).
+    func verify(receipt: String, logger: Logger) async -> AppleAnswer
 }
 
 /// Why a verification produced no usable answer. Descriptions never contain receipt data or secrets.
@@ -31,8 +18,11 @@ public enum AppStoreClientError: Error, Sendable, Hashable, CustomStringConverti
     case connection(String)
     /// A non-200 HTTP status.
     case httpStatus(Int)
-    /// A body that is not a JSON verifyReceipt answer (HTML, truncated JSON, wrong types).
+    /// A body that is not a JSON verifyReceipt answer (HTML, truncated JSON, no status).
     case notJSON(contentType: String?, bytes: Int)
+    /// A JSON answer with a status whose field the job needs cannot be read (`path`, e.g.
+    /// `latest_receipt_info[0].expires_date_ms`). Apple answered, so this is not an outage.
+    case unreadableField(path: String, detail: String)
     /// A body over the configured cap.
     case responseTooLarge(limit: Int)
     /// A temporary Apple status (21005, 21009, retryable 211xx) on every attempt.
@@ -47,7 +37,7 @@ public enum AppStoreClientError: Error, Sendable, Hashable, CustomStringConverti
         switch self {
         case .timeout, .connection, .notJSON, .temporaryStatus: return true
         case .httpStatus(let code): return code >= 500 || code == 429
-        case .responseTooLarge, .unexpectedStatus, .environmentLoop: return false
+        case .responseTooLarge, .unexpectedStatus, .environmentLoop, .unreadableField: return false
         }
     }
 
@@ -58,12 +48,16 @@ public enum AppStoreClientError: Error, Sendable, Hashable, CustomStringConverti
         case .connection: return "connection_failed"
         case .httpStatus(let code): return "http_\(code)"
         case .notJSON: return "invalid_answer"
+        case .unreadableField: return "unreadable_answer"
         case .responseTooLarge: return "response_too_large"
         case .temporaryStatus(let status): return "apple_status_\(status.rawValue)"
         case .unexpectedStatus(let status): return "apple_status_\(status.rawValue)"
         case .environmentLoop: return "environment_loop"
         }
     }
+
+    /// The failure as the core's record of it.
+    public var checkFailure: CheckFailure { CheckFailure(reason: reason, message: description) }
 
     public var description: String {
         switch self {
@@ -72,6 +66,8 @@ public enum AppStoreClientError: Error, Sendable, Hashable, CustomStringConverti
         case .httpStatus(let code): return "Apple answered HTTP \(code); the receipt keeps its state and is retried later."
         case .notJSON(let contentType, let bytes):
             return "Apple's answer was not a JSON verifyReceipt body (\(contentType ?? "no content type"), \(bytes) bytes); the receipt keeps its state and is retried later."
+        case .unreadableField(let path, let detail):
+            return "Apple's answer has an unreadable \(path) (\(detail)); the receipt keeps its state and is retried later. Report this answer shape if it persists."
         case .responseTooLarge(let limit):
             return "Apple's answer exceeded \(limit) bytes; raise --max-response-bytes if such receipts are expected."
         case .temporaryStatus(let status): return "Apple answered status \(status) (temporary) on every attempt; retried later."

@@ -27,8 +27,18 @@ public struct SchedulePolicy: Sendable, Hashable, Codable {
     public var failureJitter: Double = 0.2
     /// Never schedule sooner than this after a check, so a run always makes progress. 1 min.
     public var minimumInterval: TimeInterval = 60
-    /// A 21002 answer this many checks in a row makes the receipt `invalid`. 3.
+    /// An auto-renewing subscription past its expiry whose renewal Apple has not posted yet (no
+    /// expiration intent, no billing retry) is checked again this often. 30 min.
+    public var renewalPendingInterval: TimeInterval = 1800
+    /// … for this long after its expiry; while it lasts a subscription that was active stays active.
+    /// After it, the expiry stands. 24 h.
+    public var renewalPendingWindow: TimeInterval = 86_400
+    /// A receipt never verified is marked `invalid` only after Apple rejected it (21002, 21003) on at
+    /// least this many checks in a row … 3.
     public var malformedChecksBeforeInvalid: Int = 3
+    /// … spread over at least this long since the first of them. 3 d. A receipt verified once is
+    /// never invalidated by 21002 or 21003.
+    public var rejectionSpanBeforeInvalid: TimeInterval = 3 * 86_400
 
     public init() {}
 
@@ -54,6 +64,9 @@ public struct SchedulePolicy: Sendable, Hashable, Codable {
         try read(.failureBackoffBase, \.failureBackoffBase)
         try read(.failureBackoffMaximum, \.failureBackoffMaximum)
         try read(.minimumInterval, \.minimumInterval)
+        try read(.renewalPendingInterval, \.renewalPendingInterval)
+        try read(.renewalPendingWindow, \.renewalPendingWindow)
+        try read(.rejectionSpanBeforeInvalid, \.rejectionSpanBeforeInvalid)
         policy.failureJitter = try c.decodeIfPresent(Double.self, forKey: .failureJitter) ?? policy.failureJitter
         policy.malformedChecksBeforeInvalid = try c.decodeIfPresent(Int.self, forKey: .malformedChecksBeforeInvalid) ?? policy.malformedChecksBeforeInvalid
         self = policy
@@ -73,12 +86,18 @@ public struct SchedulePolicy: Sendable, Hashable, Codable {
         case failureJitter = "failure_jitter"
         case minimumInterval = "minimum_interval"
         case malformedChecksBeforeInvalid = "malformed_checks_before_invalid"
+        case renewalPendingInterval = "renewal_pending_interval"
+        case renewalPendingWindow = "renewal_pending_window"
+        case rejectionSpanBeforeInvalid = "rejection_span_before_invalid"
     }
 
     /// The next check after a successful one.
     public func nextCheck(for subscription: SubscriptionSnapshot, now: Date) -> Date {
         let next: Date
         let expires = subscription.expiresAt ?? now
+        if subscription.awaitsRenewal(now: now, window: renewalPendingWindow) {
+            return max(now.addingTimeInterval(renewalPendingInterval), now.addingTimeInterval(minimumInterval))
+        }
         switch subscription.state {
         case .active:
             let target: Date
@@ -102,10 +121,18 @@ public struct SchedulePolicy: Sendable, Hashable, Codable {
             } else {
                 next = now.addingTimeInterval(dormantInterval)
             }
-        case .revoked, .invalid, .unverified:
+        case .revoked, .invalid, .unverified, .noSubscription:
             next = now.addingTimeInterval(dormantInterval)
         }
         return max(next, now.addingTimeInterval(minimumInterval))
+    }
+
+    /// The next check of a subscription that Apple's last valid answer no longer lists: when its
+    /// last known entitlement ends (to take it away), at least weekly while entitled, else rarely.
+    public func nextCheck(forUnlisted subscription: SubscriptionSnapshot, now: Date) -> Date {
+        guard subscription.entitled else { return now.addingTimeInterval(max(dormantInterval, minimumInterval)) }
+        let end = subscription.entitlementEndsAt ?? now
+        return max(min(end, now.addingTimeInterval(entitledMaximumInterval)), now.addingTimeInterval(minimumInterval))
     }
 
     /// The next check after `consecutiveFailures` failed checks (1 for the first), with jitter.

@@ -17,7 +17,7 @@ extension SubscriptionEvent {
         guard let stored, from != .unverified else { return [event(.verified)] }
 
         var events: [SubscriptionEvent] = []
-        if let kind = transition(from: from, to: derived.state, oldExpiresAt: stored.expiresAt, newExpiresAt: derived.expiresAt) {
+        if let kind = transition(from: stored, to: derived) {
             events.append(event(kind))
         }
         if let old = stored.autoRenew, let new = derived.autoRenew, old != new {
@@ -29,8 +29,8 @@ extension SubscriptionEvent {
         return events
     }
 
-    /// The event for a receipt Apple rejects (21003, 21010, persistent 21002): every stored
-    /// subscription of it, or its never-verified placeholder, becomes `invalid`.
+    /// The event for a receipt Apple rejects (21010, or 21002/21003 persisting for a never-verified
+    /// receipt): every stored subscription of it, or its never-verified placeholder, becomes `invalid`.
     public static func invalidation(of stored: SubscriptionSnapshot?) -> SubscriptionEvent? {
         let from = stored?.state ?? .unverified
         guard from != .invalid else { return nil }
@@ -40,21 +40,43 @@ extension SubscriptionEvent {
             environment: stored?.environment)
     }
 
-    static func transition(from: SubscriptionState, to: SubscriptionState, oldExpiresAt: Date?, newExpiresAt: Date?) -> Kind? {
+    /// The event for a subscription that Apple's answer no longer lists and whose last known
+    /// entitlement has ended: it keeps its expiry and loses its access.
+    public static func unlistedExpiry(of stored: SubscriptionSnapshot) -> SubscriptionEvent {
+        SubscriptionEvent(
+            kind: .expiredUnlisted, originalTransactionID: stored.originalTransactionID, productID: stored.productID,
+            fromState: stored.state, toState: .expired, oldExpiresAt: stored.expiresAt, newExpiresAt: stored.expiresAt,
+            environment: stored.environment)
+    }
+
+    /// The event recorded once for a receipt whose first valid answer holds no auto-renewable subscription.
+    public static func noSubscription(from state: SubscriptionState, environment: AppStoreEnvironment?) -> SubscriptionEvent {
+        SubscriptionEvent(
+            kind: .noSubscription, originalTransactionID: nil, productID: nil, fromState: state, toState: .noSubscription,
+            oldExpiresAt: nil, newExpiresAt: nil, environment: environment)
+    }
+
+    static func transition(from stored: SubscriptionSnapshot, to derived: SubscriptionSnapshot) -> Kind? {
+        let from = stored.state
+        let to = derived.state
         if from == to {
-            guard to == .active, let new = newExpiresAt, let old = oldExpiresAt, new > old else { return nil }
+            guard to == .active, let new = derived.expiresAt, let old = stored.expiresAt, new > old else { return nil }
             return .renewed
         }
         switch (from, to) {
         case (_, .invalid): return .invalidated
         case (_, .revoked): return .refunded
-        case (.revoked, _): return .refundReversed
+        case (.revoked, _):
+            // Only the same transaction losing its cancellation is a reversed refund.
+            let sameTransaction = stored.latestTransactionID == derived.latestTransactionID
+            if sameTransaction { return .refundReversed }
+            return to == .expired ? .expired : .resubscribed
         case (_, .expired): return .expired
         case (_, .billingRetry): return .billingIssue
         case (_, .gracePeriod): return .gracePeriodStarted
         case (.gracePeriod, .active), (.billingRetry, .active): return .billingRecovered
         case (_, .active): return .renewed
-        case (_, .unverified): return nil
+        case (_, .unverified), (_, .noSubscription): return nil
         }
     }
 }

@@ -18,8 +18,16 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
         case autoRenewEnabled = "auto_renew_enabled"
         case productChanged = "product_changed"
         case refunded
+        /// Apple took back the refund: the same transaction lost its cancellation.
         case refundReversed = "refund_reversed"
+        /// A new purchase after a refund or revocation: a new paid period, not a reversed refund.
+        case resubscribed
         case invalidated
+        /// A subscription Apple's answer no longer lists (the receipt was replaced, say) lost its
+        /// entitlement when its last known expiry passed.
+        case expiredUnlisted = "expired_unlisted"
+        /// The receipt's first valid answer holds no auto-renewable subscription (recorded once).
+        case noSubscription = "no_subscription"
     }
 
     public var kind: Kind

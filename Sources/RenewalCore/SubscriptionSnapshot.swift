@@ -52,20 +52,11 @@ public struct SubscriptionSnapshot: Sendable, Hashable, Codable {
     /// Whether the subscriber has access.
     public var entitled: Bool { state.grantsAccess }
 
+    /// When access ends without new evidence: the grace period's end while in it, else the expiry.
+    public var entitlementEndsAt: Date? {
+        state == .gracePeriod ? (gracePeriodExpiresAt ?? expiresAt) : expiresAt
+    }
+
     /// Family-shared purchases are visible as such, so dashboards never count them as revenue.
     public var isFamilyShared: Bool { ownershipType == "FAMILY_SHARED" }
-}
-
-/// The outcome of reading one valid verifyReceipt answer: every subscription it describes.
-public struct VerifiedReceipt: Sendable, Hashable {
-    public var environment: AppStoreEnvironment?
-    /// The newer receipt to store, when Apple returned one.
-    public var latestReceipt: String?
-    public var subscriptions: [SubscriptionSnapshot]
-
-    public init(environment: AppStoreEnvironment?, latestReceipt: String?, subscriptions: [SubscriptionSnapshot]) {
-        self.environment = environment
-        self.latestReceipt = latestReceipt
-        self.subscriptions = subscriptions
-    }
 }

@@ -12,14 +12,18 @@ public enum SubscriptionState: String, Sendable, Hashable, Codable, CaseIterable
     case expired
     /// Refunded or revoked (cancellation date on the current transaction).
     case revoked
-    /// Apple rejects the receipt itself (21003, 21010, persistent 21002).
+    /// Apple rejects the receipt itself: 21010, or 21002/21003 persisting over days for a receipt
+    /// never verified.
     case invalid
+    /// A valid receipt holding no auto-renewable subscription (only consumables or non-renewing
+    /// purchases). Shown for the receipt in `status`; checked rarely.
+    case noSubscription = "no_subscription"
 
     /// Whether this state grants access. `unverified` keeps what the row had, which the caller knows.
     public var grantsAccess: Bool {
         switch self {
         case .active, .gracePeriod: return true
-        case .unverified, .billingRetry, .expired, .revoked, .invalid: return false
+        case .unverified, .billingRetry, .expired, .revoked, .invalid, .noSubscription: return false
         }
     }
 }

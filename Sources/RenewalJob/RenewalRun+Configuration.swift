@@ -19,6 +19,10 @@ extension RenewalRun {
         public var leaseDuration: TimeInterval = 600
         /// When to check next. Defaults: DESIGN.md §4.
         public var schedule = SchedulePolicy()
+        /// The app's bundle id and products (`APPSTORE_BUNDLE_ID`, `--products`). Default: any.
+        public var identity = AppIdentity()
+        /// The policies every decision of this run follows.
+        var rules: EntitlementDecision.Rules { EntitlementDecision.Rules(schedule: schedule, identity: identity) }
         public var circuitBreaker = CircuitBreaker.Configuration()
         /// Where to write the JSON report; nil for none.
         public var reportPath: String?

@@ -51,13 +51,18 @@ public struct RenewalRun: Sendable {
             "renewal.concurrency": "\(configuration.concurrency)",
             "renewal.limit": "\(configuration.limit.map(String.init) ?? "none")",
             "renewal.worker": "\(configuration.workerID)",
+            "appstore.bundle_id": "\(configuration.identity.bundleID ?? "unchecked")",
+            "renewal.products": "\(configuration.identity.productIDs.map { $0.sorted().joined(separator: ",") } ?? "any")",
         ])
+        if configuration.identity.bundleID == nil {
+            logger.warning("APPSTORE_BUNDLE_ID is not set: answers for another app's receipts (same shared secret) are not caught. Set it to the app's bundle id.")
+        }
         if !configuration.dryRun { try await store.beginRun(record) }
         let report = try configuration.reportPath.map {
             try ReportWriter(path: $0, runID: runID, command: command, dryRun: configuration.dryRun, startedAt: startedAt)
         }
 
-        var loop = RunLoop(run: self, runID: runID, logger: logger, report: report, startedAt: startedAt)
+        var loop = RunExecution(run: self, runID: runID, logger: logger, report: report, startedAt: startedAt)
         let status: RenewalOutcome.Status
         do {
             status = try await loop.process()

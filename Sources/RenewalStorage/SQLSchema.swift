@@ -18,6 +18,7 @@ public enum SQLSchema {
     /// Every migration, oldest first.
     public static let migrations: [Migration] = [
         Migration(version: 1, statements: version1),
+        Migration(version: 2, statements: version2),
     ]
 
     static let createMigrationsTable = """
@@ -27,7 +28,7 @@ public enum SQLSchema {
         )
         """
 
-    private static func version1(_ dialect: SQLDialect) -> [String] {
+    fileprivate static func version1(_ dialect: SQLDialect) -> [String] {
         [
             """
             CREATE TABLE receipts (
@@ -143,6 +144,16 @@ public enum SQLSchema {
 }
 
 extension SQLSchema {
+    /// Version 2: when a receipt's run of 21002/21003 rejections began (a never-verified receipt is
+    /// invalid only after rejections spread over days), and since when a valid answer showed it
+    /// holds no auto-renewable subscription.
+    fileprivate static func version2(_ dialect: SQLDialect) -> [String] {
+        [
+            "ALTER TABLE receipts ADD COLUMN rejected_since BIGINT",
+            "ALTER TABLE receipts ADD COLUMN no_subscription_since BIGINT",
+        ]
+    }
+
     /// The highest applied version, or 0 when the schema was never migrated.
     static func appliedVersion(on connection: any SQLConnection, dialect: SQLDialect) throws -> Int {
         let present = try connection.execute(dialect.tableExistsQuery, [.text("schema_migrations")])

@@ -5,7 +5,7 @@ extension SQLSubscriptionStore {
     static var receiptColumns: String {
         """
         id, user_id, latest_receipt, imported_product_id, status, environment, next_check_at, last_verified_at, \
-        consecutive_failures, consecutive_malformed
+        consecutive_failures, consecutive_malformed, rejected_since, no_subscription_since
         """
     }
 
@@ -165,6 +165,8 @@ extension SQLSubscriptionStore {
             lastVerifiedAt: try row.optionalDate("last_verified_at"),
             consecutiveFailures: try row.int("consecutive_failures"),
             consecutiveMalformed: try row.int("consecutive_malformed"),
+            rejectedSince: try row.optionalDate("rejected_since"),
+            noSubscriptionSince: try row.optionalDate("no_subscription_since"),
             subscriptions: []
         )
     }

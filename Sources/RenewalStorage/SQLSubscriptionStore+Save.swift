@@ -2,46 +2,127 @@ import Foundation
 import RenewalCore
 
 extension SQLSubscriptionStore {
-    public func save(_ write: ReceiptWrite) async throws {
+    public func save(_ update: ReceiptUpdate) async throws {
         try await inTransaction { connection in
-            // The receipt row goes last: if it is gone, everything before is rolled back with it.
-            let ownership = Dictionary(
-                write.subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.ownershipType) },
-                uniquingKeysWith: { first, _ in first }
-            )
-            for change in write.changes {
-                let ownershipType = change.originalTransactionID.flatMap { ownership[$0] ?? nil }
-                try Self.insert(change, of: write, ownershipType: ownershipType, on: connection)
-            }
-            if let failure = write.failure {
-                _ = try connection.execute(
-                    """
-                    INSERT INTO run_failures (run_id, receipt_id, user_id, reason, message, occurred_at)
-                    VALUES ($1, $2, $3, $4, $5, $6)
-                    """,
-                    [SQLValue(write.runID), .int64(write.receiptID), .text(write.userID), .text(failure.reason),
-                     .text(failure.message), SQLValue(write.checkedAt)]
-                )
-            }
-            for conflict in write.conflicts {
-                _ = try connection.execute(
-                    """
-                    INSERT INTO ownership_conflicts (run_id, original_transaction_id, owner_user_id, claimant_user_id,
-                        product_id, detected_at)
-                    VALUES ($1, $2, $3, $4, $5, $6)
-                    """,
-                    [SQLValue(write.runID), .text(conflict.originalTransactionID), .text(conflict.ownerUserID),
-                     .text(conflict.claimantUserID), SQLValue(conflict.productID), SQLValue(write.checkedAt)]
-                )
-            }
-            for subscription in write.subscriptions {
-                try Self.upsert(subscription, of: write, on: connection)
-            }
-            try Self.updateReceipt(write, on: connection)
+            try Self.write(update, on: connection)
         }
     }
 
-    private static func updateReceipt(_ write: ReceiptWrite, on connection: any SQLConnection) throws {
+    public func save<Decision: Sendable>(
+        claiming ids: [String], forReceipt receiptID: Int64,
+        _ decide: ([String: SubscriptionOwner]) -> (ReceiptUpdate, Decision)
+    ) async throws -> Decision {
+        try await inTransaction { connection in
+            let (claimed, owners) = try Self.claim(ids, forReceipt: receiptID, on: connection)
+            let (update, decision) = decide(owners)
+            try Self.write(update, on: connection)
+            // Claims the decision did not use (it failed, say) are given back.
+            let written = Set(update.subscriptions.map(\.snapshot.originalTransactionID))
+            for id in claimed where !written.contains(id) {
+                _ = try connection.execute(
+                    "DELETE FROM subscriptions WHERE original_transaction_id = $1 AND receipt_id = $2 AND state = 'unverified'",
+                    [.text(id), .int64(receiptID)])
+            }
+            return decision
+        }
+    }
+
+    /// Inserts a placeholder row for each id no receipt owns yet, so this transaction holds it (on
+    /// PostgreSQL a concurrent claimant waits on the unique key until we commit, then finds our row);
+    /// returns the ids claimed and the owners of the others. Ids go in sorted order, so two
+    /// transactions claiming overlapping sets cannot deadlock.
+    private static func claim(
+        _ ids: [String], forReceipt receiptID: Int64, on connection: any SQLConnection
+    ) throws -> (claimed: [String], owners: [String: SubscriptionOwner]) {
+        guard !ids.isEmpty else { return ([], [:]) }
+        let receipt = try connection.execute("SELECT user_id FROM receipts WHERE id = $1", [.int64(receiptID)])
+        guard let userID = try receipt.first?.text("user_id") else {
+            throw SubscriptionStoreError.query("receipt \(receiptID) does not exist")
+        }
+        var claimed: [String] = []
+        var taken: [String] = []
+        for id in Set(ids).sorted() {
+            let rows = try connection.execute(
+                """
+                INSERT INTO subscriptions (original_transaction_id, receipt_id, user_id, state, entitled, next_check_at, updated_at)
+                VALUES ($1, $2, $3, 'unverified', 0, 0, 0)
+                ON CONFLICT (original_transaction_id) DO NOTHING
+                RETURNING original_transaction_id
+                """,
+                [.text(id), .int64(receiptID), .text(userID)])
+            if rows.isEmpty { taken.append(id) } else { claimed.append(id) }
+        }
+        var owners: [String: SubscriptionOwner] = [:]
+        for id in taken {
+            let rows = try connection.execute(
+                "SELECT receipt_id, user_id FROM subscriptions WHERE original_transaction_id = $1", [.text(id)])
+            if let row = rows.first {
+                owners[id] = SubscriptionOwner(receiptID: try row.int64("receipt_id"), userID: try row.text("user_id"))
+            }
+        }
+        return (claimed, owners)
+    }
+
+    public func recordFailures(_ failures: [RecordedFailure], runID: String, releasingLeasesOf owner: String?) async throws {
+        guard !failures.isEmpty else { return }
+        try await inTransaction { connection in
+            for recorded in failures {
+                try Self.insert(recorded.failure, runID: runID, receiptID: recorded.receiptID, userID: recorded.userID,
+                                at: recorded.occurredAt, on: connection)
+                if let owner {
+                    _ = try connection.execute(
+                        "UPDATE receipts SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2",
+                        [.int64(recorded.receiptID), .text(owner)])
+                }
+            }
+        }
+    }
+
+    private static func insert(
+        _ failure: CheckFailure, runID: String?, receiptID: Int64, userID: String, at date: Date,
+        on connection: any SQLConnection
+    ) throws {
+        _ = try connection.execute(
+            """
+            INSERT INTO run_failures (run_id, receipt_id, user_id, reason, message, occurred_at)
+            VALUES ($1, $2, $3, $4, $5, $6)
+            """,
+            [SQLValue(runID), .int64(receiptID), .text(userID), .text(failure.reason), .text(failure.message), SQLValue(date)])
+    }
+
+    /// Writes one update on a connection already inside a transaction.
+    private static func write(_ write: ReceiptUpdate, on connection: any SQLConnection) throws {
+        // The receipt row goes last: if it is gone, everything before is rolled back with it.
+        let ownership = Dictionary(
+            write.subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.ownershipType) },
+            uniquingKeysWith: { first, _ in first }
+        )
+        for change in write.changes {
+            let ownershipType = change.originalTransactionID.flatMap { ownership[$0] ?? nil }
+            try Self.insert(change, of: write, ownershipType: ownershipType, on: connection)
+        }
+        if let failure = write.failure {
+            try Self.insert(failure, runID: write.runID, receiptID: write.receiptID, userID: write.userID,
+                       at: write.checkedAt, on: connection)
+        }
+        for conflict in write.conflicts {
+            _ = try connection.execute(
+                """
+                INSERT INTO ownership_conflicts (run_id, original_transaction_id, owner_user_id, claimant_user_id,
+                    product_id, detected_at)
+                VALUES ($1, $2, $3, $4, $5, $6)
+                """,
+                [SQLValue(write.runID), .text(conflict.originalTransactionID), .text(conflict.ownerUserID),
+                 .text(conflict.claimantUserID), SQLValue(conflict.productID), SQLValue(write.checkedAt)]
+            )
+        }
+        for subscription in write.subscriptions {
+            try Self.upsert(subscription, of: write, on: connection)
+        }
+        try Self.updateReceipt(write, on: connection)
+    }
+
+    private static func updateReceipt(_ write: ReceiptUpdate, on connection: any SQLConnection) throws {
         var binds = SQLBinds()
         let id = binds.add(.int64(write.receiptID))
         var assignments = [
@@ -52,6 +133,8 @@ extension SQLSubscriptionStore {
             "consecutive_failures = \(binds.add(SQLValue(write.consecutiveFailures)))",
             "consecutive_malformed = \(binds.add(SQLValue(write.consecutiveMalformed)))",
             "last_failure_reason = \(binds.add(SQLValue(write.failure?.reason)))",
+            "rejected_since = \(binds.add(SQLValue(write.rejectedSince)))",
+            "no_subscription_since = \(binds.add(SQLValue(write.noSubscriptionSince)))",
         ]
         if let receipt = write.newLatestReceipt {
             assignments.append("latest_receipt = \(binds.add(.text(receipt)))")
@@ -79,7 +162,7 @@ extension SQLSubscriptionStore {
 
     /// Inserts or updates one subscription; a row owned by another receipt is left untouched.
     private static func upsert(
-        _ subscription: StoredSubscription, of write: ReceiptWrite, on connection: any SQLConnection
+        _ subscription: StoredSubscription, of write: ReceiptUpdate, on connection: any SQLConnection
     ) throws {
         let snapshot = subscription.snapshot
         let values: [SQLValue] = [
@@ -107,7 +190,7 @@ extension SQLSubscriptionStore {
     }
 
     private static func insert(
-        _ change: SubscriptionEvent, of write: ReceiptWrite, ownershipType: String?, on connection: any SQLConnection
+        _ change: SubscriptionEvent, of write: ReceiptUpdate, ownershipType: String?, on connection: any SQLConnection
     ) throws {
         _ = try connection.execute(
             """

@@ -14,7 +14,8 @@ extension SQLSubscriptionStore {
         }
         let whereClause = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
         // Receipts without subscriptions show as one placeholder row with otid '' whose state is the
-        // receipt's status (a verified receipt holding no subscription shows as `expired`).
+        // receipt's status: `no_subscription` for a valid receipt holding no auto-renewable
+        // subscription, `expired` for a verified one whose subscriptions another user owns.
         let sql = """
             SELECT * FROM (
                 SELECT r.user_id AS user_id, s.original_transaction_id AS otid, s.product_id AS product_id,
@@ -25,7 +26,8 @@ extension SQLSubscriptionStore {
                 FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
                 UNION ALL
                 SELECT r.user_id, '', r.imported_product_id,
-                    CASE WHEN r.status = 'verified' THEN 'expired' ELSE r.status END, 0, NULL, NULL,
+                    CASE WHEN r.status = 'verified' AND r.no_subscription_since IS NOT NULL THEN 'no_subscription'
+                        WHEN r.status = 'verified' THEN 'expired' ELSE r.status END, 0, NULL, NULL,
                     r.environment, NULL, r.last_verified_at, r.next_check_at, NULL, r.last_failure_reason
                 FROM receipts r WHERE NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.receipt_id = r.id)
             ) status_rows

@@ -82,7 +82,8 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
             UPDATE receipts SET latest_receipt = $2, next_check_at = $3, updated_at = $3,
                 imported_product_id = COALESCE($4, imported_product_id),
                 status = CASE WHEN status = 'invalid' THEN 'unverified' ELSE status END,
-                consecutive_failures = 0, consecutive_malformed = 0, last_failure_reason = NULL
+                consecutive_failures = 0, consecutive_malformed = 0, last_failure_reason = NULL,
+                rejected_since = NULL, no_subscription_since = NULL
             WHERE id = $1
             """,
             [.int64(id), .text(item.latestReceipt), SQLValue(now), SQLValue(item.productID)]
@@ -107,6 +108,17 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
                     binds.values
                 )
             }
+        }
+    }
+
+    public func knownProductIDs() async throws -> Set<String> {
+        try await onConnection { connection in
+            let rows = try connection.execute(
+                """
+                SELECT DISTINCT product_id FROM subscriptions WHERE product_id IS NOT NULL
+                UNION SELECT DISTINCT imported_product_id FROM receipts WHERE imported_product_id IS NOT NULL
+                """, [])
+            return Set(try rows.compactMap { try $0.optionalText("product_id") })
         }
     }
 

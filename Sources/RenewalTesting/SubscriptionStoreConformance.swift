@@ -118,8 +118,8 @@ extension SubscriptionStoreConformance {
         _ receipt: StoredReceipt, subscriptions: [StoredSubscription], status: ReceiptStatus = .verified,
         environment: AppStoreEnvironment? = .production, runID: String? = nil, checkedAt: Date = at(minutes: 1),
         nextCheckAt: Date = at(minutes: 60), newLatestReceipt: String? = nil, leaseOwner: String? = nil
-    ) -> ReceiptWrite {
-        ReceiptWrite(
+    ) -> ReceiptUpdate {
+        ReceiptUpdate(
             receiptID: receipt.id, userID: receipt.userID, runID: runID, checkedAt: checkedAt,
             newLatestReceipt: newLatestReceipt, status: status, environment: environment, verifiedAt: checkedAt,
             nextCheckAt: nextCheckAt, consecutiveFailures: 0, consecutiveMalformed: 0, subscriptions: subscriptions,

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import RenewalAppStore
 import RenewalCore
 import RenewalStorage
@@ -8,7 +9,12 @@ struct CheckCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check",
         abstract: "Validate the configuration and test the database and Apple connections; changes nothing.",
-        discussion: "Sends Apple one deliberately invalid receipt (answered 21002) to prove the endpoint answers JSON. Exit 0 when all is well, 78 on a configuration problem, 4 when Apple cannot be reached.")
+        discussion: """
+            Apple checks the shared secret only for a receipt it can read, so `check` sends one receipt \
+            stored in the database (read-only: nothing is written). With no stored receipt it can only \
+            prove that Apple answers, and says so. Exit 0 when all is well, 78 on a configuration problem \
+            (database, shared secret rejected with 21004, another app's receipt), 4 when Apple cannot be reached.
+            """)
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var appStore: AppStoreOptions
@@ -22,22 +28,56 @@ struct CheckCommand: AsyncParsableCommand {
             try await store.checkSchema()
             print("database: ok (\(store.backendName), schema current)")
             print("shared secret: set (\(secret.count) characters)")
+            let identity = try await appStore.identity(store: store)
+            if let bundleID = identity.bundleID {
+                print("bundle id: \(bundleID)")
+            } else {
+                print("bundle id: not set; set APPSTORE_BUNDLE_ID so answers for another app's receipts change nothing")
+            }
             let configuration = AppStoreClient.Configuration(
                 productionURL: appStore.resolvedProductionURL, sandboxURL: appStore.resolvedSandboxURL,
                 sharedSecret: secret, requestTimeout: .milliseconds(Int64(appStore.timeout * 1000)), maxAttempts: 1)
-            let probe = Data("renewal-check".utf8).base64EncodedString()
-            let verification = try await AppStoreClient.withAppStoreClient(configuration: configuration) { client in
+            let sample = try await Self.sampleReceipt(in: store)
+            let probe = sample?.latestReceipt ?? Data("renewal-check".utf8).base64EncodedString()
+            let answer = try await AppStoreClient.withAppStoreClient(configuration: configuration) { client in
                 await client.verify(receipt: probe, logger: logger)
             }
-            switch verification {
-            case .malformed, .rejected, .valid:
-                print("apple: ok (\(appStore.resolvedProductionURL) answers)")
-            case .sharedSecretRejected:
-                throw ConfigurationError("Apple rejected the shared secret (21004). Set APPSTORE_SHARED_SECRET to the app's shared secret.")
-            case .failed(let error):
-                FileHandle.standardError.write(Data("renewal: apple: \(error)\n".utf8))
-                throw ExitCode(4)
+            try Self.report(answer, sample: sample, identity: identity, url: appStore.resolvedProductionURL)
+        }
+    }
+
+    /// A stored receipt Apple verified before (it holds subscriptions), else any stored receipt.
+    static func sampleReceipt(in store: any SubscriptionStore) async throws -> StoredReceipt? {
+        let verified = BackfillSelector(states: [.active, .gracePeriod, .billingRetry, .expired, .revoked])
+        for selector in [verified, BackfillSelector(all: true)] {
+            if let receipt = try await store.nextBatch(.backfill(selector), after: nil, limit: 1, lease: nil).first {
+                return receipt
             }
+        }
+        return nil
+    }
+
+    static func report(_ answer: AppleAnswer, sample: StoredReceipt?, identity: AppIdentity, url: String) throws {
+        let whose = sample.map { "the stored receipt of user \($0.userID)" } ?? "a made-up receipt"
+        switch answer {
+        case .misconfigured:
+            throw ConfigurationError("Apple rejected the shared secret (21004) for \(whose). Set APPSTORE_SHARED_SECRET to the app's shared secret from App Store Connect.")
+        case .verified(let evidence):
+            print("apple: ok (\(url) answers)")
+            print("shared secret: accepted by Apple for \(whose)")
+            if case .failure(let screening) = identity.screen(evidence) {
+                throw ConfigurationError("\(whose): \(screening.message)")
+            }
+        case .rejected(let rejection):
+            print("apple: ok (\(url) answers)")
+            if let sample {
+                print("shared secret: not confirmed: Apple could not read the stored receipt of user \(sample.userID) (\(rejection.reason)), and it checks the secret only for a receipt it can read")
+            } else {
+                print("shared secret: not confirmed: the database holds no receipt yet, and Apple checks the secret only for a receipt it can read; run `renewal check` again after `renewal import`")
+            }
+        case .transient(let failure, let isOutage):
+            FileHandle.standardError.write(Data("renewal: apple: \(failure.message)\n".utf8))
+            throw ExitCode(isOutage ? 4 : 1)
         }
     }
 }

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import Logging
+import RenewalCore
+import RenewalStorage
 
 /// `--database` / `RENEWAL_DATABASE`.
 struct DatabaseOptions: ParsableArguments {
@@ -34,6 +36,19 @@ struct AppStoreOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Largest Apple answer accepted, in bytes.", valueName: "bytes"))
     var maxResponseBytes: Int = 8 << 20
 
+    @Option(name: .long, help: ArgumentHelp(
+        "The app's bundle id; answers for another bundle change nothing. Env: APPSTORE_BUNDLE_ID. Default: not checked.",
+        valueName: "id"))
+    var bundleID: String?
+
+    @Option(name: .long, parsing: .singleValue, help: ArgumentHelp(
+        "Product ids this app sells (comma-separated, repeatable); answers only for other products change nothing. Env: RENEWAL_PRODUCTS. Default: any.",
+        valueName: "ids"))
+    var products: [String] = []
+
+    @Flag(name: .long, help: "Also allow every product id already in the database (subscriptions and imported product ids).")
+    var productsFromDatabase = false
+
     func validate() throws {
         guard timeout > 0, timeout.isFinite else { throw ValidationError("--timeout must be a number of seconds > 0.") }
         guard (1...20).contains(maxAttempts) else { throw ValidationError("--max-attempts must be between 1 and 20.") }
@@ -43,6 +58,28 @@ struct AppStoreOptions: ParsableArguments {
                 throw ValidationError("\(flag) must be an http(s) URL, got '\(value)'.")
             }
         }
+    }
+
+    /// `--bundle-id`, else `APPSTORE_BUNDLE_ID`.
+    var resolvedBundleID: String? {
+        bundleID ?? Environment.value("APPSTORE_BUNDLE_ID")
+    }
+
+    /// `--products`, else `RENEWAL_PRODUCTS`, split on commas; nil when neither names any.
+    var resolvedProducts: Set<String>? {
+        let lists = products.isEmpty ? Environment.value("RENEWAL_PRODUCTS").map { [$0] } ?? [] : products
+        let ids = lists.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        return ids.isEmpty ? nil : Set(ids)
+    }
+
+    /// The app's identity: bundle id and product allow-list (with `--products-from-database`, the
+    /// products the database has seen are allowed too).
+    func identity(store: any SubscriptionStore) async throws -> AppIdentity {
+        var products = resolvedProducts
+        if productsFromDatabase {
+            products = (products ?? []).union(try await store.knownProductIDs())
+        }
+        return AppIdentity(bundleID: resolvedBundleID, productIDs: products)
     }
 
     var resolvedProductionURL: String {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import RenewalAppStore
+import RenewalCore
 import RenewalJob
 import RenewalStorage
 
@@ -40,18 +41,20 @@ struct JobRunner {
     func execute(_ command: RenewalRun.Command) async throws {
         try await ExitMapping.run {
             let logger = logging.makeLogger()
-            let configuration = try options.configuration(command: command)
+            var resolved = try options.configuration(command: command)
             let clientConfiguration = AppStoreClient.Configuration(
                 productionURL: appStore.resolvedProductionURL, sandboxURL: appStore.resolvedSandboxURL,
                 sharedSecret: try SharedSecret.load(), requestTimeout: .milliseconds(Int64(appStore.timeout * 1000)),
                 maxResponseBytes: appStore.maxResponseBytes, maxAttempts: appStore.maxAttempts,
-                maxConnectionsPerHost: configuration.concurrency)
+                maxConnectionsPerHost: resolved.concurrency)
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
+            resolved.identity = try await appStore.identity(store: store)
             logger.info("Configuration", metadata: [
                 "db.backend": "\(store.backendName)", "appstore.client": "\(clientConfiguration)",
             ])
             let clock = options.clock
+            let configuration = resolved
             let outcome = try await AppStoreClient.withAppStoreClient(configuration: clientConfiguration) { client in
                 try await store.withRunLock(owner: configuration.workerID) {
                     try await RenewalRun(

@@ -46,20 +46,21 @@ struct AppStoreClientTests {
             let result = await client.verify(receipt: TestSupport.receipt(scenario).encoded, logger: TestSupport.quiet)
             switch expected {
             case .valid(let environment):
-                let response = try #require(result.response, "\(scenario) gave \(result)")
+                let evidence = try #require(result.evidence, "\(scenario) gave \(result)")
                 #expect(result.answeredBy == environment)
-                #expect(response.status == .valid)
-                #expect(!response.latestReceiptInfo.isEmpty)
-                #expect(response.latestReceipt != nil)
+                #expect(!evidence.subscriptions.isEmpty)
+                #expect(evidence.latestReceipt != nil)
             case .rejected(let code):
-                guard case .rejected(let status, answeredBy: .production) = result else {
+                guard case .rejected(let rejection) = result, rejection.environment == .production else {
                     Issue.record("\(scenario) gave \(result)")
                     return
                 }
-                #expect(status.rawValue == code)
+                #expect(rejection.status.rawValue == code)
                 #expect(state.stats.requests == 1)
             case .malformed:
-                guard case .malformed(answeredBy: .production) = result else {
+                guard case .rejected(let rejection) = result, rejection.kind == .malformedOrTemporary,
+                    rejection.environment == .production
+                else {
                     Issue.record("\(scenario) gave \(result)")
                     return
                 }
@@ -77,7 +78,7 @@ struct AppStoreClientTests {
         try await TestSupport.withSimulatorAndClient { state, _, client in
             let result = await client.verify(receipt: TestSupport.receipt(.sandbox).encoded, logger: TestSupport.quiet)
             #expect(result.answeredBy == .sandbox)
-            #expect(result.response?.receipt?.receiptType == "ProductionSandbox")
+            #expect(result.evidence?.subscriptions.allSatisfy { $0.environment == .sandbox } == true)
             let stats = state.stats
             #expect(stats.requests == 2 && stats.production == 1 && stats.sandbox == 1)
         }
@@ -87,7 +88,7 @@ struct AppStoreClientTests {
     func environmentLoop() async throws {
         try await TestSupport.withSimulatorAndClient(adjust: { $0.sandboxURL = $0.productionURL }) { state, _, client in
             let result = await client.verify(receipt: TestSupport.receipt(.sandbox).encoded, logger: TestSupport.quiet)
-            #expect(result.failure == .environmentLoop)
+            #expect(result.failure?.reason == AppStoreClientError.environmentLoop.reason)
             #expect(state.stats.requests == 3)
         }
     }
@@ -96,7 +97,7 @@ struct AppStoreClientTests {
     func wrongSecret() async throws {
         try await TestSupport.withSimulatorAndClient(adjust: { $0.sharedSecret = "wrong" }) { state, _, client in
             let result = await client.verify(receipt: TestSupport.receipt(.renewal).encoded, logger: TestSupport.quiet)
-            guard case .sharedSecretRejected = result else {
+            guard case .misconfigured(let failure) = result, failure.reason == "apple_status_21004" else {
                 Issue.record("gave \(result)")
                 return
             }
@@ -108,7 +109,7 @@ struct AppStoreClientTests {
     func transientRecovers() async throws {
         try await TestSupport.withSimulatorAndClient { state, _, client in
             let result = await client.verify(receipt: TestSupport.receipt(.transient21005).encoded, logger: TestSupport.quiet)
-            #expect(result.response != nil)
+            #expect(result.evidence != nil)
             #expect(state.stats.requests == 3)
         }
     }
@@ -117,7 +118,7 @@ struct AppStoreClientTests {
     func transientExhaustsAttempts() async throws {
         try await TestSupport.withSimulatorAndClient(adjust: { $0.maxAttempts = 2 }) { state, _, client in
             let result = await client.verify(receipt: TestSupport.receipt(.transient21005).encoded, logger: TestSupport.quiet)
-            #expect(result.failure == .temporaryStatus(.serverUnavailable))
+            #expect(result.failure?.reason == AppStoreClientError.temporaryStatus(.serverUnavailable).reason)
             #expect(result.failure?.isOutage == true)
             #expect(state.stats.requests == 2)
         }
@@ -127,7 +128,7 @@ struct AppStoreClientTests {
     func garbageReceipt() async throws {
         try await TestSupport.withSimulatorAndClient(adjust: { $0.maxAttempts = 3 }) { state, _, client in
             let result = await client.verify(receipt: "bm90IGEgcmVjZWlwdA==", logger: TestSupport.quiet)
-            guard case .malformed = result else {
+            guard case .rejected(let rejection) = result, rejection.kind == .malformedOrTemporary else {
                 Issue.record("gave \(result)")
                 return
             }
@@ -141,15 +142,16 @@ struct AppStoreClientTests {
             let result = await client.verify(receipt: TestSupport.receipt(scenario).encoded, logger: TestSupport.quiet)
             let failure = try #require(result.failure)
             switch scenario {
-            case .outage: #expect(failure == .httpStatus(503))
+            case .outage: #expect(failure.reason == AppStoreClientError.httpStatus(503).reason)
             case .html200:
-                guard case .notJSON(let contentType, _) = failure else { Issue.record("gave \(failure)"); return }
-                #expect(contentType?.hasPrefix("text/html") == true)
+                #expect(failure.reason == "invalid_answer")
+                #expect(failure.message.contains("text/html"))
             default:
-                guard case .notJSON(let contentType, let bytes) = failure else { Issue.record("gave \(failure)"); return }
-                #expect(contentType == "application/json")
-                #expect(bytes > 0)
+                #expect(failure.reason == "invalid_answer")
+                #expect(failure.message.contains("application/json"))
+                #expect(!failure.message.contains(" 0 bytes"))
             }
+            #expect(failure.isOutage)
         }
     }
 
@@ -163,7 +165,7 @@ struct AppStoreClientTests {
             }
         ) { _, _, client in
             let result = await client.verify(receipt: TestSupport.receipt(.slow).encoded, logger: TestSupport.quiet)
-            #expect(result.failure == .timeout)
+            #expect(result.failure?.reason == AppStoreClientError.timeout.reason)
             #expect(result.failure?.isOutage == true)
         }
     }
@@ -172,7 +174,7 @@ struct AppStoreClientTests {
     func bodyCap() async throws {
         try await TestSupport.withSimulatorAndClient(adjust: { $0.maxResponseBytes = 256 }) { state, _, client in
             let result = await client.verify(receipt: TestSupport.receipt(.renewal).encoded, logger: TestSupport.quiet)
-            #expect(result.failure == .responseTooLarge(limit: 256))
+            #expect(result.failure?.reason == AppStoreClientError.responseTooLarge(limit: 256).reason)
             #expect(result.failure?.isOutage == false)
             #expect(state.stats.requests == 1)
         }
@@ -197,11 +199,11 @@ struct AppStoreClientTests {
         try await TestSupport.withSimulatorAndClient { state, _, client in
             let receipt = TestSupport.receipt(.renewal).encoded
             state.fault = .status21005
-            #expect(await client.verify(receipt: receipt, logger: TestSupport.quiet).failure == .temporaryStatus(.serverUnavailable))
+            #expect(await client.verify(receipt: receipt, logger: TestSupport.quiet).failure?.reason == AppStoreClientError.temporaryStatus(.serverUnavailable).reason)
             state.fault = .outage
-            #expect(await client.verify(receipt: receipt, logger: TestSupport.quiet).failure == .httpStatus(503))
+            #expect(await client.verify(receipt: receipt, logger: TestSupport.quiet).failure?.reason == AppStoreClientError.httpStatus(503).reason)
             state.fault = .none
-            #expect(await client.verify(receipt: receipt, logger: TestSupport.quiet).response != nil)
+            #expect(await client.verify(receipt: receipt, logger: TestSupport.quiet).evidence != nil)
         }
     }
 

@@ -4,7 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
-import RenewalAppStore
+@testable import RenewalAppStore
 import RenewalCore
 
 /// Shared set-up: a simulator on a free loopback port and a client with tiny retry delays.
@@ -68,24 +68,48 @@ enum TestSupport {
     }
 }
 
-extension ReceiptVerification {
-    /// The answer of a `.valid` verification, nil otherwise.
-    var response: VerifyReceiptResponse? {
-        if case .valid(let response, _) = self { return response }
+extension AppleAnswer {
+    /// The evidence of a `.verified` answer, nil otherwise.
+    var evidence: AppleEvidence? {
+        if case .verified(let evidence) = self { return evidence }
         return nil
     }
 
-    /// The environment of a `.valid`, `.rejected` or `.malformed` verification.
+    /// The environment of a `.verified` or `.rejected` answer.
     var answeredBy: AppStoreEnvironment? {
         switch self {
-        case .valid(_, let environment), .rejected(_, let environment), .malformed(let environment): return environment
-        case .sharedSecretRejected, .failed: return nil
+        case .verified(let evidence): return evidence.environment
+        case .rejected(let rejection): return rejection.environment
+        case .transient, .misconfigured: return nil
         }
     }
 
-    /// The error of a `.failed` verification.
-    var failure: AppStoreClientError? {
-        if case .failed(let error) = self { return error }
+    /// A `.transient` answer's failure.
+    struct Failure: CustomStringConvertible {
+        var reason: String
+        var message: String
+        var isOutage: Bool
+        var description: String { message }
+    }
+
+    /// The failure of a `.transient` answer, nil otherwise.
+    var failure: Failure? {
+        if case .transient(let failure, let isOutage) = self {
+            return Failure(reason: failure.reason, message: failure.message, isOutage: isOutage)
+        }
         return nil
+    }
+}
+
+extension AppStoreClient {
+    /// Apple's answer as sent on the wire (production, then sandbox on 21007), for tests of the
+    /// simulator's format; nil when no JSON answer came back.
+    func wireAnswer(receipt: String) async -> VerifyReceiptResponse? {
+        guard case .answer(let first) = await exchange(receipt: receipt, environment: .production, logger: TestSupport.quiet)
+        else { return nil }
+        guard first.status == .sandboxReceiptOnProduction else { return first }
+        guard case .answer(let second) = await exchange(receipt: receipt, environment: .sandbox, logger: TestSupport.quiet)
+        else { return nil }
+        return second
     }
 }

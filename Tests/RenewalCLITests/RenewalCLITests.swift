@@ -188,3 +188,46 @@ struct RenewalCLITests {
         return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
     }
 }
+
+@Suite("renewal check proves the shared secret with a stored receipt")
+struct CheckCommandTests {
+    @Test("check exits 78 for a wrong shared secret when the database holds a receipt, and writes nothing")
+    func wrongSecretCaughtWithStoredReceipt() async throws {
+        let dir = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let cli = RenewalCLITests()
+        try await cli.withSimulator { state, env in
+            var env = env.merging(["RENEWAL_DATABASE": dir + "/r.sqlite"]) { $1 }
+            _ = try await CLI.run(["migrate"], environment: env)
+            // Given an empty database, check cannot prove the secret and says so plainly
+            let empty = try await CLI.run(["check"], environment: env)
+            #expect(empty.status == 0, "\(empty.stderr)")
+            #expect(empty.stdout.contains("not confirmed"))
+            #expect(empty.stdout.contains("holds no receipt"))
+
+            _ = try await CLI.run(["import", "-"], environment: env, stdin: cli.importLines([
+                ("a", SimulatedReceipt(account: "a", scenario: .renewal, start: state.now)),
+            ]))
+            #expect(try await CLI.run(["run"], environment: env).status == 0)
+            let before = try await CLI.run(["status", "--json"], environment: env).stdout
+            let requests = state.stats.requests
+
+            // When the secret is right, check says Apple accepted it for the stored receipt
+            let good = try await CLI.run(["check"], environment: env.merging(["APPSTORE_BUNDLE_ID": "com.example.app"]) { $1 })
+            #expect(good.status == 0, "\(good.stderr)")
+            #expect(good.stdout.contains("shared secret: accepted by Apple for the stored receipt of user a"))
+            #expect(state.lastReceived(account: "a") != nil)
+            #expect(state.stats.requests == requests + 1)
+
+            // When it is wrong, check fails with 78 although Apple answers
+            env["APPSTORE_SHARED_SECRET"] = "not-the-secret"
+            let bad = try await CLI.run(["check"], environment: env)
+            #expect(bad.status == 78)
+            #expect(bad.stderr.contains("21004"))
+            #expect(!bad.stderr.contains("not-the-secret") && !bad.stdout.contains("not-the-secret"))
+            #expect(bad.stdout.contains("bundle id: not set"))
+            // And nothing was written
+            #expect(try await CLI.run(["status", "--json"], environment: env).stdout == before)
+        }
+    }
+}

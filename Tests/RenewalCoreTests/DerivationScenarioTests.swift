@@ -326,7 +326,7 @@ import Testing
     func environmentKept(body: String?, answeredBy: AppStoreEnvironment?, expected: AppStoreEnvironment?) throws {
         let row = Wire.row(transaction: "1001", purchased: Clock.at(-day), expires: Clock.at(29 * day))
 
-        let verified = VerifiedReceipt(
+        let verified = DerivedAnswer(
             response: try decodeAnswer(Wire.answer(rows: [row], environment: body)), answeredBy: answeredBy, now: now)
 
         #expect(verified.environment == expected)
@@ -337,7 +337,7 @@ import Testing
     func noSubscriptions() throws {
         let answer = #"{"status": 0, "environment": "Production", "receipt": {"receipt_type": "Production", "bundle_id": "com.example", "in_app": []}}"#
 
-        let verified = VerifiedReceipt(response: try decodeAnswer(answer), answeredBy: .production, now: now)
+        let verified = DerivedAnswer(response: try decodeAnswer(answer), answeredBy: .production, now: now)
 
         #expect(verified.subscriptions.isEmpty)
         #expect(verified.latestReceipt == nil)

@@ -65,6 +65,18 @@ import Testing
         ("refund", snapshot(.active), snapshot(.revoked), [.refunded]),
         ("refund of a lapsed period", snapshot(.expired), snapshot(.revoked), [.refunded]),
         ("refund reversed", snapshot(.revoked), snapshot(.active), [.refundReversed]),
+        (
+            "refund reversed on the same transaction", with(snapshot(.revoked), transaction: "t1"),
+            with(snapshot(.active), transaction: "t1"), [.refundReversed]
+        ),
+        (
+            "a new purchase after a refund", with(snapshot(.revoked, expires: e1), transaction: "t1"),
+            with(snapshot(.active, expires: e2), transaction: "t2"), [.resubscribed]
+        ),
+        (
+            "a new purchase after a refund, already over", with(snapshot(.revoked, expires: e1), transaction: "t1"),
+            with(snapshot(.expired, expires: e2), transaction: "t2"), [.expired]
+        ),
         ("rejected", snapshot(.active), snapshot(.invalid), [.invalidated]),
         ("refunded, then rejected", snapshot(.revoked), snapshot(.invalid), [.invalidated]),
         ("auto-renew off", snapshot(.active, autoRenew: true), snapshot(.active, autoRenew: false), [.autoRenewDisabled]),
@@ -82,6 +94,13 @@ import Testing
         ),
         ("environment alone", snapshot(.active, environment: .production), snapshot(.active, environment: .sandbox), []),
     ]
+
+    /// `snapshot` with its current transaction id set.
+    static func with(_ snapshot: SubscriptionSnapshot, transaction: String) -> SubscriptionSnapshot {
+        var snapshot = snapshot
+        snapshot.latestTransactionID = transaction
+        return snapshot
+    }
 
     @Test("Each transition emits the events named for it", arguments: transitions)
     func transition(
@@ -108,6 +127,8 @@ import Testing
         }
         reached.formUnion(SubscriptionEvent.events(from: nil, to: Self.snapshot(.active)).map(\.kind))
         if let invalidation = SubscriptionEvent.invalidation(of: Self.snapshot(.active)) { reached.insert(invalidation.kind) }
+        reached.insert(SubscriptionEvent.unlistedExpiry(of: Self.snapshot(.active)).kind)
+        reached.insert(SubscriptionEvent.noSubscription(from: .unverified, environment: .production).kind)
 
         #expect(reached == Set(SubscriptionEvent.Kind.allCases))
     }
@@ -116,10 +137,11 @@ import Testing
     func kindRawValues() {
         #expect(SubscriptionEvent.Kind.allCases.map(\.rawValue) == [
             "verified", "renewed", "expired", "billing_issue", "grace_period_started", "billing_recovered",
-            "auto_renew_disabled", "auto_renew_enabled", "product_changed", "refunded", "refund_reversed", "invalidated",
+            "auto_renew_disabled", "auto_renew_enabled", "product_changed", "refunded", "refund_reversed", "resubscribed",
+            "invalidated", "expired_unlisted", "no_subscription",
         ])
         #expect(SubscriptionState.allCases.map(\.rawValue) == [
-            "unverified", "active", "grace_period", "billing_retry", "expired", "revoked", "invalid",
+            "unverified", "active", "grace_period", "billing_retry", "expired", "revoked", "invalid", "no_subscription",
         ])
         #expect(SubscriptionState.allCases.filter(\.grantsAccess) == [.active, .gracePeriod])
     }

@@ -79,7 +79,7 @@ func decodeAnswer(_ json: String) throws -> VerifyReceiptResponse {
 
 /// Decodes a synthetic answer and derives its subscriptions at `now`.
 func derive(_ json: String, now: Date, answeredBy: AppStoreEnvironment? = .production) throws -> [SubscriptionSnapshot] {
-    VerifiedReceipt(response: try decodeAnswer(json), answeredBy: answeredBy, now: now).subscriptions
+    DerivedAnswer(response: try decodeAnswer(json), answeredBy: answeredBy, now: now).subscriptions
 }
 
 /// Derives the single subscription of a synthetic answer.
@@ -180,5 +180,21 @@ struct SeededGenerator: RandomNumberGenerator {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+}
+
+/// A valid verifyReceipt answer read and judged the way the job does: the evidence, then each
+/// subscription's snapshot at `now`.
+struct DerivedAnswer: Equatable {
+    var environment: AppStoreEnvironment?
+    var latestReceipt: String?
+    var subscriptions: [SubscriptionSnapshot]
+    var evidence: AppleEvidence
+
+    init(response: VerifyReceiptResponse, answeredBy: AppStoreEnvironment?, now: Date) {
+        evidence = AppleEvidence(verifyReceipt: response, answeredBy: answeredBy)
+        environment = evidence.environment
+        latestReceipt = evidence.latestReceipt
+        subscriptions = evidence.subscriptions.map { SubscriptionSnapshot(evidence: $0, now: now) }
     }
 }

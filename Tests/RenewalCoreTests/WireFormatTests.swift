@@ -134,7 +134,7 @@ import Testing
         var response = try decodeAnswer(Self.ios6Active)
         response.latestExpiredReceiptInfo = try decodeAnswer(Self.ios6Expired).latestExpiredReceiptInfo
 
-        let verified = VerifiedReceipt(response: response, answeredBy: nil, now: now)
+        let verified = DerivedAnswer(response: response, answeredBy: nil, now: now)
 
         #expect(verified.subscriptions.count == 1)
         #expect(verified.subscriptions.first?.latestTransactionID == "1000000046178999")
@@ -176,13 +176,10 @@ import Testing
         let response = try decodeAnswer(answer)
 
         let row = try #require(response.latestReceiptInfo.first)
-        #expect(row.quantity == "1")
         #expect(row.transactionID == "1000000000000002")
         #expect(row.originalTransactionID == "1000000000000001")
-        #expect(row.webOrderLineItemID == "2000000000000002")
         #expect(row.purchaseDate == Clock.date(ms: 1_699_000_000_000))
         #expect(row.expiresDate == Clock.date(ms: 1_701_000_000_000))
-        #expect(row.cancellationReason == "0")
         #expect(row.isTrialPeriod == false)
         #expect(row.isInIntroOfferPeriod == true)
         #expect(row.isUpgraded == false)
@@ -194,7 +191,7 @@ import Testing
         let grace = try #require(pending.gracePeriodExpiresDate)
         #expect(abs(grace.timeIntervalSince1970 - 1_702_000_000.0005) < 0.000_01)
 
-        let subscription = try #require(VerifiedReceipt(response: response, answeredBy: nil, now: now).subscriptions.first)
+        let subscription = try #require(DerivedAnswer(response: response, answeredBy: nil, now: now).subscriptions.first)
         #expect(subscription.originalTransactionID == "1000000000000001")
         #expect(subscription.state == .active)
         #expect(subscription.autoRenew == true)
@@ -269,10 +266,10 @@ import Testing
             """
 
         let response = try decodeAnswer(answer)
-        let subscription = try #require(VerifiedReceipt(response: response, answeredBy: nil, now: now).subscriptions.first)
+        let subscription = try #require(DerivedAnswer(response: response, answeredBy: nil, now: now).subscriptions.first)
 
         #expect(response.receipt?.bundleID == "com.example")
-        #expect(response.pendingRenewalInfo.first?.priceIncreaseStatus == "0")
+        #expect(response.pendingRenewalInfo.first?.priceIncreaseStatus == nil, "not used by the job, so not read")
         #expect(subscription.state == .active)
         #expect(subscription.autoRenew == true)
     }
@@ -361,7 +358,10 @@ import Testing
         let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         let row = try #require((json["latest_receipt_info"] as? [[String: Any]])?.first)
 
-        #expect(try JSONDecoder().decode(VerifyReceiptResponse.self, from: data) == response)
+        // What the job reads survives the round trip (fields it does not use are not read back).
+        let decoded = try JSONDecoder().decode(VerifyReceiptResponse.self, from: data)
+        #expect(AppleEvidence(verifyReceipt: decoded, answeredBy: nil) == AppleEvidence(verifyReceipt: response, answeredBy: nil))
+        #expect(decoded.latestReceiptInfo.map(\.expiresDate) == response.latestReceiptInfo.map(\.expiresDate))
         #expect(row["expires_date_ms"] as? String == "1701000000000")
         #expect(row["expires_date"] as? String == "2023-11-26 12:00:00 Etc/GMT")
         #expect(row["is_trial_period"] as? String == "true")

@@ -114,15 +114,17 @@ struct FailureSafetyTests {
         }
     }
 
-    @Test("21002 on every check marks the receipt invalid only after it persists across checks")
+    @Test("21002 on every check marks a never-verified receipt invalid only after it persists across checks and days")
     func persistentMalformedBecomesInvalid() async throws {
         try await JobHarness.with { h in
             try await h.importReceipts([("junk", h.receipt("junk", .malformed))])
-            for check in 1...3 {
-                _ = try await h.run()
+            // Checks 30 h apart: the third is past the check count but inside the 3-day span.
+            for check in 1...4 {
+                let outcome = try await h.run()
+                #expect(outcome.counts.checked == 1, "check \(check)")
                 let row = try #require(try await h.status().first)
-                #expect(row.state == (check < 3 ? .unverified : .invalid), "check \(check)")
-                h.state.advance(by: 7 * 3600)
+                #expect(row.state == (check < 4 ? .unverified : .invalid), "check \(check)")
+                h.state.advance(by: 30 * 3600)
             }
         }
     }

@@ -5,11 +5,26 @@ import Logging
 import RenewalAppStore
 import RenewalCore
 import RenewalJob
+import RenewalPostgres
 import RenewalSQLite
 import RenewalStorage
 import Testing
 
-/// A real SQLite file, the App Store simulator on a real loopback port, and the real client.
+/// A storage backend a job test runs on.
+enum Backend: String, Sendable, CustomStringConvertible {
+    case sqlite
+    case postgres
+
+    var description: String { rawValue }
+
+    /// SQLite always; PostgreSQL when `RENEWAL_TEST_POSTGRES_URL` names a server (CI starts one).
+    static var available: [Backend] {
+        PostgresWorkersHarness.baseURL == nil ? [.sqlite] : [.sqlite, .postgres]
+    }
+}
+
+/// A real database (a SQLite file, or a fresh schema on a real PostgreSQL server), the App Store
+/// simulator on a real loopback port, and the real client.
 struct JobHarness {
     static let secret = "test-shared-secret-4f1a"
 
@@ -29,13 +44,38 @@ struct JobHarness {
 
     /// Runs `body` with a fresh database, simulator and client; cleans up afterwards.
     static func with(
-        clientSecret: String = JobHarness.secret, maxAttempts: Int = 2,
+        _ backend: Backend = .sqlite, clientSecret: String = JobHarness.secret, maxAttempts: Int = 2,
         _ body: (JobHarness) async throws -> Void
     ) async throws {
         let directory = NSTemporaryDirectory() + "renewal-job-tests-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true)
+        switch backend {
+        case .sqlite:
+            let store = try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true)
+            try await with(store: store, directory: directory, clientSecret: clientSecret, maxAttempts: maxAttempts, body)
+        case .postgres:
+            let base = try #require(PostgresWorkersHarness.baseURL)
+            let schema = "renewal_job_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+            let url = base + (base.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)"
+            let admin = try PostgresDatabase(url: base)
+            // The name is ours (hex digits), so splicing it is safe; identifiers cannot be bound.
+            _ = try await admin.withConnection { try $0.execute("CREATE SCHEMA \(schema)", []) }
+            do {
+                let store = try PostgresSubscriptionStore.open(url: url)
+                try await with(store: store, directory: directory, clientSecret: clientSecret, maxAttempts: maxAttempts, body)
+            } catch {
+                _ = try? await admin.withConnection { try $0.execute("DROP SCHEMA \(schema) CASCADE", []) }
+                throw error
+            }
+            _ = try await admin.withConnection { try $0.execute("DROP SCHEMA \(schema) CASCADE", []) }
+        }
+    }
+
+    private static func with(
+        store: any SubscriptionStore, directory: String, clientSecret: String, maxAttempts: Int,
+        _ body: (JobHarness) async throws -> Void
+    ) async throws {
         _ = try await store.migrate()
         let state = SimulatorState(now: Date(timeIntervalSince1970: 1_790_000_000))
         let configuration = SimulatorConfiguration(sharedSecret: secret, slowDelay: .seconds(3), state: state)

@@ -14,7 +14,7 @@ struct RenewalRunTests {
             let expected: [(Scenario, SubscriptionState, Bool)] = [
                 (.renewal, .active, true), (.voluntaryExpiry, .active, true), (.sandbox, .active, true),
                 (.familyShared, .active, true), (.trial, .active, true), (.legacyIOS6, .active, true),
-                (.accountNotFound, .invalid, false), (.notAuthentic, .invalid, false),
+                (.accountNotFound, .invalid, false),
             ]
             try await h.importReceipts(expected.map { ("user-\($0.0.rawValue)", h.receipt("acct-\($0.0.rawValue)", $0.0)) })
 

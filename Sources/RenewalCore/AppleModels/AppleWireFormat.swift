@@ -52,8 +52,9 @@ extension KeyedDecodingContainer where Key == AppleKey {
             forKey: key, in: self, debugDescription: "Expected a boolean flag for \(name).")
     }
 
-    /// A date sent as a triple: `name_ms` (preferred), or `name` holding either milliseconds (iOS 6
-    /// answers) or `yyyy-MM-dd HH:mm:ss Etc/GMT`.
+    /// A date sent as a triple: `name_ms` (preferred, as Apple advises), or `name` holding either
+    /// milliseconds (iOS 6 answers) or `yyyy-MM-dd HH:mm:ss Etc/GMT`. A null `name_ms` falls back
+    /// to `name`; an unreadable one fails (the error's path names it) rather than guess.
     func appleDate(_ name: String) throws -> Date? {
         if let milliseconds = try appleString(name + "_ms") {
             guard let date = AppleDateFormat.date(milliseconds: milliseconds) else {

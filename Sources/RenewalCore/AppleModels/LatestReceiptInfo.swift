@@ -1,7 +1,12 @@
 import Foundation
 
 /// One transaction row of `latest_receipt_info` (or `receipt.in_app`, or the single object of an
-/// iOS 6-style answer), decoded exactly as Apple sends it: string-typed numbers and flags, date triples.
+/// iOS 6-style answer): string-typed numbers and flags, date triples.
+///
+/// Decoding reads only what the job uses (ids, product, purchase and expiry dates, cancellation,
+/// trial/intro/upgrade flags, ownership, group), so odd values in `quantity`,
+/// `web_order_line_item_id`, `original_purchase_date*` or `cancellation_reason` never fail an
+/// answer; those properties exist so the simulator can write complete answers.
 public struct LatestReceiptInfo: Sendable, Hashable, Codable {
     public var productID: String?
     public var transactionID: String?
@@ -53,18 +58,18 @@ public struct LatestReceiptInfo: Sendable, Hashable, Codable {
         productID = try c.appleString("product_id")
         transactionID = try c.appleString("transaction_id")
         originalTransactionID = try c.appleString("original_transaction_id")
-        webOrderLineItemID = try c.appleString("web_order_line_item_id")
-        quantity = try c.appleString("quantity")
         purchaseDate = try c.appleDate("purchase_date")
-        originalPurchaseDate = try c.appleDate("original_purchase_date")
         expiresDate = try c.appleDate("expires_date")
         cancellationDate = try c.appleDate("cancellation_date")
-        cancellationReason = try c.appleString("cancellation_reason")
         isTrialPeriod = try c.appleBool("is_trial_period")
         isInIntroOfferPeriod = try c.appleBool("is_in_intro_offer_period")
         isUpgraded = try c.appleBool("is_upgraded")
         inAppOwnershipType = try c.appleString("in_app_ownership_type")
         subscriptionGroupIdentifier = try c.appleString("subscription_group_identifier")
+        webOrderLineItemID = nil
+        quantity = nil
+        originalPurchaseDate = nil
+        cancellationReason = nil
     }
 
     public func encode(to encoder: any Encoder) throws {

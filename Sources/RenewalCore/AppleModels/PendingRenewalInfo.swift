@@ -40,7 +40,8 @@ public struct PendingRenewalInfo: Sendable, Hashable, Codable {
         expirationIntent = try c.appleString("expiration_intent")
         isInBillingRetryPeriod = try c.appleBool("is_in_billing_retry_period")
         gracePeriodExpiresDate = try c.appleDate("grace_period_expires_date")
-        priceIncreaseStatus = try c.appleString("price_increase_status")
+        // Not used by the job, so never read: an odd value there cannot fail an answer.
+        priceIncreaseStatus = nil
     }
 
     public func encode(to encoder: any Encoder) throws {

@@ -14,10 +14,19 @@ public struct ReceiptInfo: Sendable, Hashable, Codable {
     }
 
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: AppleKey.self)
+        try self.init(from: decoder.container(keyedBy: AppleKey.self), readInApp: true)
+    }
+
+    /// Reads `receipt_type`, the bundle id (`bundle_id`, or iOS 6's `bid`) and, when asked, `in_app`.
+    init(from c: KeyedDecodingContainer<AppleKey>, readInApp: Bool) throws {
         receiptType = try c.appleString("receipt_type")
         bundleID = try c.appleString("bundle_id") ?? c.appleString("bid")
-        inApp = try c.decodeIfPresent([LatestReceiptInfo].self, forKey: AppleKey("in_app")) ?? []
+        let inAppKey = AppleKey("in_app")
+        if readInApp, c.contains(inAppKey), try !c.decodeNil(forKey: inAppKey) {
+            inApp = try c.decode([LatestReceiptInfo].self, forKey: inAppKey)
+        } else {
+            inApp = []
+        }
     }
 
     public func encode(to encoder: any Encoder) throws {

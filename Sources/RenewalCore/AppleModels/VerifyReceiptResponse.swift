@@ -2,7 +2,12 @@ import Foundation
 
 /// A verifyReceipt answer, in both shapes Apple sends: app receipts (iOS 7+) and iOS 6-style
 /// transaction receipts (single-object `latest_receipt_info`, `latest_expired_receipt_info`,
-/// top-level numeric `auto_renew_status`, status 21006). Unknown fields are ignored.
+/// top-level numeric `auto_renew_status`, status 21006).
+///
+/// Decoding reads only the fields the job uses, so an odd type in any other field (a numeric
+/// `application_version`, an object `quantity`) never fails an answer; an unreadable used field
+/// throws a `DecodingError` whose coding path names it. Answers whose status is not valid (0, 21006)
+/// are read no further than their status, environment and retry flag.
 public struct VerifyReceiptResponse: Sendable, Hashable, Codable {
     public var status: AppStoreStatus
     public var environment: AppStoreEnvironment?
@@ -16,14 +21,19 @@ public struct VerifyReceiptResponse: Sendable, Hashable, Codable {
     public var latestExpiredReceiptInfo: LatestReceiptInfo?
     public var pendingRenewalInfo: [PendingRenewalInfo]
     public var receipt: ReceiptInfo?
-    /// iOS 6-style answers carry auto-renew at the top level.
+    /// iOS 6-style answers carry their renewal fields at the top level: auto-renew, …
     public var autoRenewStatus: Bool?
+    /// … the expiration intent …
+    public var expirationIntent: String?
+    /// … and the billing-retry flag.
+    public var isInBillingRetryPeriod: Bool?
 
     public init(
         status: AppStoreStatus, environment: AppStoreEnvironment? = nil, isRetryable: Bool? = nil,
         latestReceipt: String? = nil, latestReceiptInfo: [LatestReceiptInfo] = [],
         latestExpiredReceiptInfo: LatestReceiptInfo? = nil, pendingRenewalInfo: [PendingRenewalInfo] = [],
-        receipt: ReceiptInfo? = nil, autoRenewStatus: Bool? = nil
+        receipt: ReceiptInfo? = nil, autoRenewStatus: Bool? = nil, expirationIntent: String? = nil,
+        isInBillingRetryPeriod: Bool? = nil
     ) {
         self.status = status
         self.environment = environment
@@ -34,6 +44,16 @@ public struct VerifyReceiptResponse: Sendable, Hashable, Codable {
         self.pendingRenewalInfo = pendingRenewalInfo
         self.receipt = receipt
         self.autoRenewStatus = autoRenewStatus
+        self.expirationIntent = expirationIntent
+        self.isInBillingRetryPeriod = isInBillingRetryPeriod
+    }
+
+    /// The top-level renewal fields of an iOS 6-style answer, as renewal info; nil when there are none.
+    public var topLevelRenewal: PendingRenewalInfo? {
+        guard autoRenewStatus != nil || expirationIntent != nil || isInBillingRetryPeriod != nil else { return nil }
+        return PendingRenewalInfo(
+            originalTransactionID: nil, productID: nil, autoRenewStatus: autoRenewStatus,
+            expirationIntent: expirationIntent, isInBillingRetryPeriod: isInBillingRetryPeriod)
     }
 
     public init(from decoder: any Decoder) throws {
@@ -45,19 +65,36 @@ public struct VerifyReceiptResponse: Sendable, Hashable, Codable {
         status = AppStoreStatus(code)
         environment = try c.appleString("environment").map(AppStoreEnvironment.init(rawValue:))
         isRetryable = try c.appleBool("is-retryable") ?? c.appleBool("is_retryable")
+        latestReceiptInfo = []
+        pendingRenewalInfo = []
+        guard status.disposition(isRetryableFlag: isRetryable) == .valid else { return }
+
         latestReceipt = try c.appleString("latest_receipt")
         let infoKey = AppleKey("latest_receipt_info")
         if try !c.contains(infoKey) || c.decodeNil(forKey: infoKey) {
             latestReceiptInfo = []
-        } else if let rows = try? c.decode([LatestReceiptInfo].self, forKey: infoKey) {
-            latestReceiptInfo = rows
+        } else if (try? c.nestedUnkeyedContainer(forKey: infoKey)) != nil {
+            latestReceiptInfo = try c.decode([LatestReceiptInfo].self, forKey: infoKey)
         } else {
             latestReceiptInfo = [try c.decode(LatestReceiptInfo.self, forKey: infoKey)]
         }
-        latestExpiredReceiptInfo = try c.decodeIfPresent(LatestReceiptInfo.self, forKey: AppleKey("latest_expired_receipt_info"))
-        pendingRenewalInfo = try c.decodeIfPresent([PendingRenewalInfo].self, forKey: AppleKey("pending_renewal_info")) ?? []
-        receipt = try c.decodeIfPresent(ReceiptInfo.self, forKey: AppleKey("receipt"))
+        let expiredKey = AppleKey("latest_expired_receipt_info")
+        if c.contains(expiredKey), try !c.decodeNil(forKey: expiredKey) {
+            latestExpiredReceiptInfo = try c.decode(LatestReceiptInfo.self, forKey: expiredKey)
+        }
+        let renewalKey = AppleKey("pending_renewal_info")
+        if c.contains(renewalKey), try !c.decodeNil(forKey: renewalKey) {
+            pendingRenewalInfo = try c.decode([PendingRenewalInfo].self, forKey: renewalKey)
+        }
+        let receiptKey = AppleKey("receipt")
+        if c.contains(receiptKey), try !c.decodeNil(forKey: receiptKey) {
+            // `in_app` is read only when the answer has no `latest_receipt_info` to go by.
+            let readInApp = latestReceiptInfo.isEmpty && latestExpiredReceiptInfo == nil
+            receipt = try ReceiptInfo(from: c.nestedContainer(keyedBy: AppleKey.self, forKey: receiptKey), readInApp: readInApp)
+        }
         autoRenewStatus = try c.appleBool("auto_renew_status")
+        expirationIntent = try c.appleString("expiration_intent")
+        isInBillingRetryPeriod = try c.appleBool("is_in_billing_retry_period")
     }
 
     public func encode(to encoder: any Encoder) throws {

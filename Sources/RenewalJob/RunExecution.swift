@@ -5,9 +5,9 @@ import RenewalCore
 import RenewalStorage
 import ServiceLifecycle
 
-/// The mutable part of one run, owned by the parent task: children only call Apple and hand the
-/// answer back through the task group, so nothing is shared between tasks.
-struct RunLoop {
+/// One run in progress: the mutable part of a `RenewalRun`, owned by the parent task. Children only
+/// call Apple and hand the answer back through the task group, so nothing is shared between tasks.
+struct RunExecution {
     let run: RenewalRun
     let runID: String
     let logger: Logger
@@ -17,7 +17,7 @@ struct RunLoop {
     private var breaker: CircuitBreaker
     /// Outage failures not yet written: if the streak opens the breaker they are dropped and their
     /// rows stay exactly as they were; any usable answer from Apple writes them.
-    private var heldOutages: [(StoredReceipt, ReceiptCheck)] = []
+    private var heldOutages: [(StoredReceipt, EntitlementDecision)] = []
     private var stop: RenewalOutcome.Status?
     private var configuration: RenewalRun.Configuration { run.configuration }
     private var leaseOwner: String? { configuration.dryRun ? nil : configuration.workerID }
@@ -46,7 +46,7 @@ struct RunLoop {
         let verifier = run.verifier
         let logger = self.logger
 
-        try await withThrowingTaskGroup(of: (StoredReceipt, ReceiptVerification).self) { group in
+        try await withThrowingTaskGroup(of: (StoredReceipt, AppleAnswer).self) { group in
             var inFlight = 0
             // The first receipt goes alone: a wrong shared secret (21004) ends the run before any write.
             var window = 1
@@ -57,15 +57,17 @@ struct RunLoop {
                     }
                     inFlight += 1
                 }
-                guard inFlight > 0, let (receipt, verification) = try await group.next() else { break }
+                guard inFlight > 0, let (receipt, answer) = try await group.next() else { break }
                 inFlight -= 1
                 window = concurrency
-                if case .sharedSecretRejected = verification, stop == nil {
-                    logger.error("Apple rejected the shared secret (21004); stopping before writing anything else")
+                if case .misconfigured(let failure) = answer, stop == nil {
+                    logger.error("Apple says the configuration is wrong; stopping before writing anything else", metadata: [
+                        LogKey.reason: "\(failure.reason)"
+                    ])
                     stop = .sharedSecretRejected
                     group.cancelAll()
                 }
-                try await handle(receipt, verification)
+                try await handle(receipt, answer)
             }
         }
 
@@ -85,40 +87,70 @@ struct RunLoop {
         return counts.failed > 0 ? .completedWithFailures : .completed
     }
 
-    private mutating func handle(_ receipt: StoredReceipt, _ verification: ReceiptVerification) async throws {
+    private mutating func handle(_ receipt: StoredReceipt, _ answer: AppleAnswer) async throws {
         if stop == .sharedSecretRejected {
             try await release(receipt)
             return
         }
-        let owners = try await foreignOwners(receipt, verification)
-        let check = ReceiptCheck(
-            receipt: receipt, verification: verification, owners: owners, now: run.now(),
-            policy: configuration.schedule, random: run.random(), runID: configuration.dryRun ? nil : runID,
-            leaseOwner: leaseOwner)
-        if case .failed(outage: true) = check.outcome {
+        if case .verified(let evidence) = answer {
+            // Any usable answer from Apple closes the streak and writes the outages held so far.
+            breaker.record(outage: false)
+            try await writeHeldOutages()
+            try await commit(receipt, deciding: answer, claiming: claims(receipt, evidence))
+            return
+        }
+        let decision = decide(receipt, answer, owners: [:])
+        if case .failed(outage: true) = decision.outcome {
             if stop != nil {
                 try await release(receipt)
                 return
             }
-            heldOutages.append((receipt, check))
+            heldOutages.append((receipt, decision))
             if breaker.record(outage: true) {
                 logger.error("Apple keeps failing; circuit breaker open, no more receipts are claimed", metadata: [
                     "renewal.consecutive_outages": "\(breaker.consecutiveOutages)"
                 ])
                 stop = .abortedAppleUnavailable
-                for (held, check) in heldOutages {
-                    counts.checked += 1
-                    counts.failed += 1
-                    try report?.append(failure: check.failure ?? CheckFailure(reason: "unknown", message: ""), userID: held.userID, receiptID: held.id)
-                    try await release(held, countSkipped: false)
-                }
-                heldOutages.removeAll()
+                try await recordHeldOutagesAsFailures()
             }
             return
         }
         breaker.record(outage: false)
         try await writeHeldOutages()
-        try await commit(receipt, check)
+        try await commit(receipt, decision)
+    }
+
+    /// The breaker opened: the held receipts keep every column but their lease, and their failures
+    /// are recorded (`run_failures` and the report) so the outage is visible.
+    private mutating func recordHeldOutagesAsFailures() async throws {
+        let held = heldOutages
+        heldOutages.removeAll()
+        let now = run.now()
+        var failures: [RecordedFailure] = []
+        for (receipt, decision) in held {
+            let failure = decision.failure ?? CheckFailure(reason: "unknown", message: "No usable answer from Apple.")
+            counts.checked += 1
+            counts.failed += 1
+            try report?.append(failure: failure, userID: receipt.userID, receiptID: receipt.id)
+            failures.append(RecordedFailure(receiptID: receipt.id, userID: receipt.userID, failure: failure, occurredAt: now))
+        }
+        guard !configuration.dryRun, !failures.isEmpty else { return }
+        try await run.store.recordFailures(failures, runID: runID, releasingLeasesOf: leaseOwner)
+    }
+
+    /// The pure decision for one receipt.
+    private func decide(_ receipt: StoredReceipt, _ answer: AppleAnswer, owners: [String: SubscriptionOwner]) -> EntitlementDecision {
+        EntitlementDecision(
+            receipt: receipt, answer: answer, owners: owners, now: run.now(), rules: configuration.rules,
+            random: run.random(), runID: configuration.dryRun ? nil : runID, leaseOwner: leaseOwner)
+    }
+
+    /// The subscriptions of a valid answer this receipt does not hold yet: their owner is settled in
+    /// the transaction that writes the result.
+    private func claims(_ receipt: StoredReceipt, _ evidence: AppleEvidence) -> [String] {
+        guard case .success(let screened) = configuration.rules.identity.screen(evidence) else { return [] }
+        let held = Set(receipt.subscriptions.map(\.snapshot.originalTransactionID))
+        return screened.originalTransactionIDs.filter { !held.contains($0) }
     }
 
     private mutating func writeHeldOutages() async throws {
@@ -129,11 +161,32 @@ struct RunLoop {
         }
     }
 
-    private mutating func commit(_ receipt: StoredReceipt, _ check: ReceiptCheck) async throws {
-        counts.checked += 1
-        if !configuration.dryRun {
-            try await run.store.save(check.write)
+    /// Decides with the owners read in the writing transaction (dry runs: read without one) and
+    /// writes, so exactly one receipt ends up owning each subscription.
+    private mutating func commit(_ receipt: StoredReceipt, deciding answer: AppleAnswer, claiming ids: [String]) async throws {
+        let decision: EntitlementDecision
+        if configuration.dryRun {
+            decision = decide(receipt, answer, owners: try await run.store.owners(ofOriginalTransactionIDs: ids))
+        } else {
+            let execution = self
+            decision = try await run.store.save(claiming: ids, forReceipt: receipt.id) { owners in
+                let decision = execution.decide(receipt, answer, owners: owners)
+                return (decision.update, decision)
+            }
         }
+        try await record(receipt, decision)
+    }
+
+    private mutating func commit(_ receipt: StoredReceipt, _ decision: EntitlementDecision) async throws {
+        if !configuration.dryRun {
+            try await run.store.save(decision.update)
+        }
+        try await record(receipt, decision)
+    }
+
+    /// Counts, logs and reports one written decision.
+    private mutating func record(_ receipt: StoredReceipt, _ check: EntitlementDecision) async throws {
+        counts.checked += 1
         var metadata: Logger.Metadata = [LogKey.receiptID: "\(receipt.id)", LogKey.userID: "\(receipt.userID)"]
         switch check.outcome {
         case .verified, .invalid:
@@ -147,8 +200,8 @@ struct RunLoop {
             metadata[LogKey.reason] = "\(check.failure?.reason ?? "unknown")"
             logger.warning("Receipt could not be verified; state kept, retried later", metadata: metadata)
         }
-        counts.conflicts += check.write.conflicts.count
-        for conflict in check.write.conflicts {
+        counts.conflicts += check.update.conflicts.count
+        for conflict in check.update.conflicts {
             logger.warning("Subscription already owned by another user (shared_apple_id); kept the first owner", metadata: [
                 LogKey.userID: "\(conflict.claimantUserID)", LogKey.originalTransactionID: "\(conflict.originalTransactionID)",
                 "subscription.owner_user_id": "\(conflict.ownerUserID)",
@@ -156,13 +209,13 @@ struct RunLoop {
         }
         guard let report else { return }
         let ownership = Dictionary(
-            check.write.subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.ownershipType ?? "") },
+            check.update.subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.ownershipType ?? "") },
             uniquingKeysWith: { first, _ in first })
         try report.append(changes: check.changes, userID: receipt.userID, ownership: ownership)
         if let failure = check.failure {
             try report.append(failure: failure, userID: receipt.userID, receiptID: receipt.id)
         }
-        for conflict in check.write.conflicts {
+        for conflict in check.update.conflicts {
             try report.append(conflict: conflict)
         }
     }
@@ -173,16 +226,5 @@ struct RunLoop {
         if let leaseOwner {
             try await run.store.releaseLeases(receiptIDs: [receipt.id], owner: leaseOwner)
         }
-    }
-
-    /// Owners of subscriptions in a valid answer that this receipt does not hold yet.
-    private func foreignOwners(_ receipt: StoredReceipt, _ verification: ReceiptVerification) async throws -> [String: SubscriptionOwner] {
-        guard case .valid(let response, _) = verification else { return [:] }
-        let held = Set(receipt.subscriptions.map(\.snapshot.originalTransactionID))
-        var rows = response.latestReceiptInfo + (response.receipt?.inApp ?? [])
-        if let expired = response.latestExpiredReceiptInfo { rows.append(expired) }
-        let ids = Set(rows.compactMap { $0.originalTransactionID ?? $0.transactionID }).subtracting(held)
-        guard !ids.isEmpty else { return [:] }
-        return try await run.store.owners(ofOriginalTransactionIDs: ids.sorted())
     }
 }

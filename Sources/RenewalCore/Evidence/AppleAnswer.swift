@@ -1,0 +1,57 @@
+/// What Apple said about one stored receipt, whichever of Apple's APIs asked (verifyReceipt today,
+/// the App Store Server API beside it later). Each Apple client turns its own wire format and status
+/// codes into this; the job decides what to write from it alone (`EntitlementDecision`).
+public enum AppleAnswer: Sendable, Hashable {
+    /// A valid answer: the facts of every subscription it lists.
+    case verified(AppleEvidence)
+    /// Apple refuses the receipt itself (21002 on every attempt, 21003, 21010).
+    case rejected(AppleRejection)
+    /// No usable answer: an outage, a timeout, a body that is not Apple's, a temporary status, or a
+    /// field the job needs that it cannot read. The state stays and the receipt is retried later.
+    /// `isOutage` says the failure is Apple's (or the network's): those feed the circuit breaker.
+    case transient(CheckFailure, isOutage: Bool)
+    /// The job's own configuration is wrong for every receipt (21004: the shared secret); the run stops.
+    case misconfigured(CheckFailure)
+}
+
+/// Apple refusing a receipt. Only `accountNotFound` proves there is no entitlement; 21002 and 21003
+/// never take away what a valid answer granted (`EntitlementDecision` holds the rules).
+public struct AppleRejection: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
+        /// 21002 on every attempt: malformed, or (Apple's own words) a temporary problem.
+        case malformedOrTemporary
+        /// 21003: the receipt could not be authenticated.
+        case notAuthentic
+        /// 21010: the account cannot be found or was deleted.
+        case accountNotFound
+    }
+
+    public var kind: Kind
+    /// Apple's code, kept for reports (`apple_status_21002`, …).
+    public var status: AppStoreStatus
+    /// The environment that answered.
+    public var environment: AppStoreEnvironment?
+
+    public init(kind: Kind, status: AppStoreStatus, environment: AppStoreEnvironment?) {
+        self.kind = kind
+        self.status = status
+        self.environment = environment
+    }
+
+    /// The short stable reason reports and `run_failures` use.
+    public var reason: String { "apple_status_\(status.rawValue)" }
+}
+
+/// Why one receipt's check produced no usable result. Never contains receipt data or secrets.
+public struct CheckFailure: Sendable, Hashable, Codable {
+    /// Short stable code: `timeout`, `http_503`, `apple_status_21005`, `invalid_answer`,
+    /// `unreadable_answer`, `wrong_bundle`, `unknown_products`, …
+    public var reason: String
+    /// A sentence for humans naming the problem and what happens next.
+    public var message: String
+
+    public init(reason: String, message: String) {
+        self.reason = reason
+        self.message = message
+    }
+}

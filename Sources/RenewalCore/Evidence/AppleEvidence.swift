@@ -1,0 +1,83 @@
+import Foundation
+
+/// The facts of one valid Apple answer, in Apple-neutral terms: no status codes, no wire format.
+public struct AppleEvidence: Sendable, Hashable {
+    /// The environment that answered (`Production`, `Sandbox`).
+    public var environment: AppStoreEnvironment?
+    /// The app the receipt belongs to, when the answer says.
+    public var bundleID: String?
+    /// The newer receipt to store, when Apple returned one.
+    public var latestReceipt: String?
+    /// Every auto-renewable subscription the answer lists, one per original transaction id.
+    public var subscriptions: [SubscriptionEvidence]
+    /// Purchases in the answer that are not auto-renewable subscriptions (consumables,
+    /// non-consumables, non-renewing subscriptions).
+    public var otherPurchases: Int
+
+    public init(
+        environment: AppStoreEnvironment?, bundleID: String?, latestReceipt: String?,
+        subscriptions: [SubscriptionEvidence], otherPurchases: Int = 0
+    ) {
+        self.environment = environment
+        self.bundleID = bundleID
+        self.latestReceipt = latestReceipt
+        self.subscriptions = subscriptions
+        self.otherPurchases = otherPurchases
+    }
+
+    /// The original transaction id of every subscription in the answer: what ownership is decided on.
+    public var originalTransactionIDs: [String] { subscriptions.map(\.originalTransactionID) }
+}
+
+/// What Apple says about one subscription (`original_transaction_id`), before it is judged at an
+/// instant: the state comes from `SubscriptionSnapshot(evidence:now:)`.
+public struct SubscriptionEvidence: Sendable, Hashable {
+    public var originalTransactionID: String
+    /// The product of the current transaction.
+    public var productID: String?
+    /// End of the current paid period.
+    public var expiresAt: Date?
+    /// Every transaction of it was upgraded away (none grants access any more).
+    public var isUpgraded: Bool
+    /// Refund or revocation time of the current transaction.
+    public var cancelledAt: Date?
+    /// Auto-renew on/off; nil when Apple did not say.
+    public var autoRenew: Bool?
+    public var autoRenewProductID: String?
+    public var gracePeriodExpiresAt: Date?
+    public var isInBillingRetry: Bool
+    /// Apple's `expiration_intent` (1 voluntary, 2 billing, 3 price increase, 4 unavailable, 5 other).
+    public var expirationIntent: String?
+    public var isTrialPeriod: Bool
+    public var isInIntroOfferPeriod: Bool
+    /// `PURCHASED` or `FAMILY_SHARED`.
+    public var ownershipType: String?
+    public var environment: AppStoreEnvironment?
+    public var latestTransactionID: String?
+    public var subscriptionGroupIdentifier: String?
+
+    public init(
+        originalTransactionID: String, productID: String?, expiresAt: Date?, isUpgraded: Bool = false,
+        cancelledAt: Date? = nil, autoRenew: Bool?, autoRenewProductID: String? = nil,
+        gracePeriodExpiresAt: Date? = nil, isInBillingRetry: Bool = false, expirationIntent: String? = nil,
+        isTrialPeriod: Bool = false, isInIntroOfferPeriod: Bool = false, ownershipType: String? = nil,
+        environment: AppStoreEnvironment?, latestTransactionID: String? = nil, subscriptionGroupIdentifier: String? = nil
+    ) {
+        self.originalTransactionID = originalTransactionID
+        self.productID = productID
+        self.expiresAt = expiresAt
+        self.isUpgraded = isUpgraded
+        self.cancelledAt = cancelledAt
+        self.autoRenew = autoRenew
+        self.autoRenewProductID = autoRenewProductID
+        self.gracePeriodExpiresAt = gracePeriodExpiresAt
+        self.isInBillingRetry = isInBillingRetry
+        self.expirationIntent = expirationIntent
+        self.isTrialPeriod = isTrialPeriod
+        self.isInIntroOfferPeriod = isInIntroOfferPeriod
+        self.ownershipType = ownershipType
+        self.environment = environment
+        self.latestTransactionID = latestTransactionID
+        self.subscriptionGroupIdentifier = subscriptionGroupIdentifier
+    }
+}

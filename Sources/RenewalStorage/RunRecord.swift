@@ -1,0 +1,41 @@
+import Foundation
+
+/// One row of the `runs` table.
+public struct RunRecord: Sendable, Hashable {
+    public var id: String
+    /// `run` or `backfill`.
+    public var command: String
+    public var startedAt: Date
+    public var finishedAt: Date?
+    /// `running`, `completed`, `completed_with_failures`, `aborted_apple_unavailable`,
+    /// `aborted_configuration`, `interrupted`, `failed`.
+    public var status: String
+    public var exitCode: Int?
+    public var checked: Int
+    public var changed: Int
+    public var unchanged: Int
+    public var failed: Int
+    public var conflicts: Int
+    public var host: String
+    public var processID: Int
+
+    public init(
+        id: String, command: String, startedAt: Date, finishedAt: Date? = nil, status: String = "running",
+        exitCode: Int? = nil, checked: Int = 0, changed: Int = 0, unchanged: Int = 0, failed: Int = 0,
+        conflicts: Int = 0, host: String, processID: Int
+    ) {
+        self.id = id
+        self.command = command
+        self.startedAt = startedAt
+        self.finishedAt = finishedAt
+        self.status = status
+        self.exitCode = exitCode
+        self.checked = checked
+        self.changed = changed
+        self.unchanged = unchanged
+        self.failed = failed
+        self.conflicts = conflicts
+        self.host = host
+        self.processID = processID
+    }
+}

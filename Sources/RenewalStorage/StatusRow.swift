@@ -1,0 +1,54 @@
+import Foundation
+import RenewalCore
+
+public struct StatusCursor: Sendable, Hashable {
+    public var userID: String
+    /// "" for a receipt's never-verified placeholder.
+    public var originalTransactionID: String
+
+    public init(userID: String, originalTransactionID: String) {
+        self.userID = userID
+        self.originalTransactionID = originalTransactionID
+    }
+}
+
+/// One element of `renewal status --json`.
+public struct StatusRow: Sendable, Hashable {
+    public var userID: String
+    public var originalTransactionID: String?
+    public var productID: String?
+    public var state: SubscriptionState
+    public var entitled: Bool
+    public var expiresAt: Date?
+    public var autoRenew: Bool?
+    public var environment: AppStoreEnvironment?
+    public var gracePeriodExpiresAt: Date?
+    public var lastVerifiedAt: Date?
+    public var nextCheckAt: Date?
+    public var ownershipType: String?
+    public var lastFailure: String?
+
+    public init(
+        userID: String, originalTransactionID: String?, productID: String?, state: SubscriptionState, entitled: Bool,
+        expiresAt: Date?, autoRenew: Bool?, environment: AppStoreEnvironment?, gracePeriodExpiresAt: Date?,
+        lastVerifiedAt: Date?, nextCheckAt: Date?, ownershipType: String?, lastFailure: String?
+    ) {
+        self.userID = userID
+        self.originalTransactionID = originalTransactionID
+        self.productID = productID
+        self.state = state
+        self.entitled = entitled
+        self.expiresAt = expiresAt
+        self.autoRenew = autoRenew
+        self.environment = environment
+        self.gracePeriodExpiresAt = gracePeriodExpiresAt
+        self.lastVerifiedAt = lastVerifiedAt
+        self.nextCheckAt = nextCheckAt
+        self.ownershipType = ownershipType
+        self.lastFailure = lastFailure
+    }
+
+    public var cursor: StatusCursor {
+        StatusCursor(userID: userID, originalTransactionID: originalTransactionID ?? "")
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+import RenewalCore
+
+/// A stored receipt with the subscriptions it owns.
+public struct StoredReceipt: Sendable, Hashable {
+    public var id: Int64
+    public var userID: String
+    /// Never logged or reported.
+    public var latestReceipt: String
+    /// `product_id` given at import, if any.
+    public var importedProductID: String?
+    public var status: ReceiptStatus
+    public var environment: AppStoreEnvironment?
+    public var nextCheckAt: Date
+    public var lastVerifiedAt: Date?
+    public var consecutiveFailures: Int
+    /// Consecutive checks Apple rejected with 21002 or 21003.
+    public var consecutiveMalformed: Int
+    /// When the current run of 21002/21003 rejections began; nil when the last answer was not one.
+    public var rejectedSince: Date?
+    /// When a valid answer first showed this receipt holds no auto-renewable subscription; nil otherwise.
+    public var noSubscriptionSince: Date?
+    public var subscriptions: [StoredSubscription]
+
+    public init(
+        id: Int64, userID: String, latestReceipt: String, importedProductID: String?, status: ReceiptStatus,
+        environment: AppStoreEnvironment?, nextCheckAt: Date, lastVerifiedAt: Date?, consecutiveFailures: Int,
+        consecutiveMalformed: Int, rejectedSince: Date? = nil, noSubscriptionSince: Date? = nil,
+        subscriptions: [StoredSubscription]
+    ) {
+        self.id = id
+        self.userID = userID
+        self.latestReceipt = latestReceipt
+        self.importedProductID = importedProductID
+        self.status = status
+        self.environment = environment
+        self.nextCheckAt = nextCheckAt
+        self.lastVerifiedAt = lastVerifiedAt
+        self.consecutiveFailures = consecutiveFailures
+        self.consecutiveMalformed = consecutiveMalformed
+        self.rejectedSince = rejectedSince
+        self.noSubscriptionSince = noSubscriptionSince
+        self.subscriptions = subscriptions
+    }
+
+    public var cursor: ReceiptCursor { ReceiptCursor(nextCheckAt: nextCheckAt, id: id) }
+}
+
+/// A stored subscription: the last derived snapshot plus bookkeeping.
+public struct StoredSubscription: Sendable, Hashable {
+    public var snapshot: SubscriptionSnapshot
+    public var lastVerifiedAt: Date?
+    public var nextCheckAt: Date
+
+    public init(snapshot: SubscriptionSnapshot, lastVerifiedAt: Date?, nextCheckAt: Date) {
+        self.snapshot = snapshot
+        self.lastVerifiedAt = lastVerifiedAt
+        self.nextCheckAt = nextCheckAt
+    }
+}
+
+public struct SubscriptionOwner: Sendable, Hashable {
+    public var receiptID: Int64
+    public var userID: String
+
+    public init(receiptID: Int64, userID: String) {
+        self.receiptID = receiptID
+        self.userID = userID
+    }
+}

@@ -1,0 +1,29 @@
+/// The storage module's one error type. Descriptions name the problem and the fix; they never
+/// contain receipts or passwords.
+public enum SubscriptionStoreError: Error, Sendable, CustomStringConvertible {
+    /// The database cannot be opened or reached.
+    case unavailable(String)
+    /// The schema is missing or older than this build.
+    case notMigrated(found: Int, expected: Int)
+    /// The schema is newer than this build.
+    case schemaTooNew(found: Int, expected: Int)
+    /// Another run holds the lock.
+    case locked(String)
+    /// A statement failed.
+    case query(String)
+    /// A stored value cannot be read back.
+    case corruptRow(String)
+
+    public var description: String {
+        switch self {
+        case .unavailable(let detail): return "Database unavailable: \(detail)"
+        case .notMigrated(let found, let expected):
+            return "Database schema is at version \(found), this build needs \(expected). Run `renewal migrate` first."
+        case .schemaTooNew(let found, let expected):
+            return "Database schema is at version \(found), newer than this build's \(expected). Upgrade renewal."
+        case .locked(let detail): return "Another renewal run holds the lock (\(detail)). Try again when it ends."
+        case .query(let detail): return "Database error: \(detail)"
+        case .corruptRow(let detail): return "Unreadable stored row: \(detail)"
+        }
+    }
+}
