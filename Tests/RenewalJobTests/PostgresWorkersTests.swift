@@ -48,6 +48,47 @@ struct PostgresWorkersTests {
         }
     }
 
+    @Test("three workers verifying users who share one Apple ID at the same moment: exactly one owner, one verified event, the rest conflicts")
+    func ownershipRaceHasOneWinner() async throws {
+        try await PostgresWorkersHarness.with(latency: .milliseconds(20)) { harness in
+            // Given 20 Apple IDs, each paying for three app accounts, imported interleaved so the
+            // workers' small claims (2 rows each at concurrency 1) put one Apple ID in several workers at once
+            let accounts = (0..<20).map { "shared-\($0)" }
+            let start = harness.state.now.addingTimeInterval(-10 * 86_400)
+            var items: [ReceiptImport] = []
+            for account in accounts {
+                let receipt = SimulatedReceipt(account: account, scenario: .renewal, start: start)
+                for app in 0..<3 {
+                    items.append(ReceiptImport(userID: "\(account)-app\(app)", latestReceipt: receipt.encoded, productID: receipt.productID))
+                }
+            }
+            _ = try await harness.store.importReceipts(items, now: harness.state.now)
+
+            // When three workers run at the same time
+            let outcomes = try await withThrowingTaskGroup(of: RenewalOutcome.self) { group in
+                for worker in ["worker-a", "worker-b", "worker-c"] {
+                    let store = try harness.openStore()
+                    group.addTask { try await harness.run(store: store, worker: worker, concurrency: 1) }
+                }
+                return try await group.reduce(into: [RenewalOutcome]()) { $0.append($1) }
+            }
+
+            // Then each subscription has one owner, one `verified` event, and two conflicts
+            #expect(outcomes.map(\.counts.checked).reduce(0, +) == 60)
+            #expect(outcomes.map(\.counts.conflicts).reduce(0, +) == 40)
+            let counts = try await harness.store.database.withConnection { connection in
+                try [
+                    "SELECT COUNT(*) AS n FROM subscriptions",
+                    "SELECT COUNT(*) AS n FROM entitlement_changes WHERE kind = 'verified'",
+                    "SELECT COUNT(DISTINCT original_transaction_id) AS n FROM entitlement_changes WHERE kind = 'verified'",
+                    "SELECT COUNT(*) AS n FROM ownership_conflicts",
+                    "SELECT COUNT(*) AS n FROM subscriptions s JOIN entitlement_changes c ON c.original_transaction_id = s.original_transaction_id AND c.user_id = s.user_id AND c.kind = 'verified'",
+                ].map { sql in try connection.execute(sql, []).first.map { try $0.value("n").int64Value } ?? nil }
+            }
+            #expect(counts == [20, 20, 20, 40, 20] as [Int64?], "subscriptions, verified events, distinct, conflicts, owner's events")
+        }
+    }
+
     @Test("a dead worker's leased rows are left alone while the lease lasts and taken after it expires")
     func deadWorkersLeaseExpires() async throws {
         try await PostgresWorkersHarness.with { harness in
@@ -193,9 +234,11 @@ struct PostgresWorkersHarness: Sendable {
     }
 
     /// One worker's run on `store`, with the simulator's clock.
-    func run(store: PostgresSubscriptionStore, worker: String, leaseSeconds: TimeInterval = 600) async throws -> RenewalOutcome {
+    func run(
+        store: PostgresSubscriptionStore, worker: String, leaseSeconds: TimeInterval = 600, concurrency: Int = 4
+    ) async throws -> RenewalOutcome {
         var configuration = RenewalRun.Configuration(command: .run, workerID: worker)
-        configuration.concurrency = 4
+        configuration.concurrency = concurrency
         configuration.leaseDuration = leaseSeconds
         let state = self.state
         let logger = Logger(label: "renewal", factory: { _ in SwiftLogNoOpLogHandler() })
