@@ -18,9 +18,11 @@ public final class SQLiteDatabase: SQLDatabase {
     /// Opens (and with `create`, creates) the database at `path` and configures the connection:
     /// `journal_mode=WAL`, `synchronous=NORMAL`, `busy_timeout`, `foreign_keys=ON`.
     ///
-    /// - Throws: `SubscriptionStoreError.unavailable` when the file is missing and `create` is false,
-    ///   or cannot be opened.
+    /// - Throws: `SubscriptionStoreError.unavailable` when the linked SQLite is older than 3.35, when
+    ///   the file is missing and `create` is false, or when it cannot be opened.
     public init(path: String, create: Bool) throws {
+        let linked = SQLiteVersion.linked
+        try SQLiteVersion.check(found: linked.number, text: linked.text)
         if !create && !FileManager.default.fileExists(atPath: path) {
             throw SubscriptionStoreError.unavailable("Database file not found at \(path). Run `renewal migrate` first.")
         }
