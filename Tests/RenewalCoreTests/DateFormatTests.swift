@@ -109,15 +109,17 @@ import Testing
         #expect(AppleDateFormat.pacificString(Date(timeIntervalSince1970: seconds)) == expected)
     }
 
-    @Test("Civil-day arithmetic agrees with Foundation's Gregorian calendar from 1600 to 3065")
-    func civilDays() throws {
+    @Test("Apple's GMT strings agree with Foundation's Gregorian calendar and round-trip, from 1600 to 3065")
+    func gmtStringsAcrossCenturies() throws {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = try #require(TimeZone(identifier: "UTC"))
         for days in stride(from: -135_000, through: 400_000, by: 997) {  // 1600 to 3065
-            let (year, month, day) = AppleDateFormat.civil(days: days)
-            let components = calendar.dateComponents([.year, .month, .day], from: Date(timeIntervalSince1970: Double(days) * 86_400))
-            #expect([components.year, components.month, components.day] == [year, month, day], "day \(days)")
-            #expect(AppleDateFormat.daysFromCivil(year: year, month: month, day: day) == days)
+            let date = Date(timeIntervalSince1970: Double(days) * 86_400 + 45_296)  // 12:34:56
+            let text = AppleDateFormat.gmtString(date)
+            let c = calendar.dateComponents([.year, .month, .day], from: date)
+            let expected = String(format: "%04d-%02d-%02d 12:34:56 Etc/GMT", c.year ?? 0, c.month ?? 0, c.day ?? 0)
+            #expect(text == expected, "day \(days)")
+            #expect(AppleDateFormat.date(gmt: text) == date, "day \(days)")
         }
     }
 }
