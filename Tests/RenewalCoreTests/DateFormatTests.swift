@@ -53,7 +53,8 @@ import Testing
 
     @Test("Text that is not RFC 3339 is not a timestamp", arguments: [
         "", "yesterday", "2023-11-14", "2023-11-14 22:13:20", "2023-11-14T22:13:20", "2023-13-14T22:13:20Z",
-        "2023-11-14T25:13:20Z", "2023-11-14T22:13:20+0200", "2020-10-07 11:06:58 Etc/GMT",
+        "2023-11-14T25:13:20Z", "2023-02-29T22:13:20Z", "2023-11-14T22:60:20Z", "2023-11-14T22:13:20+02",
+        "2023-11-14T22:13:20Zjunk", "2023-1-14T22:13:20Z", "2023-11-14T22:13:20.Z", "2023-11-14T22:13:20+0200", "2020-10-07 11:06:58 Etc/GMT",
     ])
     func timestampRejects(text: String) {
         #expect(Timestamp.date(text) == nil)
@@ -75,7 +76,8 @@ import Testing
         ("2020-10-07 11:06:58 Etc/UTC", true), ("2020-10-07 11:06:58", true),
         ("2020-10-07 04:06:58 America/Los_Angeles", false), ("2020-10-07T11:06:58Z", false), ("2020-10-07", false),
         ("2020-00-07 11:06:58 Etc/GMT", false), ("2020-10-32 11:06:58 Etc/GMT", false), ("2020-10-07 24:00:00 Etc/GMT", false),
-        ("2020-10-07 11:60:00 Etc/GMT", false), ("1602068818000", false),
+        ("2020-10-07 11:60:00 Etc/GMT", false), ("1602068818000", false), ("2019-02-29 11:06:58 Etc/GMT", false),
+        ("2020-10-07 11:06:58 Etc/GMT junk", false), ("2020-10-7 11:06:58 Etc/GMT", false),
     ] as [(String, Bool)])
     func appleGMTForms(text: String, valid: Bool) {
         let date = AppleDateFormat.date(gmt: text)
@@ -106,6 +108,18 @@ import Testing
         (1_700_000_000, "2023-11-14 14:13:20 America/Los_Angeles"),
     ] as [(Double, String)])
     func pacific(seconds: Double, expected: String) {
+        #expect(AppleDateFormat.pacificString(Date(timeIntervalSince1970: seconds)) == expected)
+    }
+
+    @Test("Pacific time is PDT (-07:00) in summer and PST (-08:00) in winter, switching on 2026's dates", arguments: [
+        (1_782_907_200.0, "2026-07-01 05:00:00 America/Los_Angeles"),  // 2026-07-01 12:00:00Z, PDT
+        (1_796_130_000, "2026-12-01 05:00:00 America/Los_Angeles"),  // 2026-12-01 13:00:00Z, PST
+        (1_772_963_999, "2026-03-08 01:59:59 America/Los_Angeles"),  // then 03:00:00 PDT
+        (1_772_964_000, "2026-03-08 03:00:00 America/Los_Angeles"),
+        (1_793_523_599, "2026-11-01 01:59:59 America/Los_Angeles"),  // then 01:00:00 PST
+        (1_793_523_600, "2026-11-01 01:00:00 America/Los_Angeles"),
+    ] as [(Double, String)])
+    func pacific2026(seconds: Double, expected: String) {
         #expect(AppleDateFormat.pacificString(Date(timeIntervalSince1970: seconds)) == expected)
     }
 
