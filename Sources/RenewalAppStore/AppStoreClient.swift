@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Logging
 import NIOCore
 import RenewalCore
+import ServiceLifecycle
 
 /// Verifies receipts with Apple's verifyReceipt endpoint over AsyncHTTPClient.
 ///
@@ -95,7 +96,8 @@ public final class AppStoreClient: ReceiptVerifier {
                 retryable = Self.isRetryable(error)
             }
 
-            guard retryable, attempt < maxAttempts, !Task.isCancelled else { return lastAnswer }
+            // A graceful shutdown stops retries: the run releases this receipt untouched.
+            guard retryable, attempt < maxAttempts, !Task.isCancelled, !Task.isShuttingDownGracefully else { return lastAnswer }
             let delay = backoff(afterAttempt: attempt)
             logger.debug(
                 "Retrying verifyReceipt",
@@ -104,7 +106,7 @@ public final class AppStoreClient: ReceiptVerifier {
                     LogKey.retryDelayMS: "\(delay.milliseconds)",
                 ])
             do {
-                try await Task.sleep(for: delay)
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: delay) }
             } catch {
                 return lastAnswer
             }

@@ -20,12 +20,22 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
     public var conflicts = 0
     /// Receipts claimed but left exactly as they were (circuit breaker, shutdown, 21004).
     public var skipped = 0
+    /// Results not written because the receipt's lease had passed to another worker (this one was
+    /// slower than its lease, or was presumed dead); that worker's check stands.
+    public var leaseLost = 0
+    /// Leases taken back at start (and during the run) from processes that died holding them.
+    public var recoveredLeases = 0
+    /// Due receipts no lease held when the run ended: work left behind that it could have taken.
+    public var dueLeft = 0
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
         case checked, changed, unchanged, failed, invalid, conflicts, skipped
         case receiptsChanged = "receipts_changed"
+        case leaseLost = "lease_lost"
+        case recoveredLeases = "recovered_leases"
+        case dueLeft = "due_left"
     }
 }
 

@@ -17,6 +17,12 @@ extension RenewalRun {
         public var pageSize: Int = 200
         /// How long a claim on a receipt lasts; a killed worker's rows are free again after it. Default 10 min.
         public var leaseDuration: TimeInterval = 600
+        /// After SIGTERM, how long in-flight Apple requests may take before they are cancelled and
+        /// their receipts released untouched. Default 20 s, so the partial report and the lease
+        /// releases fit Kubernetes' default 30 s grace period.
+        public var drainTimeout: Duration = .seconds(20)
+        /// How often a run probes for dead workers whose leases it may take back. Default 15 s.
+        public var livenessProbeInterval: TimeInterval = 15
         /// When to check next. Defaults: DESIGN.md §4.
         public var schedule = SchedulePolicy()
         /// The app's bundle id and products (`APPSTORE_BUNDLE_ID`, `--products`). Default: any.
@@ -67,12 +73,15 @@ public struct RenewalOutcome: Sendable, Hashable {
         case sharedSecretRejected = "aborted_shared_secret_rejected"
         /// Stopped on SIGTERM/SIGINT after finishing in-flight receipts (exit 3).
         case interrupted
+        /// Finished, but due receipts no lease holds were left behind (exit 3): they are the next
+        /// run's first work.
+        case incomplete
 
         /// The contract's exit code (DESIGN.md §5).
         public var exitCode: Int32 {
             switch self {
             case .completed: return 0
-            case .completedWithFailures, .interrupted: return 3
+            case .completedWithFailures, .interrupted, .incomplete: return 3
             case .abortedAppleUnavailable: return 4
             case .sharedSecretRejected: return 78
             }
@@ -90,10 +99,15 @@ public struct RenewalOutcome: Sendable, Hashable {
 /// Errors that end a whole run (per-receipt problems are outcomes, not errors).
 public enum RenewalRunError: Error, Sendable, CustomStringConvertible {
     case report(path: String, detail: String)
+    /// The database failed after the run had started working (exit 1); the start-up checks
+    /// (open, schema, the first write) fail with the store's own error instead (exit 78 or 75).
+    case databaseFailedMidRun(SubscriptionStoreError)
 
     public var description: String {
         switch self {
         case .report(let path, let detail): return "Cannot write the report to \(path): \(detail)."
+        case .databaseFailedMidRun(let error):
+            return "The database failed during the run: \(error.description). Every result written before it failed is kept; receipts not written are retried by the next run."
         }
     }
 }

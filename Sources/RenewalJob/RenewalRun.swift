@@ -45,7 +45,7 @@ public struct RenewalRun: Sendable {
         let command = configuration.command.name
         var record = RunRecord(
             id: runID, command: command, startedAt: startedAt, host: configuration.host,
-            processID: configuration.processID)
+            processID: configuration.processID, workerID: configuration.dryRun ? nil : configuration.workerID)
         logger.info("Run started", metadata: [
             "renewal.command": "\(command)", "renewal.dry_run": "\(configuration.dryRun)",
             "renewal.concurrency": "\(configuration.concurrency)",
@@ -57,12 +57,20 @@ public struct RenewalRun: Sendable {
         if configuration.identity.bundleID == nil {
             logger.warning("APPSTORE_BUNDLE_ID is not set: answers for another app's receipts (same shared secret) are not caught. Set it to the app's bundle id.")
         }
-        if !configuration.dryRun { try await store.beginRun(record) }
+        // Start-up: a database that refuses these fails with its own error (exit 78 or 75).
+        var recovered = RecoveredWork()
+        if !configuration.dryRun {
+            try await store.beginRun(record)
+            // Work of processes that died holding it is taken back before anything is claimed.
+            recovered = try await store.recoverAbandonedWork(except: configuration.workerID, now: startedAt)
+            RunExecution.log(recovered, logger: logger)
+        }
         let report = try configuration.reportPath.map {
             try ReportWriter(path: $0, runID: runID, command: command, dryRun: configuration.dryRun, startedAt: startedAt)
         }
 
         var loop = RunExecution(run: self, runID: runID, logger: logger, report: report, startedAt: startedAt)
+        loop.counts.recoveredLeases = recovered.releasedLeases
         let status: RenewalOutcome.Status
         do {
             status = try await loop.process()
@@ -73,8 +81,13 @@ public struct RenewalRun: Sendable {
                 record.finishedAt = now()
                 record.status = "failed"
                 record.exitCode = 1
+                record.leaseLost = loop.counts.leaseLost
                 try? await store.finishRun(record)
+                // The leases of this run would otherwise hold their rows until they expire.
+                _ = try? await store.releaseEveryLease(of: configuration.workerID)
             }
+            // Past start-up a failing database is an internal error (exit 1), not a configuration one.
+            if let error = error as? SubscriptionStoreError { throw RenewalRunError.databaseFailedMidRun(error) }
             throw error
         }
 
@@ -90,13 +103,19 @@ public struct RenewalRun: Sendable {
             record.unchanged = counts.unchanged
             record.failed = counts.failed
             record.conflicts = counts.conflicts
-            try await store.finishRun(record)
+            record.leaseLost = counts.leaseLost
+            do {
+                try await store.finishRun(record)
+            } catch let error as SubscriptionStoreError {
+                throw RenewalRunError.databaseFailedMidRun(error)
+            }
         }
         logger.info("Run finished", metadata: [
             "renewal.status": "\(status.rawValue)", "renewal.checked": "\(counts.checked)",
             "renewal.changed": "\(counts.changed)", "renewal.unchanged": "\(counts.unchanged)",
             "renewal.failed": "\(counts.failed)", "renewal.invalid": "\(counts.invalid)",
             "renewal.conflicts": "\(counts.conflicts)", "renewal.skipped": "\(counts.skipped)",
+            "renewal.lease_lost": "\(counts.leaseLost)", "renewal.recovered_leases": "\(counts.recoveredLeases)",
             "renewal.seconds": "\(String(format: "%.3f", finishedAt.timeIntervalSince(startedAt)))",
         ])
         return RenewalOutcome(

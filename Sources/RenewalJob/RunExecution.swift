@@ -19,6 +19,12 @@ struct RunExecution {
     /// rows stay exactly as they were; any usable answer from Apple writes them.
     private var heldOutages: [(StoredReceipt, EntitlementDecision)] = []
     private var stop: RenewalOutcome.Status?
+    /// A graceful shutdown began: nothing more is claimed, and answers that are not evidence leave
+    /// their receipts untouched (the stop, not Apple, cut their retries short).
+    private var draining = false
+    /// The drain time ran out and in-flight requests were cancelled.
+    private var drainExpired = false
+    private var lastProbe: Date?
     private var configuration: RenewalRun.Configuration { run.configuration }
     private var leaseOwner: String? { configuration.dryRun ? nil : configuration.workerID }
 
@@ -31,6 +37,17 @@ struct RunExecution {
         self.breaker = CircuitBreaker(configuration: run.configuration.circuitBreaker)
     }
 
+    /// What the task group's children report: an answer from Apple, or a step of a graceful shutdown.
+    private enum Event: Sendable {
+        case answer(StoredReceipt, AppleAnswer)
+        /// SIGTERM/SIGINT: stop claiming; in-flight requests get `drainTimeout` to finish.
+        case shutdownRequested
+        /// The drain time is over: in-flight requests are cancelled, their receipts released untouched.
+        case drainExpired
+        /// A child with nothing to report (the shutdown watcher of a run that ended normally).
+        case none
+    }
+
     mutating func process() async throws -> RenewalOutcome.Status {
         let selection: ReceiptSelection
         switch configuration.command {
@@ -40,35 +57,88 @@ struct RunExecution {
         let concurrency = max(1, configuration.concurrency)
         // Claim small batches so a lease never runs out while its rows wait their turn.
         let pageSize = leaseOwner == nil ? configuration.pageSize : min(configuration.pageSize, concurrency * 2)
-        var source = ReceiptSource(
-            store: run.store, selection: selection, pageSize: pageSize, limit: configuration.limit,
-            leaseOwner: leaseOwner, leaseDuration: configuration.leaseDuration, now: run.now)
+        let makeSource = { [run, configuration, leaseOwner] in
+            ReceiptSource(
+                store: run.store, selection: selection, pageSize: pageSize, limit: configuration.limit,
+                leaseOwner: leaseOwner, leaseDuration: configuration.leaseDuration, now: run.now)
+        }
+        var source = makeSource()
+        // A due run goes over the due rows again while a pass still finds work: rows a dead worker
+        // held, or another worker released, behind this pass's cursor. Backfills and dry runs make
+        // one pass (their rows stay selected, so a second pass would take them again).
+        var rescans = 0
+        let mayRescan = leaseOwner != nil && configuration.limit == nil && { if case .due = selection { return true } else { return false } }()
+        var claimedThisPass = 0
         let verifier = run.verifier
         let logger = self.logger
+        let drainTimeout = configuration.drainTimeout
 
-        try await withThrowingTaskGroup(of: (StoredReceipt, AppleAnswer).self) { group in
+        try await withThrowingTaskGroup(of: Event.self) { group in
+            group.addTask {
+                do {
+                    try await gracefulShutdown()
+                    return .shutdownRequested
+                } catch {
+                    return .none
+                }
+            }
             var inFlight = 0
             // The first receipt goes alone: a wrong shared secret (21004) ends the run before any write.
             var window = 1
             while true {
-                while stop == nil, !Task.isShuttingDownGracefully, inFlight < window, let receipt = try await source.next() {
+                while stop == nil, !draining, inFlight < window {
+                    try await probeForDeadWorkers(every: configuration.livenessProbeInterval)
+                    guard let receipt = try await source.next() else { break }
+                    claimedThisPass += 1
                     group.addTask {
-                        (receipt, await verifier.verify(receipt: receipt.latestReceipt, logger: logger))
+                        .answer(receipt, await verifier.verify(receipt: receipt.latestReceipt, logger: logger))
                     }
                     inFlight += 1
                 }
-                guard inFlight > 0, let (receipt, answer) = try await group.next() else { break }
-                inFlight -= 1
-                window = concurrency
-                if case .misconfigured(let failure) = answer, stop == nil {
-                    logger.error("Apple says the configuration is wrong; stopping before writing anything else", metadata: [
-                        LogKey.reason: "\(failure.reason)"
-                    ])
-                    stop = .sharedSecretRejected
-                    group.cancelAll()
+                if inFlight == 0 {
+                    guard stop == nil, !draining, mayRescan, source.exhausted, claimedThisPass > 0, rescans < Self.maximumRescans
+                    else { break }
+                    rescans += 1
+                    claimedThisPass = 0
+                    try await probeForDeadWorkers(every: 0)
+                    source = makeSource()
+                    continue
                 }
-                try await handle(receipt, answer)
+                guard let event = try await group.next() else { break }
+                switch event {
+                case .none:
+                    continue
+                case .shutdownRequested:
+                    draining = true
+                    logger.notice("Shutdown requested: no more receipts are claimed, retries stop, in-flight requests may finish", metadata: [
+                        "renewal.in_flight": "\(inFlight)", "renewal.drain_seconds": "\(drainTimeout.components.seconds)",
+                    ])
+                    group.addTask {
+                        try? await Task.sleep(for: drainTimeout)
+                        return .drainExpired
+                    }
+                    continue
+                case .drainExpired:
+                    guard inFlight > 0 else { continue }
+                    logger.warning("Drain time over: cancelling in-flight Apple requests; their receipts are released untouched", metadata: [
+                        "renewal.in_flight": "\(inFlight)"
+                    ])
+                    drainExpired = true
+                    group.cancelAll()
+                    continue
+                case .answer(let receipt, let answer):
+                    inFlight -= 1
+                    window = concurrency
+                    if case .misconfigured(let failure) = answer, stop == nil {
+                        logger.error("Apple says the configuration is wrong; stopping before writing anything else", metadata: [
+                            LogKey.reason: "\(failure.reason)"
+                        ])
+                        stop = .sharedSecretRejected
+                    }
+                    try await handle(receipt, answer)
+                }
             }
+            group.cancelAll()
         }
 
         counts.skipped += try await source.releaseUnstarted()
@@ -79,16 +149,64 @@ struct RunExecution {
             heldOutages.removeAll()
             for (receipt, _) in held { try await release(receipt) }
         }
+        if let leaseOwner {
+            // Nothing of this run is still in flight: a lease left now is a stray (a claim whose
+            // answer was lost with a dropped connection) and must not hold its row back.
+            let strays = try await run.store.releaseEveryLease(of: leaseOwner)
+            if strays > 0 { logger.notice("Released leases left by this run", metadata: ["renewal.leases": "\(strays)"]) }
+        }
         if let stop { return stop }
-        if !source.exhausted, Task.isShuttingDownGracefully {
-            logger.warning("Shutdown requested; in-flight receipts finished, the rest is left for the next run")
+        if draining {
+            logger.warning("Shutdown requested; in-flight receipts finished or released, the rest is left for the next run")
             return .interrupted
+        }
+        if mayRescan {
+            counts.dueLeft = try await run.store.countDue(asOf: startedAt, unleasedAt: run.now())
+            if counts.dueLeft > 0 {
+                logger.warning("Due receipts are left that this run could have taken; the next run starts with them", metadata: [
+                    "renewal.due_left": "\(counts.dueLeft)"
+                ])
+                return .incomplete
+            }
         }
         return counts.failed > 0 ? .completedWithFailures : .completed
     }
 
+    /// At most this many extra passes over the due rows (each pass must still be finding work).
+    static var maximumRescans: Int { 3 }
+
+    /// Takes back the leases of dead workers (and marks their runs `abandoned`), at most once per
+    /// `interval` seconds. Dry runs take nothing.
+    private mutating func probeForDeadWorkers(every interval: TimeInterval) async throws {
+        guard let leaseOwner else { return }
+        let now = run.now()
+        if let lastProbe, now.timeIntervalSince(lastProbe) < interval { return }
+        lastProbe = now
+        let recovered = try await run.store.recoverAbandonedWork(except: leaseOwner, now: now)
+        counts.recoveredLeases += recovered.releasedLeases
+        RunExecution.log(recovered, logger: logger)
+    }
+
+    /// One line per dead process found, naming where it ran.
+    static func log(_ recovered: RecoveredWork, logger: Logger) {
+        for abandoned in recovered.abandonedRuns {
+            logger.warning("A run whose process died was marked abandoned; its leases were taken back", metadata: [
+                "renewal.abandoned_run_id": "\(abandoned.runID)", "renewal.abandoned_host": "\(abandoned.host)",
+                "renewal.abandoned_pid": "\(abandoned.processID)",
+                "renewal.abandoned_worker": "\(abandoned.workerID ?? "unknown")",
+            ])
+        }
+        if recovered.releasedLeases > 0 {
+            logger.notice("Took back leases held by dead processes", metadata: ["renewal.leases": "\(recovered.releasedLeases)"])
+        }
+    }
+
     private mutating func handle(_ receipt: StoredReceipt, _ answer: AppleAnswer) async throws {
         if stop == .sharedSecretRejected {
+            try await release(receipt)
+            return
+        }
+        if draining, !answer.isVerified {
             try await release(receipt)
             return
         }
@@ -135,7 +253,7 @@ struct RunExecution {
             failures.append(RecordedFailure(receiptID: receipt.id, userID: receipt.userID, failure: failure, occurredAt: now))
         }
         guard !configuration.dryRun, !failures.isEmpty else { return }
-        try await run.store.recordFailures(failures, runID: runID, releasingLeasesOf: leaseOwner)
+        counts.leaseLost += try await run.store.recordFailures(failures, runID: runID, releasingLeasesOf: leaseOwner)
     }
 
     /// The pure decision for one receipt.
@@ -169,9 +287,13 @@ struct RunExecution {
             decision = decide(receipt, answer, owners: try await run.store.owners(ofOriginalTransactionIDs: ids))
         } else {
             let execution = self
-            decision = try await run.store.save(claiming: ids, forReceipt: receipt.id) { owners in
-                let decision = execution.decide(receipt, answer, owners: owners)
-                return (decision.update, decision)
+            do {
+                decision = try await run.store.save(claiming: ids, forReceipt: receipt.id) { owners in
+                    let decision = execution.decide(receipt, answer, owners: owners)
+                    return (decision.update, decision)
+                }
+            } catch SubscriptionStoreError.leaseLost {
+                return recordLeaseLost(receipt)
             }
         }
         try await record(receipt, decision)
@@ -179,9 +301,22 @@ struct RunExecution {
 
     private mutating func commit(_ receipt: StoredReceipt, _ decision: EntitlementDecision) async throws {
         if !configuration.dryRun {
-            try await run.store.save(decision.update)
+            do {
+                try await run.store.save(decision.update)
+            } catch SubscriptionStoreError.leaseLost {
+                return recordLeaseLost(receipt)
+            }
         }
         try await record(receipt, decision)
+    }
+
+    /// The row's lease passed to another worker before this result could be written: nothing was
+    /// written (the other worker's check stands), and the report counts it.
+    private mutating func recordLeaseLost(_ receipt: StoredReceipt) {
+        counts.leaseLost += 1
+        logger.warning("Lease lost before the result was written; another worker's check stands", metadata: [
+            LogKey.receiptID: "\(receipt.id)", LogKey.userID: "\(receipt.userID)",
+        ])
     }
 
     /// Counts, logs and reports one written decision.
@@ -226,5 +361,13 @@ struct RunExecution {
         if let leaseOwner {
             try await run.store.releaseLeases(receiptIDs: [receipt.id], owner: leaseOwner)
         }
+    }
+}
+
+extension AppleAnswer {
+    /// A valid answer with evidence (the only kind written once a shutdown has cut retries short).
+    fileprivate var isVerified: Bool {
+        if case .verified = self { return true }
+        return false
     }
 }

@@ -13,10 +13,34 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     let redactedURL: String
     /// Set when the server went away; the next use tries one reconnect first.
     private(set) var isBroken = false
+    /// The worker id whose liveness lock this session holds (`PostgresDatabase.withRunLock`); taken
+    /// again after a reconnect.
+    private var livenessOwner: String?
+
+    /// Client-side defaults, each overridden by the URL or the matching `PG*` variable: give up
+    /// connecting after 10 s, and notice a dead server or a lost network within about a minute
+    /// (TCP keepalives after 30 s idle, then every 10 s, 3 misses; unacknowledged data after 30 s).
+    static let clientDefaults: [(keyword: String, environment: String, value: String)] = [
+        ("connect_timeout", "PGCONNECT_TIMEOUT", "10"),
+        ("keepalives", "", "1"),
+        ("keepalives_idle", "", "30"),
+        ("keepalives_interval", "", "10"),
+        ("keepalives_count", "", "3"),
+        ("tcp_user_timeout", "", "30000"),
+    ]
+
+    /// Server-side defaults, set after connecting only where the session still has the server's
+    /// built-in 0 (no limit), so a URL's `options=-c statement_timeout=…`, `PGOPTIONS` or a role or
+    /// database setting wins: no statement runs longer than a minute, and a session idle inside a
+    /// transaction (its worker frozen) is ended after two, releasing its row locks.
+    static let sessionDefaults: [(setting: String, value: String)] = [
+        ("statement_timeout", "60s"),
+        ("idle_in_transaction_session_timeout", "120s"),
+    ]
 
     /// Connects with `url` as given (libpq applies `PG*` variables, `.pgpass`, `sslmode` and every
-    /// other URL parameter), plus `fallback_application_name=renewal` and, unless `PGCONNECT_TIMEOUT`
-    /// or the URL says otherwise, `connect_timeout=10`.
+    /// other URL parameter), plus `fallback_application_name=renewal` and the `clientDefaults` and
+    /// `sessionDefaults` the URL does not override.
     ///
     /// - Throws: `SubscriptionStoreError.unavailable` naming the redacted URL and libpq's reason.
     init(url: String) throws {
@@ -24,9 +48,10 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         let password = try PostgresURL.validate(url)
         var keywords = ["fallback_application_name"]
         var values = ["renewal"]
-        if ProcessInfo.processInfo.environment["PGCONNECT_TIMEOUT"] == nil {
-            keywords.append("connect_timeout")
-            values.append("10")
+        let environment = ProcessInfo.processInfo.environment
+        for option in Self.clientDefaults where option.environment.isEmpty || environment[option.environment] == nil {
+            keywords.append(option.keyword)
+            values.append(option.value)
         }
         // Last, so the URL's own parameters override the two defaults above.
         keywords.append("dbname")
@@ -45,6 +70,49 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
         self.handle = connection
         self.redactedURL = redacted
+        try applySessionDefaults()
+    }
+
+    /// Sets each of `sessionDefaults` the session leaves unlimited.
+    private func applySessionDefaults() throws {
+        for option in Self.sessionDefaults {
+            let current = try execute("SELECT current_setting($1) AS value", [.text(option.setting)])
+            guard case .text("0")? = current.first?["value"] else { continue }
+            _ = try execute("SELECT set_config($1, $2, false)", [.text(option.setting), .text(option.value)])
+        }
+    }
+
+    // MARK: - Worker liveness
+
+    /// Takes `owner`'s liveness lock (a session-level advisory lock keyed by a 64-bit hash of the
+    /// schema and the id, so deployments in separate schemas of one database never meet) and keeps it for the session's life, taking it again after a reconnect.
+    ///
+    /// - Throws: `SubscriptionStoreError.locked` when another session holds it (the id is in use).
+    func holdLiveness(of owner: String) throws {
+        guard try tryLock(owner) else {
+            throw SubscriptionStoreError.locked("worker id \(owner) is in use by another live session")
+        }
+        livenessOwner = owner
+    }
+
+    /// Releases the liveness lock taken by `holdLiveness(of:)`.
+    func releaseLiveness() {
+        guard let owner = livenessOwner else { return }
+        livenessOwner = nil
+        _ = try? execute("SELECT pg_advisory_unlock(hashtextextended(current_schema() || '/' || $1, 0))", [.text(owner)])
+    }
+
+    /// Whether some session holds `owner`'s liveness lock. The probe takes the lock when it is free
+    /// and gives it straight back; a dead worker's session is gone, and its lock with it.
+    func livenessIsHeld(by owner: String) throws -> Bool {
+        guard try tryLock(owner) else { return true }
+        _ = try execute("SELECT pg_advisory_unlock(hashtextextended(current_schema() || '/' || $1, 0))", [.text(owner)])
+        return false
+    }
+
+    private func tryLock(_ owner: String) throws -> Bool {
+        let rows = try execute("SELECT pg_try_advisory_lock(hashtextextended(current_schema() || '/' || $1, 0)) AS taken", [.text(owner)])
+        return rows.first?["taken"] == .int64(1)
     }
 
     deinit {
@@ -88,6 +156,19 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         guard PQstatus(handle) == CONNECTION_OK else { throw lostConnection(detail: Self.message(PQerrorMessage(handle))) }
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
         isBroken = false
+        try applySessionDefaults()
+        if let owner = livenessOwner {
+            // The old session's lock went with it. A probe holds it for an instant at most.
+            var taken = try tryLock(owner)
+            for _ in 0..<20 where !taken {
+                usleep(50_000)
+                taken = try tryLock(owner)
+            }
+            guard taken else {
+                livenessOwner = nil
+                throw lostConnection(detail: "could not take back this worker's liveness lock after reconnecting")
+            }
+        }
     }
 
     // MARK: - Errors
@@ -113,7 +194,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         let code = state.map { " \($0)" } ?? ""
         switch state?.prefix(2) {
         case "53", "57", "58":
-            return .unavailable("PostgreSQL error\(code): \(message)")
+            // Resources, operator intervention (statement_timeout is 57014), system errors: the server's doing.
+            return .unavailable("PostgreSQL at \(redactedURL): error\(code): \(message)")
         default:
             return .query("PostgreSQL error\(code): \(message)")
         }
@@ -121,7 +203,7 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
 
     private func lostConnection(detail: String) -> SubscriptionStoreError {
         .unavailable(
-            "Lost the connection to PostgreSQL at \(redactedURL) (\(detail)); leased rows are taken again after their lease expires"
+            "Lost the connection to PostgreSQL at \(redactedURL) (\(detail)); the rows this worker leased are taken back by the next worker that finds it dead"
         )
     }
 

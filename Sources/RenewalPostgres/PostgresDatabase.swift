@@ -3,10 +3,13 @@ import RenewalStorage
 import Synchronization
 
 /// A PostgreSQL database over libpq: one connection behind a `Mutex` (the job serialises its writes,
-/// and several workers each open their own).
+/// and several workers each open their own). Every libpq call runs on the database's own Dispatch
+/// thread (`BlockingCallQueue`), never on Swift's cooperative pool, so a stalled server cannot
+/// freeze the rest of the process.
 ///
-/// Workers cooperate through row leases (`FOR UPDATE SKIP LOCKED`), so there is no run lock;
-/// migrations are serialised across processes with a session-level advisory lock.
+/// Workers cooperate through row leases (`FOR UPDATE SKIP LOCKED`); each holds a liveness lock for
+/// its life (see `withRunLock`), so the others can tell a dead worker from a slow one. Migrations
+/// are serialised across processes with a session-level advisory lock.
 public final class PostgresDatabase: SQLDatabase {
     /// The advisory lock key that serialises `migrate` across processes (`hashtext('renewal.migrate')`
     /// would do as well; a constant keeps it obvious in `pg_locks`).
@@ -16,12 +19,15 @@ public final class PostgresDatabase: SQLDatabase {
     public let redactedURL: String
     public let dialect = SQLDialect.postgres
     public var backendName: String { "postgres" }
+    public var runLockOwnsEveryLease: Bool { false }
 
     private let connection: Mutex<PostgresConnection>
+    private let calls = BlockingCallQueue(label: "renewal.postgres")
 
     /// Connects to `url` as libpq understands it: `PG*` environment variables fill in what the URL
     /// leaves out, `.pgpass` supplies the password, and `sslmode`, `options` and every other URL
-    /// parameter apply.
+    /// parameter apply (see `PostgresConnection.clientDefaults` and `sessionDefaults` for the
+    /// timeouts set when the URL leaves them out).
     ///
     /// - Throws: `SubscriptionStoreError.unavailable` for a URL libpq rejects ("invalid PostgreSQL
     ///   URL …") or a server it cannot reach; the message never holds the password.
@@ -31,17 +37,53 @@ public final class PostgresDatabase: SQLDatabase {
         self.connection = Mutex(connection)
     }
 
+    /// Runs `body` on the connection, on the database's own thread. When the connection turns out
+    /// to be lost (server restarted, session terminated), reconnects and runs `body` once more: a
+    /// transaction the server had not committed was rolled back with the session, and writes are
+    /// fenced by their lease, so a second attempt never writes a result twice.
     public func withConnection<T: Sendable>(_ body: (any SQLConnection) throws -> T) async throws -> T {
-        try connection.withLock { connection in
-            try connection.reconnectIfBroken()
-            return try body(connection)
+        try await withPostgresConnection { connection in
+            do {
+                return try body(connection)
+            } catch let error as SubscriptionStoreError where connection.isBroken {
+                guard (try? connection.reconnectIfBroken()) != nil else { throw error }
+                return try body(connection)
+            }
         }
     }
 
-    /// Runs `body` without an exclusive lock: on PostgreSQL concurrent runs share the due rows, each
-    /// claiming batches under a lease that expires, so a second run cooperates instead of exiting 75.
+    private func withPostgresConnection<T: Sendable>(_ body: (PostgresConnection) throws -> T) async throws -> T {
+        try await calls.run {
+            try connection.withLock { connection in
+                try connection.reconnectIfBroken()
+                return try body(connection)
+            }
+        }
+    }
+
+    /// Runs `body` while this session holds `owner`'s liveness lock: a session-level advisory lock
+    /// the server drops when the session ends, however the process died (`kill -9`, a lost node),
+    /// so `workerIsAlive` can prove a worker dead at once instead of waiting for its leases to
+    /// expire. There is no exclusive run lock: concurrent runs share the due rows through leases.
+    ///
+    /// - Throws: `SubscriptionStoreError.locked` when a live session already uses `owner`.
     public func withRunLock<T: Sendable>(owner: String, _ body: @Sendable () async throws -> T) async throws -> T {
-        try await body()
+        try await withPostgresConnection { try $0.holdLiveness(of: owner) }
+        do {
+            let result = try await body()
+            try? await withPostgresConnection { $0.releaseLiveness() }
+            return result
+        } catch {
+            try? await withPostgresConnection { $0.releaseLiveness() }
+            throw error
+        }
+    }
+
+    public func workerIsAlive(_ workerID: String, on connection: any SQLConnection) throws -> Bool {
+        guard let connection = connection as? PostgresConnection else {
+            throw SubscriptionStoreError.query("a PostgreSQL liveness probe needs a PostgreSQL connection")
+        }
+        return try connection.livenessIsHeld(by: workerID)
     }
 
     /// Holds a session-level advisory lock while `body` runs, so two processes migrating at once

@@ -12,6 +12,8 @@ public final class SQLiteDatabase: SQLDatabase {
     public let path: String
     public let dialect = SQLDialect.sqlite
     public var backendName: String { "sqlite" }
+    /// One run at a time holds the run lock, so it owns every lease.
+    public var runLockOwnsEveryLease: Bool { true }
 
     private let connection: Mutex<SQLiteConnection>
 
@@ -51,6 +53,13 @@ public final class SQLiteDatabase: SQLDatabase {
         let lock = try SQLiteRunLock.acquire(path: path + ".lock", owner: owner)
         defer { lock.release() }
         return try await body()
+    }
+}
+
+extension SQLiteDatabase {
+    /// Only called by the holder of the run lock: no other worker lives.
+    public func workerIsAlive(_ workerID: String, on connection: any SQLConnection) throws -> Bool {
+        false
     }
 }
 

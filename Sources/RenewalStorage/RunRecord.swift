@@ -8,7 +8,8 @@ public struct RunRecord: Sendable, Hashable {
     public var startedAt: Date
     public var finishedAt: Date?
     /// `running`, `completed`, `completed_with_failures`, `aborted_apple_unavailable`,
-    /// `aborted_configuration`, `interrupted`, `failed`.
+    /// `aborted_configuration`, `interrupted`, `failed`, `abandoned` (its process died; set by the
+    /// next run that proves it, see `SubscriptionStore.recoverAbandonedWork`).
     public var status: String
     public var exitCode: Int?
     public var checked: Int
@@ -18,11 +19,15 @@ public struct RunRecord: Sendable, Hashable {
     public var conflicts: Int
     public var host: String
     public var processID: Int
+    /// The lease owner this run's worker writes into the rows it claims.
+    public var workerID: String?
+    /// Results not written because the row's lease had passed to another worker.
+    public var leaseLost: Int
 
     public init(
         id: String, command: String, startedAt: Date, finishedAt: Date? = nil, status: String = "running",
         exitCode: Int? = nil, checked: Int = 0, changed: Int = 0, unchanged: Int = 0, failed: Int = 0,
-        conflicts: Int = 0, host: String, processID: Int
+        conflicts: Int = 0, host: String, processID: Int, workerID: String? = nil, leaseLost: Int = 0
     ) {
         self.id = id
         self.command = command
@@ -37,5 +42,7 @@ public struct RunRecord: Sendable, Hashable {
         self.conflicts = conflicts
         self.host = host
         self.processID = processID
+        self.workerID = workerID
+        self.leaseLost = leaseLost
     }
 }

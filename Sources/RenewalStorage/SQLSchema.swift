@@ -19,6 +19,7 @@ public enum SQLSchema {
     public static let migrations: [Migration] = [
         Migration(version: 1, statements: version1),
         Migration(version: 2, statements: version2),
+        Migration(version: 3, statements: version3),
     ]
 
     static let createMigrationsTable = """
@@ -151,6 +152,19 @@ extension SQLSchema {
         [
             "ALTER TABLE receipts ADD COLUMN rejected_since BIGINT",
             "ALTER TABLE receipts ADD COLUMN no_subscription_since BIGINT",
+        ]
+    }
+
+    /// Version 3: crash recovery. Each run row names the worker that leases rows for it (a dead
+    /// worker's leases are taken back and its run marked `abandoned`), counts the results it could
+    /// not write because its lease was gone, and two small partial indexes find leased rows and
+    /// running runs without scanning the tables.
+    fileprivate static func version3(_ dialect: SQLDialect) -> [String] {
+        [
+            "ALTER TABLE runs ADD COLUMN worker_id TEXT",
+            "ALTER TABLE runs ADD COLUMN lease_lost INTEGER NOT NULL DEFAULT 0",
+            "CREATE INDEX receipts_lease_owner_idx ON receipts (lease_owner) WHERE lease_owner IS NOT NULL",
+            "CREATE INDEX runs_running_idx ON runs (worker_id) WHERE status = 'running'",
         ]
     }
 

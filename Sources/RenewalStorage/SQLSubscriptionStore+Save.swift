@@ -3,7 +3,9 @@ import RenewalCore
 
 extension SQLSubscriptionStore {
     public func save(_ update: ReceiptUpdate) async throws {
+        let dialect = database.dialect
         try await inTransaction { connection in
+            try Self.fence(update, on: connection, dialect: dialect)
             try Self.write(update, on: connection)
         }
     }
@@ -12,9 +14,11 @@ extension SQLSubscriptionStore {
         claiming ids: [String], forReceipt receiptID: Int64,
         _ decide: ([String: SubscriptionOwner]) -> (ReceiptUpdate, Decision)
     ) async throws -> Decision {
-        try await inTransaction { connection in
+        let dialect = database.dialect
+        return try await inTransaction { connection in
             let (claimed, owners) = try Self.claim(ids, forReceipt: receiptID, on: connection)
             let (update, decision) = decide(owners)
+            try Self.fence(update, on: connection, dialect: dialect)
             try Self.write(update, on: connection)
             // Claims the decision did not use (it failed, say) are given back.
             let written = Set(update.subscriptions.map(\.snapshot.originalTransactionID))
@@ -24,6 +28,22 @@ extension SQLSubscriptionStore {
                     [.text(id), .int64(receiptID)])
             }
             return decision
+        }
+    }
+
+    /// Throws `SubscriptionStoreError.leaseLost` unless the update's worker still holds the row's
+    /// lease, and keeps the row locked until the transaction ends (PostgreSQL `FOR UPDATE`; SQLite's
+    /// `BEGIN IMMEDIATE` already excludes every other writer), so no claim can slip in before the write.
+    /// Updates without a lease owner (tests writing directly) are not fenced.
+    private static func fence(_ update: ReceiptUpdate, on connection: any SQLConnection, dialect: SQLDialect) throws {
+        guard let owner = update.leaseOwner else { return }
+        let rows = try connection.execute(
+            "SELECT lease_owner FROM receipts WHERE id = $1 \(dialect.rowLockClause)", [.int64(update.receiptID)])
+        guard let row = rows.first else {
+            throw SubscriptionStoreError.query("receipt \(update.receiptID) does not exist")
+        }
+        guard try row.optionalText("lease_owner") == owner else {
+            throw SubscriptionStoreError.leaseLost(receiptID: update.receiptID)
         }
     }
 
@@ -63,18 +83,28 @@ extension SQLSubscriptionStore {
         return (claimed, owners)
     }
 
-    public func recordFailures(_ failures: [RecordedFailure], runID: String, releasingLeasesOf owner: String?) async throws {
-        guard !failures.isEmpty else { return }
-        try await inTransaction { connection in
+    public func recordFailures(_ failures: [RecordedFailure], runID: String, releasingLeasesOf owner: String?) async throws -> Int {
+        guard !failures.isEmpty else { return 0 }
+        return try await inTransaction { connection in
+            var lost = 0
             for recorded in failures {
+                if let owner {
+                    let released = try connection.execute(
+                        """
+                        UPDATE receipts SET lease_owner = NULL, lease_expires_at = NULL
+                        WHERE id = $1 AND lease_owner = $2 RETURNING id
+                        """,
+                        [.int64(recorded.receiptID), .text(owner)])
+                    // Another worker holds the row now: its own check speaks for it.
+                    guard !released.isEmpty else {
+                        lost += 1
+                        continue
+                    }
+                }
                 try Self.insert(recorded.failure, runID: runID, receiptID: recorded.receiptID, userID: recorded.userID,
                                 at: recorded.occurredAt, on: connection)
-                if let owner {
-                    _ = try connection.execute(
-                        "UPDATE receipts SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2",
-                        [.int64(recorded.receiptID), .text(owner)])
-                }
             }
+            return lost
         }
     }
 
@@ -145,19 +175,21 @@ extension SQLSubscriptionStore {
         if let verifiedAt = write.verifiedAt {
             assignments.append("last_verified_at = \(binds.add(SQLValue(verifiedAt)))")
         }
+        var condition = "id = \(id)"
         if let owner = write.leaseOwner {
-            // Every right-hand side sees the old row, so both tests read the old lease_owner.
-            let ownerParameter = binds.add(.text(owner))
-            assignments.append("lease_owner = CASE WHEN lease_owner = \(ownerParameter) THEN NULL ELSE lease_owner END")
-            assignments.append(
-                "lease_expires_at = CASE WHEN lease_owner = \(ownerParameter) THEN NULL ELSE lease_expires_at END"
-            )
+            // Fenced: written (and the lease released) only while this worker holds the lease.
+            assignments.append("lease_owner = NULL")
+            assignments.append("lease_expires_at = NULL")
+            condition += " AND lease_owner = \(binds.add(.text(owner)))"
         }
         let rows = try connection.execute(
-            "UPDATE receipts SET \(assignments.joined(separator: ", ")) WHERE id = \(id) RETURNING id",
+            "UPDATE receipts SET \(assignments.joined(separator: ", ")) WHERE \(condition) RETURNING id",
             binds.values
         )
-        guard !rows.isEmpty else { throw SubscriptionStoreError.query("receipt \(write.receiptID) does not exist") }
+        guard !rows.isEmpty else {
+            if write.leaseOwner != nil { throw SubscriptionStoreError.leaseLost(receiptID: write.receiptID) }
+            throw SubscriptionStoreError.query("receipt \(write.receiptID) does not exist")
+        }
     }
 
     /// Inserts or updates one subscription; a row owned by another receipt is left untouched.
@@ -180,7 +212,7 @@ extension SQLSubscriptionStore {
         _ = try connection.execute(
             """
             INSERT INTO subscriptions (\(subscriptionColumns))
-            VALUES (\((1...values.count).map { "$\($0)" }.joined(separator: ", ")))
+            VALUES (\(placeholders(values.count)))
             ON CONFLICT (original_transaction_id) DO UPDATE SET
                 \(updated.map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
             WHERE subscriptions.receipt_id = excluded.receipt_id
@@ -210,37 +242,45 @@ extension SQLSubscriptionStore {
     public func beginRun(_ run: RunRecord) async throws {
         try await inTransaction { connection in
             _ = try connection.execute(
+                // Idempotent, so a retry after a lost COMMIT finds the row already there.
                 """
-                INSERT INTO runs (id, command, started_at, finished_at, status, exit_code, checked, changed, unchanged,
-                    failed, conflicts, host, process_id)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                INSERT INTO runs (\(Self.runColumns)) VALUES (\(Self.placeholders(Self.runValues(of: run).count)))
+                ON CONFLICT (id) DO NOTHING
                 """,
-                Self.values(of: run)
+                Self.runValues(of: run)
             )
         }
     }
 
     public func finishRun(_ run: RunRecord) async throws {
+        let updated = Self.runColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0 != "id" }
         try await inTransaction { connection in
             _ = try connection.execute(
                 """
-                INSERT INTO runs (id, command, started_at, finished_at, status, exit_code, checked, changed, unchanged,
-                    failed, conflicts, host, process_id)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-                ON CONFLICT (id) DO UPDATE SET command = excluded.command, started_at = excluded.started_at,
-                    finished_at = excluded.finished_at, status = excluded.status, exit_code = excluded.exit_code,
-                    checked = excluded.checked, changed = excluded.changed, unchanged = excluded.unchanged,
-                    failed = excluded.failed, conflicts = excluded.conflicts, host = excluded.host,
-                    process_id = excluded.process_id
+                INSERT INTO runs (\(Self.runColumns)) VALUES (\(Self.placeholders(Self.runValues(of: run).count)))
+                ON CONFLICT (id) DO UPDATE SET \(updated.map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
                 """,
-                Self.values(of: run)
+                Self.runValues(of: run)
             )
         }
     }
 
-    private static func values(of run: RunRecord) -> [SQLValue] {
+    private static var runColumns: String {
+        """
+        id, command, started_at, finished_at, status, exit_code, checked, changed, unchanged, failed, conflicts, \
+        host, process_id, worker_id, lease_lost
+        """
+    }
+
+    private static func runValues(of run: RunRecord) -> [SQLValue] {
         [.text(run.id), .text(run.command), SQLValue(run.startedAt), SQLValue(run.finishedAt), .text(run.status),
          SQLValue(run.exitCode), SQLValue(run.checked), SQLValue(run.changed), SQLValue(run.unchanged),
-         SQLValue(run.failed), SQLValue(run.conflicts), .text(run.host), SQLValue(run.processID)]
+         SQLValue(run.failed), SQLValue(run.conflicts), .text(run.host), SQLValue(run.processID),
+         SQLValue(run.workerID), SQLValue(run.leaseLost)]
+    }
+
+    /// `$1, $2, … $count`.
+    static func placeholders(_ count: Int) -> String {
+        (1...max(count, 1)).map { "$\($0)" }.joined(separator: ", ")
     }
 }

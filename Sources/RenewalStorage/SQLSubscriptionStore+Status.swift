@@ -70,7 +70,8 @@ extension SQLSubscriptionStore: RunHistoryStore {
                 finishedAt: try row.optionalDate("finished_at"), status: try row.text("status"),
                 exitCode: try row.optionalInt("exit_code"), checked: try row.int("checked"),
                 changed: try row.int("changed"), unchanged: try row.int("unchanged"), failed: try row.int("failed"),
-                conflicts: try row.int("conflicts"), host: try row.text("host"), processID: try row.int("process_id")
+                conflicts: try row.int("conflicts"), host: try row.text("host"), processID: try row.int("process_id"),
+                workerID: try row.optionalText("worker_id"), leaseLost: try row.int("lease_lost")
             )
         }
     }

@@ -76,10 +76,13 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
             )
             return .unchanged
         }
-        // A new receipt: the failure counters and an `invalid` verdict belonged to the old one.
+        // A new receipt: the failure counters and an `invalid` verdict belonged to the old one. The
+        // lease goes too: a check in flight is about the old receipt, so its fenced write fails
+        // (`lease_lost`) instead of overwriting this one, and the row is due now.
         _ = try connection.execute(
             """
             UPDATE receipts SET latest_receipt = $2, next_check_at = $3, updated_at = $3,
+                lease_owner = NULL, lease_expires_at = NULL,
                 imported_product_id = COALESCE($4, imported_product_id),
                 status = CASE WHEN status = 'invalid' THEN 'unverified' ELSE status END,
                 consecutive_failures = 0, consecutive_malformed = 0, last_failure_reason = NULL,

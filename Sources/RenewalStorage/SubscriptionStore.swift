@@ -26,21 +26,40 @@ public protocol SubscriptionStore: Sendable {
 
     /// Writes the result of one check in one transaction: the receipt row, its subscriptions, the
     /// change events, the failure or conflicts, and releases the lease.
+    ///
+    /// Fenced: when `update.leaseOwner` is set, nothing is written unless that worker still holds the
+    /// row's lease (`SubscriptionStoreError.leaseLost`).
     func save(_ update: ReceiptUpdate) async throws
 
     /// Settles ownership and writes one check's result in one transaction, so two receipts resolving
     /// to the same subscription at the same moment can never both own it: claims each id in `ids`
     /// (subscriptions of a valid answer the receipt does not hold yet) for `receiptID`, reads the
     /// owners of those another receipt already holds, calls `decide` with them, writes the update it
-    /// returns, and returns its second value.
+    /// returns, and returns its second value. Fenced like `save(_:)`.
     func save<Decision: Sendable>(
         claiming ids: [String], forReceipt receiptID: Int64,
         _ decide: ([String: SubscriptionOwner]) -> (ReceiptUpdate, Decision)
     ) async throws -> Decision
 
     /// Records failures of receipts whose state stays exactly as it was (the circuit breaker opened
-    /// before they could be written) in `run_failures`, and releases their leases.
-    func recordFailures(_ failures: [RecordedFailure], runID: String, releasingLeasesOf owner: String?) async throws
+    /// before they could be written) in `run_failures`, and releases their leases. A receipt whose
+    /// lease `owner` no longer holds is skipped; returns how many were.
+    @discardableResult
+    func recordFailures(_ failures: [RecordedFailure], runID: String, releasingLeasesOf owner: String?) async throws -> Int
+
+    /// Takes back the work of processes that died holding it: their `running` runs become
+    /// `abandoned` and their leases are released, so the rows can be claimed at once. Which
+    /// processes are dead is proven, never guessed: on SQLite the caller holds the run lock (so
+    /// every other lease and running run is a dead process's); on PostgreSQL a worker is dead when
+    /// its session no longer holds its liveness lock. Live workers' leases are left alone.
+    func recoverAbandonedWork(except workerID: String, now: Date) async throws -> RecoveredWork
+
+    /// Releases every lease `owner` holds (the end of a run); returns how many there were.
+    @discardableResult
+    func releaseEveryLease(of owner: String) async throws -> Int
+
+    /// Receipts due at `asOf` that no lease holds at `now`: the work a run could still take.
+    func countDue(asOf: Date, unleasedAt now: Date) async throws -> Int
 
     /// Releases leases this owner holds on receipts it did not check (shutdown, circuit breaker),
     /// leaving every other column exactly as it was.
@@ -60,8 +79,10 @@ public protocol SubscriptionStore: Sendable {
     /// ordered by user id, then original transaction id.
     func statusPage(userID: String?, after: StatusCursor?, limit: Int) async throws -> [StatusRow]
 
-    /// Runs `body` while holding the exclusive run lock, or throws `SubscriptionStoreError.locked`.
-    /// Backends where several workers cooperate through leases run `body` without a lock.
+    /// Runs `body` while this process may lease rows as `owner`. SQLite: holding the exclusive run
+    /// lock, or throws `SubscriptionStoreError.locked`. PostgreSQL (workers cooperate through leases):
+    /// holding `owner`'s liveness lock, a session-level advisory lock the server drops when the
+    /// session dies, so other workers can prove this one dead.
     func withRunLock<T: Sendable>(owner: String, _ body: @Sendable () async throws -> T) async throws -> T
 
     /// A short name for logs: `sqlite` or `postgres`.

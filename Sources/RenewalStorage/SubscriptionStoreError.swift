@@ -13,6 +13,9 @@ public enum SubscriptionStoreError: Error, Sendable, CustomStringConvertible {
     case query(String)
     /// A stored value cannot be read back.
     case corruptRow(String)
+    /// The row's lease passed to another worker (this one was slower than its lease, or was
+    /// presumed dead): nothing of this result was written.
+    case leaseLost(receiptID: Int64)
 
     public var description: String {
         switch self {
@@ -24,6 +27,8 @@ public enum SubscriptionStoreError: Error, Sendable, CustomStringConvertible {
         case .locked(let detail): return "Another renewal run holds the lock (\(detail)). Try again when it ends."
         case .query(let detail): return "Database error: \(detail)"
         case .corruptRow(let detail): return "Unreadable stored row: \(detail)"
+        case .leaseLost(let receiptID):
+            return "The lease on receipt \(receiptID) passed to another worker; this worker's result for it was not written."
         }
     }
 }

@@ -49,6 +49,9 @@ public enum SubscriptionStoreConformance {
         Check("backfill selectors select by all, user, product, state, expiry and environment", backfillSelectors),
         Check("runs round-trip through beginRun and finishRun", runsRoundTrip),
         Check("withRunLock runs the body and returns its value", runLockRunsBody),
+        Check("a write is fenced by its lease: a worker that lost it writes nothing", fencedWriteNeedsTheLease),
+        Check("importing a new receipt fences out the check in flight on the old one", importOfANewReceiptFencesOutTheCheckInFlight),
+        Check("a dead process's run is abandoned and its leases taken back at once", deadProcessesWorkIsTakenBack),
     ]
 }
 

@@ -37,7 +37,7 @@ extension SubscriptionStoreError: SubscriptionStoreErrorDescribing {
         switch self {
         case .unavailable, .notMigrated, .schemaTooNew: return 78
         case .locked: return 75
-        case .query, .corruptRow: return 1
+        case .query, .corruptRow, .leaseLost: return 1
         }
     }
 

@@ -187,22 +187,57 @@ struct PostgresDatabaseTests {
         }
     }
 
-    @Test("a connection killed by the server is a clear unavailable error, and the next use reconnects")
+    @Test("a session killed by the server is replaced on the next use, with the timeout defaults set again")
     func lostConnection() async throws {
         try await PostgresTestSchema.with { schema in
             let database = try PostgresDatabase(url: schema.url)
             let pid = try await database.withConnection { try $0.execute("SELECT pg_backend_pid() AS pid", []).first?.int64("pid") }
             let admin = try PostgresDatabase(url: try #require(PostgresTestSchema.baseURL))
             _ = try await admin.withConnection { try $0.execute("SELECT pg_terminate_backend($1::int)", [SQLValue(pid)]) }
+            // The statement that finds the session gone runs again once on a new one.
+            let after = try await database.withConnection { connection in
+                try connection.execute(
+                    "SELECT pg_backend_pid() AS pid, current_setting('statement_timeout') AS timeout", []
+                ).first
+            }
+            #expect(try after?.int64("pid") != pid)
+            #expect(after?["timeout"] == .text("1min"))
+        }
+    }
+
+    @Test("timeouts default to a minute per statement unless the URL sets its own")
+    func timeoutDefaults() async throws {
+        try await PostgresTestSchema.with { schema in
+            let plain = try PostgresDatabase(url: schema.url)
+            let setting = "SELECT current_setting('statement_timeout') AS s, current_setting('idle_in_transaction_session_timeout') AS i"
+            let defaults = try await plain.withConnection { try $0.execute(setting, []).first }
+            #expect(defaults?["s"] == .text("1min"))
+            #expect(defaults?["i"] == .text("2min"))
+            let custom = try PostgresDatabase(url: schema.url(statementTimeoutMilliseconds: 5000))
+            let overridden = try await custom.withConnection { try $0.execute(setting, []).first }
+            #expect(overridden?["s"] == .text("5s"))
+        }
+    }
+
+    @Test("a statement stuck behind another session's lock fails after the statement timeout, naming the server")
+    func stalledStatementTimesOut() async throws {
+        try await PostgresTestSchema.with { schema in
+            _ = try await PostgresSubscriptionStore.open(url: schema.url).migrate()
+            let store = try PostgresSubscriptionStore.open(url: schema.url(statementTimeoutMilliseconds: 1000))
+            let blocker = try PostgresDatabase(url: schema.url)
+            try await blocker.withConnection { connection in
+                _ = try connection.execute("BEGIN", [])
+                _ = try connection.execute("LOCK TABLE receipts IN ACCESS EXCLUSIVE MODE", [])
+            }
+            let started = ContinuousClock.now
             await #expect {
-                try await database.withConnection { _ = try $0.execute("SELECT 1", []) }
+                _ = try await store.nextBatch(.due(asOf: Date()), after: nil, limit: 10, lease: nil)
             } throws: { error in
                 guard case .unavailable(let detail)? = error as? SubscriptionStoreError else { return false }
-                return detail.hasPrefix("Lost the connection to PostgreSQL")
-                    && detail.hasSuffix("leased rows are taken again after their lease expires")
+                return detail.contains("57014") && detail.contains("statement timeout") && detail.contains("PostgreSQL at postgres")
             }
-            let again = try await database.withConnection { try $0.execute("SELECT 1 AS one", []).first?["one"] }
-            #expect(again == .int64(1))
+            #expect(ContinuousClock.now - started < .seconds(10))
+            try await blocker.withConnection { _ = try $0.execute("ROLLBACK", []) }
         }
     }
 }
