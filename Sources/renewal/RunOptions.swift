@@ -28,6 +28,11 @@ struct RunOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("How long a claim on a receipt lasts before another worker may take it.", valueName: "seconds"))
     var leaseSeconds: Double = 600
 
+    @Option(name: .long, help: ArgumentHelp(
+        "After SIGTERM/SIGINT, how long in-flight Apple requests may finish before they are cancelled and their receipts released untouched (a second signal exits at once).",
+        valueName: "seconds"))
+    var drainSeconds: Double = 20
+
     @Option(name: .long, help: .hidden)
     var now: String?
 
@@ -36,6 +41,7 @@ struct RunOptions: ParsableArguments {
         if let limit, limit < 1 { throw ValidationError("--limit must be at least 1.") }
         guard breakerThreshold >= 1 else { throw ValidationError("--breaker-threshold must be at least 1.") }
         guard leaseSeconds >= 1 else { throw ValidationError("--lease-seconds must be at least 1.") }
+        guard (0...600).contains(drainSeconds) else { throw ValidationError("--drain-seconds must be between 0 and 600.") }
         if let now, Timestamp.date(now) == nil { throw ValidationError("--now must be an RFC 3339 time like 2026-01-31T12:00:00Z.") }
         _ = try loadSchedule()
     }
@@ -70,6 +76,7 @@ struct RunOptions: ParsableArguments {
         configuration.schedule = try loadSchedule()
         configuration.circuitBreaker = CircuitBreaker.Configuration(threshold: breakerThreshold)
         configuration.leaseDuration = leaseSeconds
+        configuration.drainTimeout = .milliseconds(Int64(drainSeconds * 1000))
         configuration.reportPath = report
         return configuration
     }
