@@ -50,9 +50,15 @@ struct SQLiteFailure: Sendable, Equatable {
             return diskFull(file, action: action, reason: reason)
         case SQLITE_IOERR where [EFBIG, ENOSPC, EDQUOT].contains(systemError):
             return diskFull(file, action: action, reason: reason)
+        case SQLITE_IOERR where Self.growingCodes.contains(code):
+            // SQLite's own errno is unreliable here (it reads the thread's errno after cleanup), so
+            // look at what makes a write that grows a file fail: a file-size limit or a full disk.
+            if let space = Self.spaceProblem(directory: (path as NSString).deletingLastPathComponent) {
+                return diskFull(file, action: action, reason: "\(reason); \(space)")
+            }
+            return ioError(file, action: action, reason: reason)
         case SQLITE_IOERR:
-            return .unavailable(
-                "I/O error on \(file) (\(action): \(reason)). Check the disk and the file system it is on, then run again.")
+            return ioError(file, action: action, reason: reason)
         case SQLITE_NOTADB, SQLITE_CORRUPT:
             return .unavailable(
                 "\(file) is not a SQLite database or is damaged (\(action): \(message)). Check the path, or restore "
@@ -60,6 +66,39 @@ struct SQLiteFailure: Sendable, Equatable {
         default:
             return .query("\(file), \(action): \(message)")
         }
+    }
+
+    /// Extended I/O codes of writes that may grow a file (the database, its -wal or its -shm).
+    /// (Swift does not import these macros: `SQLITE_IOERR | (n << 8)`.)
+    static let growingCodes: Set<Int32> = [3, 4, 6, 19, 21].reduce(into: []) { codes, n in codes.insert(SQLITE_IOERR | (n << 8)) }
+    // WRITE 3, FSYNC 4, TRUNCATE 6, SHMSIZE 19, SHMMAP 21
+
+    /// "a file-size limit of N bytes applies (ulimit -f)" or "M bytes free on the disk", when
+    /// either explains a failed write; nil otherwise.
+    static func spaceProblem(directory: String) -> String? {
+        var limit = rlimit()
+        if Self.fileSizeLimit(&limit) == 0, limit.rlim_cur != rlim_t.max {
+            return "a file-size limit of \(limit.rlim_cur) bytes applies (ulimit -f)"
+        }
+        var disk = statvfs()
+        if statvfs(directory.isEmpty ? "." : directory, &disk) == 0 {
+            let free = UInt64(disk.f_bavail) * UInt64(disk.f_frsize)
+            if free < 8 * 1024 * 1024 { return "\(free) bytes free on the disk" }
+        }
+        return nil
+    }
+
+    private static func fileSizeLimit(_ limit: inout rlimit) -> Int32 {
+        #if canImport(Glibc)
+        getrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit)
+        #else
+        getrlimit(RLIMIT_FSIZE, &limit)
+        #endif
+    }
+
+    private func ioError(_ file: String, action: String, reason: String) -> SubscriptionStoreError {
+        .unavailable(
+            "I/O error on \(file) (\(action): \(reason), code \(code)). Check the disk and the file system it is on, then run again.")
     }
 
     private func diskFull(_ file: String, action: String, reason: String) -> SubscriptionStoreError {
