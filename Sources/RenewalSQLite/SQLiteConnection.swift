@@ -12,6 +12,8 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
 
     private let handle: OpaquePointer
     private var cache: [String: OpaquePointer] = [:]
+    /// The database file, named in every error so an operator knows which file to fix.
+    private let path: String
 
     /// Opens `path`; `create` allows creating a missing file.
     init(path: String, create: Bool) throws {
@@ -20,10 +22,12 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         let code = sqlite3_open_v2(path, &handle, flags, nil)
         guard code == SQLITE_OK, let handle else {
             let detail = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
+            let systemError = handle.map { sqlite3_system_errno($0) } ?? 0
             if let handle { sqlite3_close_v2(handle) }
-            throw SubscriptionStoreError.unavailable("cannot open SQLite database at \(path): \(detail)")
+            throw SQLiteFailure(code: code, message: detail, systemError: systemError).error(path: path, action: "opening it")
         }
         self.handle = handle
+        self.path = path
         sqlite3_extended_result_codes(handle, 1)
     }
 
@@ -111,15 +115,8 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
 
     /// A `SubscriptionStoreError` from SQLite's message (which names tables and constraints, never values).
     private func error(_ code: Int32, while action: String) -> SubscriptionStoreError {
-        let message = String(cString: sqlite3_errmsg(handle))
-        switch code & 0xff {
-        case SQLITE_BUSY, SQLITE_LOCKED:
-            return .unavailable("SQLite database is busy (\(action)): \(message)")
-        case SQLITE_CANTOPEN, SQLITE_NOTADB, SQLITE_CORRUPT, SQLITE_IOERR, SQLITE_FULL, SQLITE_READONLY:
-            return .unavailable("SQLite \(action): \(message)")
-        default:
-            return .query("SQLite \(action): \(message)")
-        }
+        SQLiteFailure(code: code, message: String(cString: sqlite3_errmsg(handle)), systemError: sqlite3_system_errno(handle))
+            .error(path: path, action: action)
     }
 
     /// `SQLITE_TRANSIENT`: SQLite copies the bound text before the call returns.

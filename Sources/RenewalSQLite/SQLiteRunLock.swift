@@ -18,7 +18,9 @@ struct SQLiteRunLock: Sendable {
     static func acquire(path: String, owner: String) throws -> SQLiteRunLock {
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
-            throw SubscriptionStoreError.unavailable("cannot open the run lock file \(path): \(errnoText())")
+            throw SubscriptionStoreError.unavailable(
+                "cannot open the run lock file \(path): \(errnoText()). Make the database's directory (or that file) "
+                    + "writable by the user running renewal.")
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno

@@ -9,6 +9,8 @@ public enum SubscriptionStoreError: Error, Sendable, CustomStringConvertible {
     case schemaTooNew(found: Int, expected: Int)
     /// Another run holds the lock.
     case locked(String)
+    /// Another process holds a write transaction on the database longer than the busy timeout.
+    case busy(String)
     /// A statement failed.
     case query(String)
     /// A stored value cannot be read back.
@@ -25,6 +27,7 @@ public enum SubscriptionStoreError: Error, Sendable, CustomStringConvertible {
         case .schemaTooNew(let found, let expected):
             return "Database schema is at version \(found), newer than this build's \(expected). Upgrade renewal."
         case .locked(let detail): return "Another renewal run holds the lock (\(detail)). Try again when it ends."
+        case .busy(let detail): return "Database busy: \(detail)"
         case .query(let detail): return "Database error: \(detail)"
         case .corruptRow(let detail): return "Unreadable stored row: \(detail)"
         case .leaseLost(let receiptID):

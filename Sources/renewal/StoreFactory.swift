@@ -8,6 +8,7 @@ enum StoreFactory {
     /// A `postgres://`/`postgresql://` URL opens PostgreSQL (libpq conventions apply; `create` is
     /// moot, `renewal migrate` creates the tables); anything else without a scheme is a SQLite path.
     static func open(_ database: String, create: Bool) throws -> any SubscriptionStore {
+        FileSizeLimit.ignoreSignal()
         let lowered = database.lowercased()
         if PostgresURL.isPostgresURL(database) {
             if let problem = PostgresURL.problem(with: database) {
@@ -35,6 +36,7 @@ protocol SubscriptionStoreErrorDescribing {
 extension SubscriptionStoreError: SubscriptionStoreErrorDescribing {
     var exitCode: Int32 {
         switch self {
+        case .busy: return 75
         case .unavailable, .notMigrated, .schemaTooNew: return 78
         case .locked: return 75
         case .query, .corruptRow, .leaseLost: return 1
