@@ -78,12 +78,12 @@ struct JobHarness {
     ) async throws {
         _ = try await store.migrate()
         let state = SimulatorState(now: Date(timeIntervalSince1970: 1_790_000_000))
-        let configuration = SimulatorConfiguration(sharedSecret: secret, slowDelay: .seconds(3), state: state)
+        let configuration = SimulatorConfiguration(sharedSecret: secret, slowDelay: .seconds(8), state: state)
         let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
         try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
             let clientConfiguration = AppStoreClient.Configuration(
                 productionURL: endpoints.productionURL, sandboxURL: endpoints.sandboxURL, sharedSecret: clientSecret,
-                requestTimeout: .milliseconds(800), maxAttempts: maxAttempts, retryBaseDelay: .milliseconds(1),
+                requestTimeout: .seconds(5), maxAttempts: maxAttempts, retryBaseDelay: .milliseconds(1),
                 retryMaxDelay: .milliseconds(5))
             try await AppStoreClient.withAppStoreClient(configuration: clientConfiguration) { client in
                 try await body(JobHarness(
