@@ -59,23 +59,19 @@ struct CLI {
             stderr: String(decoding: stderrData, as: UTF8.self))
     }
 
-    /// Starts `renewal args…`, sends SIGTERM after `delay`, and waits for it to exit.
-    static func runAndTerminate(_ arguments: [String], environment: [String: String], after delay: Duration) async throws -> Int32 {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        process.environment = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory()].merging(environment) { $1 }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        try await Task.sleep(for: delay)
-        process.terminate()
-        return await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                process.waitUntilExit()
-                continuation.resume(returning: process.terminationStatus)
-            }
-        }
+    /// A copy of the binary in a fresh 0755 folder under /tmp, for runs as an unprivileged user
+    /// (who may not be able to search the folders above the build directory). Made once per process.
+    static func binaryReachableByAnyone() throws -> String {
+        try reachableCopy.get()
+    }
+
+    private static let reachableCopy: Swift.Result<String, any Error> = Swift.Result {
+        let folder = "/tmp/renewal-binary-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        let copy = folder + "/renewal"
+        try FileManager.default.copyItem(atPath: binary.path, toPath: copy)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: copy)
+        return copy
     }
 
     static func temporaryDirectory() throws -> String {

@@ -76,7 +76,7 @@ final class FaultProcess: @unchecked Sendable {
         FileManager.default.createFile(atPath: errPath, contents: nil)
         if let first = launcher.first {
             process.executableURL = URL(fileURLWithPath: first)
-            process.arguments = Array(launcher.dropFirst()) + [CLI.binary.path] + arguments
+            process.arguments = Array(launcher.dropFirst()) + [try CLI.binaryReachableByAnyone()] + arguments
         } else {
             process.executableURL = CLI.binary
             process.arguments = arguments

@@ -239,15 +239,10 @@ final class SQLiteFaultFixture: @unchecked Sendable {
         for path in [databaseDirectory] + ((try? FileManager.default.contentsOfDirectory(atPath: databaseDirectory)) ?? []).map({ databaseDirectory + "/" + $0 }) {
             try #require(chown(path, Self.nobody, Self.nobody) == 0, "chown \(path): \(String(cString: strerror(errno)))")
         }
-        let binary = CLI.binary.path
+        // The launcher runs a copy of the binary in a folder every user can search (a clone under a
+        // 0700 `mktemp -d`, as CI makes, would keep nobody out).
+        let binary = try CLI.binaryReachableByAnyone()
         try #require(access(binary, X_OK) == 0)
-        // The binary must be reachable by nobody: every folder above it searchable.
-        var folder = URL(fileURLWithPath: binary).resolvingSymlinksInPath().deletingLastPathComponent()
-        while folder.path != "/" {
-            let mode = (try? FileManager.default.attributesOfItem(atPath: folder.path)[.posixPermissions] as? Int) ?? 0
-            #expect(mode & 0o001 != 0, "\(folder.path) is not searchable by nobody")
-            folder.deleteLastPathComponent()
-        }
     }
 
     func setMode(_ path: String, _ mode: mode_t) throws {

@@ -5,6 +5,12 @@ import RenewalSQLite
 import RenewalStorage
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 @Suite("The renewal binary end to end")
 struct RenewalCLITests {
     static let secret = "cli-test-secret-91c2"
@@ -155,8 +161,13 @@ struct RenewalCLITests {
             state.latency = .milliseconds(200)
 
             let report = dir + "/partial.json"
-            let status = try await CLI.runAndTerminate(
-                ["run", "--concurrency", "2", "--report", report], environment: env, after: .milliseconds(1500))
+            // SIGTERM once a few answers are in (polled, not a fixed delay: a loaded machine starts slowly)
+            let process = try PostgresKillTests.start(
+                ["run", "--concurrency", "2", "--report", report], environment: env, log: dir + "/run.log")
+            try await ShutdownTests.waitUntil { state.stats.requests >= 4 || !process.isRunning }
+            kill(process.processIdentifier, SIGTERM)
+            _ = await PostgresKillTests.waitForExit(process)
+            let status = process.terminationStatus
 
             #expect(status == 3)
             let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any])
