@@ -60,7 +60,7 @@ enum TestSupport {
                 request.headers.add(name: "Content-Type", value: "application/json")
                 request.body = .bytes(ByteBuffer(string: json))
             }
-            let response = try await http.execute(request, timeout: .seconds(5))
+            let response = try await http.execute(request, timeout: .seconds(30))
             let buffer = try await response.body.collect(upTo: 1 << 20)
             let object = try JSONSerialization.jsonObject(with: Data(buffer.readableBytesView)) as? [String: Any]
             return (Int(response.status.code), object ?? [:])
