@@ -24,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     ],
     targets: [
         // Core
@@ -150,6 +151,7 @@ let package = Package(
                 "RenewalJob", "RenewalSQLite", "RenewalPostgres", "RenewalAppStore", "AppStoreSimulator", "RenewalTesting",
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
         .testTarget(
@@ -157,6 +159,7 @@ let package = Package(
             dependencies: [
                 "renewal", "AppStoreSimulator", "RenewalSQLite", "RenewalStorage", "RenewalTesting",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
     ]

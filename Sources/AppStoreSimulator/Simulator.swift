@@ -67,7 +67,7 @@ struct SimulatorRoutes: Sendable {
             return respond(.status(.sharedSecretRejected))
         }
         if let script = state.scripted(account: receipt.account) {
-            return respond(.raw(httpStatus: script.httpStatus, contentType: script.contentType, body: script.body))
+            return raw(status: script.httpStatus, contentType: script.contentType, data: script.body)
         }
         if receipt.scenario == .slow { try await Task.sleep(for: configuration.slowDelay) }
         return respond(receipt.answer(at: state.now, sandboxEndpoint: sandbox, attempt: attempt))

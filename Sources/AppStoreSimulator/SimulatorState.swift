@@ -21,18 +21,23 @@ public final class SimulatorState: Sendable {
     public struct ScriptedAnswer: Sendable, Hashable {
         public var httpStatus: Int
         public var contentType: String
-        public var body: String
+        /// The bytes sent, as they are: they need not be UTF-8 or JSON.
+        public var body: Data
 
         public init(httpStatus: Int = 200, contentType: String = "application/json", body: String) {
+            self.init(httpStatus: httpStatus, contentType: contentType, bytes: Data(body.utf8))
+        }
+
+        public init(httpStatus: Int = 200, contentType: String = "application/json", bytes: Data) {
             self.httpStatus = httpStatus
             self.contentType = contentType
-            self.body = body
+            self.body = bytes
         }
 
         /// A JSON object answered with HTTP 200 (`JSONSerialization` output of `object`).
         public static func json(_ object: [String: Any]) -> ScriptedAnswer {
             let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
-            return ScriptedAnswer(body: String(decoding: data, as: UTF8.self))
+            return ScriptedAnswer(bytes: data)
         }
     }
 

@@ -4,9 +4,18 @@ import Foundation
 /// handles Pacific daylight time). Apple advises reading the `_ms` fields; the string forms are a
 /// fallback and what the simulator writes beside them.
 public enum AppleDateFormat {
-    /// Milliseconds since 1970, as Apple counts them.
+    /// The times an Apple answer can hold: from 2000 (before the App Store opened) to 2100. A date
+    /// outside is not a date Apple sent but garbage (`0`, `-1`, `1e300`, a year past 9999): the
+    /// answer decoder refuses it, so the check fails instead of granting or ending a subscription.
+    public static let plausible = Date(timeIntervalSince1970: 946_684_800)...Date(timeIntervalSince1970: 4_102_444_800)
+
+    /// Milliseconds since 1970, as Apple counts them (clamped to the Int64 range, so no date traps).
     public static func milliseconds(_ date: Date) -> Int64 {
-        Int64((date.timeIntervalSince1970 * 1000).rounded())
+        let value = (date.timeIntervalSince1970 * 1000).rounded()
+        guard value.isFinite else { return value < 0 ? .min : .max }
+        if value >= 9_223_372_036_854_775_807 { return .max }
+        if value <= -9_223_372_036_854_775_808 { return .min }
+        return Int64(value)
     }
 
     public static func date(milliseconds: Int64) -> Date {

@@ -57,19 +57,19 @@ extension KeyedDecodingContainer where Key == AppleKey {
     /// to `name`; an unreadable one fails (the error's path names it) rather than guess.
     func appleDate(_ name: String) throws -> Date? {
         if let milliseconds = try appleString(name + "_ms") {
-            guard let date = AppleDateFormat.date(milliseconds: milliseconds) else {
+            guard let date = AppleDateFormat.date(milliseconds: milliseconds), AppleDateFormat.plausible.contains(date) else {
                 throw DecodingError.dataCorruptedError(
                     forKey: AppleKey(name + "_ms"), in: self,
-                    debugDescription: "Expected milliseconds since 1970 for \(name)_ms.")
+                    debugDescription: "Expected milliseconds since 1970, between 2000 and 2100, for \(name)_ms.")
             }
             return date
         }
         guard let text = try appleString(name) else { return nil }
-        if let date = AppleDateFormat.date(milliseconds: text) ?? AppleDateFormat.date(gmt: text) {
+        if let date = AppleDateFormat.date(milliseconds: text) ?? AppleDateFormat.date(gmt: text), AppleDateFormat.plausible.contains(date) {
             return date
         }
         throw DecodingError.dataCorruptedError(
-            forKey: AppleKey(name), in: self, debugDescription: "Unreadable date for \(name).")
+            forKey: AppleKey(name), in: self, debugDescription: "Unreadable date for \(name) (milliseconds or yyyy-MM-dd HH:mm:ss Etc/GMT, between 2000 and 2100).")
     }
 }
 
