@@ -74,10 +74,22 @@ enum ImportLine {
         case failure(String)
     }
 
-    static func parse(_ line: Substring) -> Parsed {
-        let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
+    static func parse(_ line: ImportLineBytes) -> Parsed {
+        let bytes: Data
+        switch line {
+        case .tooLong(let length):
+            return .failure("the line is \(length) bytes, over the \(LineReader.maximumLineBytes) allowed; is this a JSON Lines file?")
+        case .line(let data): bytes = data
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            return .failure("the line is not UTF-8; export the file as UTF-8 JSON Lines")
+        }
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if trimmed.isEmpty { return .skip }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(trimmed.utf8)) as? [String: Any] else {
+        guard let parsed = try? JSONSerialization.jsonObject(with: Data(trimmed.utf8), options: [.fragmentsAllowed]) else {
+            return .failure("not valid JSON (cut short, or nested too deep?); each line must be {\"user_id\": \"...\", \"latest_receipt\": \"...\"}")
+        }
+        guard let object = parsed as? [String: Any] else {
             return .failure("not a JSON object; each line must be {\"user_id\": \"...\", \"latest_receipt\": \"...\"}")
         }
         let userID: String
@@ -104,39 +116,65 @@ enum ImportLine {
     }
 }
 
-/// Reads newline-separated lines from a file handle in chunks (flat memory), capping line length.
+/// One line as read: its bytes (not yet known to be UTF-8), or only its length when it is too long to keep.
+enum ImportLineBytes {
+    case line(Data)
+    case tooLong(Int)
+}
+
+/// Reads newline-separated lines from a file handle in chunks (flat memory). A line longer than
+/// `maximumLineBytes` is skipped to its end and reported by length, so one bad line never stops the import.
 struct LineReader {
     let handle: FileHandle
     static let maximumLineBytes = 16 << 20
+    /// Bytes read and not yet returned, from `start`; the buffer is compacted before each read, so
+    /// a long line is appended to, never copied again.
     private var buffer = Data()
     private var start = 0
+    /// Where to look for the next newline: bytes before it have none.
+    private var scanned = 0
     private var finished = false
+    /// Bytes of the current over-long line already thrown away.
+    private var skipped = 0
 
     init(handle: FileHandle) {
         self.handle = handle
     }
 
-    mutating func next() throws -> Substring? {
+    mutating func next() throws -> ImportLineBytes? {
         while true {
-            if let newline = buffer[start...].firstIndex(of: 0x0A) {
-                let line = String(decoding: buffer[start..<newline], as: UTF8.self)
-                start = newline + 1
-                return Substring(line)
+            if let newline = buffer[scanned...].firstIndex(of: 0x0A) {
+                defer {
+                    start = newline + 1
+                    scanned = start
+                    skipped = 0
+                }
+                return skipped > 0 ? .tooLong(skipped + newline - start) : .line(Data(buffer[start..<newline]))
             }
+            scanned = buffer.endIndex
             if finished {
-                guard start < buffer.endIndex else { return nil }
-                defer { start = buffer.endIndex }
-                return Substring(String(decoding: buffer[start...], as: UTF8.self))
+                defer {
+                    start = buffer.endIndex
+                    scanned = start
+                    skipped = 0
+                }
+                if skipped > 0 { return .tooLong(skipped + buffer.endIndex - start) }
+                return start < buffer.endIndex ? .line(Data(buffer[start...])) : nil
             }
-            guard buffer.endIndex - start <= Self.maximumLineBytes else {
-                throw ValidationError("A line is longer than \(Self.maximumLineBytes) bytes; is this a JSON Lines file?")
+            if skipped > 0 || buffer.endIndex - start > Self.maximumLineBytes {
+                // Over the limit: drop what is held of this line and read on to its end.
+                skipped += buffer.endIndex - start
+                buffer.removeAll(keepingCapacity: true)
+            } else if start > 0 {
+                buffer.removeSubrange(buffer.startIndex..<start)
             }
+            start = buffer.startIndex
+            scanned = buffer.endIndex
             let chunk = try handle.read(upToCount: 1 << 16) ?? Data()
             if chunk.isEmpty {
                 finished = true
             } else {
-                buffer = Data(buffer[start...]) + chunk
-                start = buffer.startIndex
+                buffer.append(chunk)
             }
         }
     }
