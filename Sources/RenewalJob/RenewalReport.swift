@@ -27,6 +27,8 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
     public var recoveredLeases = 0
     /// Due receipts no lease held when the run ended: work left behind that it could have taken.
     public var dueLeft = 0
+    /// Due receipts when a `run` began (nil for backfills and dry runs): the backlog it started from.
+    public var dueAtStart: Int?
 
     public init() {}
 
@@ -36,6 +38,7 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
         case leaseLost = "lease_lost"
         case recoveredLeases = "recovered_leases"
         case dueLeft = "due_left"
+        case dueAtStart = "due_at_start"
     }
 }
 

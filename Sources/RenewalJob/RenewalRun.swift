@@ -65,12 +65,18 @@ public struct RenewalRun: Sendable {
             recovered = try await store.recoverAbandonedWork(except: configuration.workerID, now: startedAt)
             RunExecution.log(recovered, logger: logger)
         }
+        var dueAtStart: Int?
+        if case .run = configuration.command, !configuration.dryRun {
+            dueAtStart = try await store.countDue(asOf: startedAt, unleasedAt: startedAt)
+            record.dueAtStart = dueAtStart
+        }
         let report = try configuration.reportPath.map {
             try ReportWriter(path: $0, runID: runID, command: command, dryRun: configuration.dryRun, startedAt: startedAt)
         }
 
         var loop = RunExecution(run: self, runID: runID, logger: logger, report: report, startedAt: startedAt)
         loop.counts.recoveredLeases = recovered.releasedLeases
+        loop.counts.dueAtStart = dueAtStart
         let status: RenewalOutcome.Status
         do {
             status = try await loop.process()
@@ -104,6 +110,11 @@ public struct RenewalRun: Sendable {
             record.failed = counts.failed
             record.conflicts = counts.conflicts
             record.leaseLost = counts.leaseLost
+            record.receiptsChanged = counts.receiptsChanged
+            record.invalid = counts.invalid
+            record.skipped = counts.skipped
+            record.recoveredLeases = counts.recoveredLeases
+            record.dueLeft = counts.dueLeft
             do {
                 try await store.finishRun(record)
             } catch let error as SubscriptionStoreError {

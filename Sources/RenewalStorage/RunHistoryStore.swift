@@ -16,6 +16,28 @@ public protocol RunHistoryStore: SubscriptionStore {
 
     /// The ownership conflicts a run recorded, in insertion order.
     func conflicts(ofRun runID: String) async throws -> [OwnershipConflict]
+
+    /// Runs that started in `[since, until)` (either bound optional), oldest first, `limit` at a
+    /// time after `cursor` (the last run of the previous page). Dashboards and `renewal report`
+    /// page through them, so memory stays flat however many runs there are.
+    func runs(startedFrom since: Date?, before until: Date?, after cursor: RunRecord?, limit: Int) async throws -> [RunRecord]
+    /// The run that started last, if any.
+    func lastRun() async throws -> RunRecord?
+    /// The `limit` runs that started last at or before `upTo`, newest first.
+    func recentRuns(upTo: Date, limit: Int) async throws -> [RunRecord]
+    /// Up to `limit` of a run's changes with an id above `afterID`, in insertion order.
+    func changes(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(id: Int64, change: RecordedChange)]
+    /// Up to `limit` of a run's failures with an id above `afterID`, in insertion order.
+    func failures(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(id: Int64, failure: RecordedFailure)]
+    /// How many changes of each kind a run recorded.
+    func changeCounts(ofRun runID: String) async throws -> [String: Int]
+    /// How many failures of each reason a run recorded.
+    func failureCounts(ofRun runID: String) async throws -> [String: Int]
+    /// Entitled subscriptions per product now (`active` and `grace_period`).
+    func entitledNow() async throws -> [String: Int]
+    /// For each run that started at or after `since`: the net change it made to entitled
+    /// subscriptions per product (changes into an entitled state minus changes out of one).
+    func entitledDeltas(since: Date) async throws -> [String: [String: Int]]
 }
 
 /// One row of `entitlement_changes`.

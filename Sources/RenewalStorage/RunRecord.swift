@@ -23,6 +23,18 @@ public struct RunRecord: Sendable, Hashable {
     public var workerID: String?
     /// Results not written because the row's lease had passed to another worker.
     public var leaseLost: Int
+    /// Receipts whose check changed at least one entitlement.
+    public var receiptsChanged = 0
+    /// Receipts Apple rejects (21003, 21010, persistent 21002).
+    public var invalid = 0
+    /// Receipts claimed but left exactly as they were (breaker, shutdown, 21004).
+    public var skipped = 0
+    /// Leases taken back from processes that died holding them.
+    public var recoveredLeases = 0
+    /// Due receipts when the run began (nil for backfills and runs before schema v4).
+    public var dueAtStart: Int?
+    /// Due receipts no lease held when the run ended.
+    public var dueLeft = 0
 
     public init(
         id: String, command: String, startedAt: Date, finishedAt: Date? = nil, status: String = "running",

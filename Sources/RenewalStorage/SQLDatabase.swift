@@ -91,11 +91,26 @@ public struct SQLDialect: Sendable, Hashable {
     /// A query returning one row when a table named `$1` exists in the current schema.
     public var tableExistsQuery: String
 
-    public init(identityPrimaryKey: String, lockingClause: String, rowLockClause: String, tableExistsQuery: String) {
+    /// An expression giving the UTC day (`YYYY-MM-DD` text) of the epoch-milliseconds expression in `{}`.
+    public var utcDayTemplate: String
+    /// An expression giving the current time in epoch milliseconds (a BIGINT).
+    public var nowMilliseconds: String
+
+    public init(
+        identityPrimaryKey: String, lockingClause: String, rowLockClause: String, tableExistsQuery: String,
+        utcDayTemplate: String, nowMilliseconds: String
+    ) {
         self.identityPrimaryKey = identityPrimaryKey
         self.lockingClause = lockingClause
         self.rowLockClause = rowLockClause
         self.tableExistsQuery = tableExistsQuery
+        self.utcDayTemplate = utcDayTemplate
+        self.nowMilliseconds = nowMilliseconds
+    }
+
+    /// The UTC day, as `YYYY-MM-DD` text, of an epoch-milliseconds column or expression.
+    public func utcDay(_ milliseconds: String) -> String {
+        utcDayTemplate.replacingOccurrences(of: "{}", with: milliseconds)
     }
 
     /// SQLite: rowid primary keys, one writer at a time so no row locks.
@@ -103,7 +118,9 @@ public struct SQLDialect: Sendable, Hashable {
         identityPrimaryKey: "INTEGER PRIMARY KEY",
         lockingClause: "",
         rowLockClause: "",
-        tableExistsQuery: "SELECT 1 AS present FROM sqlite_master WHERE type = 'table' AND name = $1"
+        tableExistsQuery: "SELECT 1 AS present FROM sqlite_master WHERE type = 'table' AND name = $1",
+        utcDayTemplate: "strftime('%Y-%m-%d', ({}) / 1000, 'unixepoch')",
+        nowMilliseconds: "CAST(strftime('%s', 'now') AS INTEGER) * 1000"
     )
 
     /// PostgreSQL: identity columns and `SKIP LOCKED` so cooperating workers never take the same rows.
@@ -114,6 +131,8 @@ public struct SQLDialect: Sendable, Hashable {
         tableExistsQuery: """
             SELECT 1 AS present FROM information_schema.tables
             WHERE table_schema = current_schema() AND table_name = $1
-            """
+            """,
+        utcDayTemplate: "to_char(to_timestamp(({}) / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
+        nowMilliseconds: "CAST(EXTRACT(EPOCH FROM now()) * 1000 AS BIGINT)"
     )
 }

@@ -268,7 +268,7 @@ extension SQLSubscriptionStore {
     private static var runColumns: String {
         """
         id, command, started_at, finished_at, status, exit_code, checked, changed, unchanged, failed, conflicts, \
-        host, process_id, worker_id, lease_lost
+        host, process_id, worker_id, lease_lost, receipts_changed, invalid, skipped, recovered_leases, due_at_start, due_left
         """
     }
 
@@ -276,7 +276,8 @@ extension SQLSubscriptionStore {
         [.text(run.id), .text(run.command), SQLValue(run.startedAt), SQLValue(run.finishedAt), .text(run.status),
          SQLValue(run.exitCode), SQLValue(run.checked), SQLValue(run.changed), SQLValue(run.unchanged),
          SQLValue(run.failed), SQLValue(run.conflicts), .text(run.host), SQLValue(run.processID),
-         SQLValue(run.workerID), SQLValue(run.leaseLost)]
+         SQLValue(run.workerID), SQLValue(run.leaseLost), SQLValue(run.receiptsChanged), SQLValue(run.invalid),
+         SQLValue(run.skipped), SQLValue(run.recoveredLeases), SQLValue(run.dueAtStart), SQLValue(run.dueLeft)]
     }
 
     /// `$1, $2, … $count`.

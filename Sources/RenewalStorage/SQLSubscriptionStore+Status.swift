@@ -65,50 +65,39 @@ extension SQLSubscriptionStore: RunHistoryStore {
             guard let row = try connection.execute("SELECT * FROM runs WHERE id = $1", [.text(id)]).first else {
                 return nil
             }
-            return RunRecord(
-                id: try row.text("id"), command: try row.text("command"), startedAt: try row.date("started_at"),
-                finishedAt: try row.optionalDate("finished_at"), status: try row.text("status"),
-                exitCode: try row.optionalInt("exit_code"), checked: try row.int("checked"),
-                changed: try row.int("changed"), unchanged: try row.int("unchanged"), failed: try row.int("failed"),
-                conflicts: try row.int("conflicts"), host: try row.text("host"), processID: try row.int("process_id"),
-                workerID: try row.optionalText("worker_id"), leaseLost: try row.int("lease_lost")
-            )
+            return try Self.runRecord(row)
         }
+    }
+
+    static func runRecord(_ row: SQLRow) throws -> RunRecord {
+        var record = RunRecord(
+            id: try row.text("id"), command: try row.text("command"), startedAt: try row.date("started_at"),
+            finishedAt: try row.optionalDate("finished_at"), status: try row.text("status"),
+            exitCode: try row.optionalInt("exit_code"), checked: try row.int("checked"),
+            changed: try row.int("changed"), unchanged: try row.int("unchanged"), failed: try row.int("failed"),
+            conflicts: try row.int("conflicts"), host: try row.text("host"), processID: try row.int("process_id"),
+            workerID: try row.optionalText("worker_id"), leaseLost: try row.int("lease_lost")
+        )
+        record.receiptsChanged = try row.int("receipts_changed")
+        record.invalid = try row.int("invalid")
+        record.skipped = try row.int("skipped")
+        record.recoveredLeases = try row.int("recovered_leases")
+        record.dueAtStart = try row.optionalInt("due_at_start")
+        record.dueLeft = try row.int("due_left")
+        return record
     }
 
     public func changes(ofRun runID: String) async throws -> [RecordedChange] {
         try await onConnection { connection in
             try connection.execute("SELECT * FROM entitlement_changes WHERE run_id = $1 ORDER BY id", [.text(runID)])
-                .map { row in
-                    let rawKind = try row.text("kind")
-                    guard let kind = SubscriptionEvent.Kind(rawValue: rawKind) else {
-                        throw SubscriptionStoreError.corruptRow("entitlement_changes.kind holds an unknown kind")
-                    }
-                    let event = SubscriptionEvent(
-                        kind: kind, originalTransactionID: try row.optionalText("original_transaction_id"),
-                        productID: try row.optionalText("product_id"), fromState: try row.state("from_state"),
-                        toState: try row.state("to_state"), oldExpiresAt: try row.optionalDate("old_expires_at"),
-                        newExpiresAt: try row.optionalDate("new_expires_at"),
-                        environment: try row.environment("environment")
-                    )
-                    return RecordedChange(
-                        userID: try row.text("user_id"), event: event,
-                        ownershipType: try row.optionalText("ownership_type"), occurredAt: try row.date("occurred_at")
-                    )
-                }
+                .map(Self.recordedChange)
         }
     }
 
     public func failures(ofRun runID: String) async throws -> [RecordedFailure] {
         try await onConnection { connection in
             try connection.execute("SELECT * FROM run_failures WHERE run_id = $1 ORDER BY id", [.text(runID)])
-                .map { row in
-                    RecordedFailure(
-                        receiptID: try row.int64("receipt_id"), userID: try row.text("user_id"),
-                        failure: CheckFailure(reason: try row.text("reason"), message: try row.text("message")),
-                        occurredAt: try row.date("occurred_at")
-                    )
-                }
+                .map(Self.recordedFailure)
         }
     }
 

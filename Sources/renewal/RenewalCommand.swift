@@ -19,7 +19,7 @@ struct RenewalCommand: AsyncParsableCommand {
             """,
         subcommands: [
             DemoCommand.self, MigrateCommand.self, ImportCommand.self, RunCommand.self, BackfillCommand.self,
-            StatusCommand.self, CheckCommand.self,
+            StatusCommand.self, ReportCommand.self, CheckCommand.self,
         ]
     )
 }

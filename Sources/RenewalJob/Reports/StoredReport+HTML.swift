@@ -1,0 +1,261 @@
+import Foundation
+import RenewalCore
+import RenewalStorage
+
+extension StoredReport {
+    /// How many recent runs the entitled-subscribers chart goes back.
+    static let entitledHistoryRuns = 30
+
+    /// One self-contained page: no network, no external file. Charts are inline SVG, each followed by
+    /// the table it draws; the changes and failures lists stop at `htmlRowLimit` rows.
+    func renderHTML(_ selection: ReportSelection, to output: ReportOutput) async throws {
+        // First pass: totals and the runs' outcomes.
+        var kinds: [String: Int] = [:]
+        var reasons: [String: Int] = [:]
+        var runs: [RunRecord] = []
+        var runCount = 0
+        var totals = RenewalCounts()
+        var last: RunRecord?
+        try await forEachRun(selection) { run in
+            runCount += 1
+            last = run
+            if runs.count == 200 { runs.removeFirst() }
+            runs.append(run)
+            totals.checked += run.checked
+            totals.changed += run.changed
+            totals.failed += run.failed
+            totals.conflicts += run.conflicts
+            totals.unchanged += run.unchanged
+            for (kind, count) in try await store.changeCounts(ofRun: run.id) { kinds[kind, default: 0] += count }
+            for (reason, count) in try await store.failureCounts(ofRun: run.id) { reasons[reason, default: 0] += count }
+        }
+        guard let last else { return }
+        let entitled = try await entitledSeries(upTo: last.startedAt)
+
+        let title = runCount == 1 ? "renewal run \(last.id)" : "renewal runs \(Timestamp.string(runs.first?.startedAt ?? last.startedAt)) to \(Timestamp.string(last.startedAt))"
+        var page = Self.pageHead(title: title)
+        page += "<h1>\(Self.escape(title))</h1>\n<section class=\"cards\">\n"
+        let cards: [(String, String)] = [
+            ("status", runCount == 1 ? "\(last.status) (exit \(last.exitCode.map(String.init) ?? "-"))" : "\(runCount) runs"),
+            ("checked", "\(totals.checked)"), ("changes", "\(totals.changed)"), ("unchanged", "\(totals.unchanged)"),
+            ("failed", "\(totals.failed)"), ("conflicts", "\(totals.conflicts)"),
+            ("took", runCount == 1 ? Self.duration(last) : "-"),
+        ]
+        for (label, value) in cards {
+            page += "<div class=\"card\"><span>\(Self.escape(label))</span><strong>\(Self.escape(value))</strong></div>\n"
+        }
+        page += "</section>\n"
+
+        let kindRows = kinds.sorted { ($1.value, $0.key) < ($0.value, $1.key) }
+        page += "<h2>Changes by kind</h2>\n" + SVGChart.bars(id: "changes-by-kind", kindRows.map { ($0.key, $0.value) })
+        page += Self.htmlTable(["kind", "changes"], kindRows.map { [$0.key, "\($0.value)"] })
+
+        page += "<h2>Entitled subscribers by product, last \(entitled.runs.count) runs</h2>\n"
+        page += SVGChart.lines(id: "entitled-by-product", series: entitled.series, xLabels: entitled.runs.map { Timestamp.string($0.startedAt) })
+        page += Self.htmlTable(
+            ["run started"] + entitled.series.map(\.name),
+            entitled.runs.indices.map { index in
+                [Timestamp.string(entitled.runs[index].startedAt)] + entitled.series.map { "\($0.values[index])" }
+            })
+
+        let reasonRows = reasons.sorted { ($1.value, $0.key) < ($0.value, $1.key) }
+        page += "<h2>Failures by reason</h2>\n" + SVGChart.bars(id: "failures-by-reason", reasonRows.map { ($0.key, $0.value) })
+        page += Self.htmlTable(["reason", "failures"], reasonRows.map { [$0.key, "\($0.value)"] })
+
+        page += "<h2>Runs</h2>\n" + Self.htmlTable(
+            ["started", "command", "status", "exit", "took", "checked", "changed", "failed", "conflicts", "run id"],
+            runs.map {
+                [Timestamp.string($0.startedAt), $0.command, $0.status, $0.exitCode.map(String.init) ?? "-", Self.duration($0),
+                 "\($0.checked)", "\($0.changed)", "\($0.failed)", "\($0.conflicts)", $0.id]
+            })
+        try output.write(page)
+
+        // Second pass: the lists, streamed.
+        try output.write("<h2>Changes</h2>\n<table><thead><tr>" + ["time", "user", "product", "kind", "from", "to", "expires", "environment"].map { "<th>\($0)</th>" }.joined() + "</tr></thead><tbody>\n")
+        var listed = 0
+        try await forEachRun(selection) { run in
+            guard listed < htmlRowLimit else { return }
+            try await forEachChangePage(of: run.id, limit: htmlRowLimit - listed) { changes in
+                for change in changes {
+                    let event = change.event
+                    let cells = [
+                        Timestamp.string(change.occurredAt), change.userID, event.productID ?? "", event.kind.rawValue,
+                        event.fromState.rawValue, event.toState.rawValue, event.newExpiresAt.map(Timestamp.string) ?? "",
+                        event.environment?.rawValue ?? "",
+                    ]
+                    try output.write("<tr>" + cells.map { "<td>\(Self.escape($0))</td>" }.joined() + "</tr>\n")
+                }
+                listed += changes.count
+            }
+        }
+        try output.write("</tbody></table>\n")
+        if totals.changed > listed {
+            try output.write("<p class=\"note\">\(listed) of \(totals.changed) changes listed; <code>renewal report --format csv</code> has them all.</p>\n")
+        }
+        try output.write("<h2>Failures</h2>\n<table><thead><tr><th>time</th><th>user</th><th>reason</th><th>message</th></tr></thead><tbody>\n")
+        var failuresListed = 0
+        try await forEachRun(selection) { run in
+            guard failuresListed < htmlRowLimit else { return }
+            try await forEachFailurePage(of: run.id, limit: htmlRowLimit - failuresListed) { failures in
+                for failure in failures {
+                    let cells = [Timestamp.string(failure.occurredAt), failure.userID, failure.failure.reason, failure.failure.message]
+                    try output.write("<tr>" + cells.map { "<td>\(Self.escape($0))</td>" }.joined() + "</tr>\n")
+                }
+                failuresListed += failures.count
+            }
+        }
+        try output.write("</tbody></table>\n")
+        try output.write(Self.pageTail)
+    }
+
+    /// Entitled subscriptions per product after each of the last runs up to `upTo`: today's count,
+    /// walked back through every later run's net change.
+    func entitledSeries(upTo: Date) async throws -> (runs: [RunRecord], series: [(name: String, values: [Int])]) {
+        let recent = try await store.recentRuns(upTo: upTo, limit: Self.entitledHistoryRuns)
+        guard let oldest = recent.last else { return ([], []) }
+        let deltas = try await store.entitledDeltas(since: oldest.startedAt)
+        var current = try await store.entitledNow()
+        // Every run from the oldest shown to now, newest first (ids only: flat memory).
+        var later: [RunRecord] = []
+        var cursor: RunRecord?
+        while true {
+            let page = try await store.runs(startedFrom: oldest.startedAt, before: nil, after: cursor, limit: pageSize)
+            later += page.map { RunRecord(id: $0.id, command: "", startedAt: $0.startedAt, host: "", processID: 0) }
+            guard page.count == pageSize, let last = page.last else { break }
+            cursor = last
+        }
+        let shown = Set(recent.map(\.id))
+        var values: [String: [String: Int]] = [:]
+        for run in later.reversed() {
+            if shown.contains(run.id) { values[run.id] = current }
+            for (product, delta) in deltas[run.id] ?? [:] { current[product, default: 0] -= delta }
+        }
+        let ordered = Array(recent.reversed())
+        let products = Set(values.values.flatMap(\.keys)).sorted()
+        let series = products.map { product in
+            (name: product.isEmpty ? "(unknown product)" : product, values: ordered.map { max(0, values[$0.id]?[product] ?? 0) })
+        }
+        return (ordered, series)
+    }
+
+    static func escape(_ text: String) -> String {
+        var result = ""
+        result.reserveCapacity(text.count)
+        for character in text {
+            switch character {
+            case "&": result += "&amp;"
+            case "<": result += "&lt;"
+            case ">": result += "&gt;"
+            case "\"": result += "&quot;"
+            case "'": result += "&#39;"
+            default: result.append(character)
+            }
+        }
+        return result
+    }
+
+    static func htmlTable(_ header: [String], _ rows: [[String]]) -> String {
+        guard !rows.isEmpty else { return "<p class=\"note\">None.</p>\n" }
+        var html = "<table><thead><tr>" + header.map { "<th>\(escape($0))</th>" }.joined() + "</tr></thead><tbody>\n"
+        for row in rows {
+            html += "<tr>" + row.map { cell in Int(cell) != nil ? "<td class=\"n\">\(cell)</td>" : "<td>\(escape(cell))</td>" }.joined() + "</tr>\n"
+        }
+        return html + "</tbody></table>\n"
+    }
+
+    static func pageHead(title: String) -> String {
+        """
+        <!DOCTYPE html>
+        <html lang="en"><head><meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>\(escape(title))</title>
+        <style>
+        body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1100px; padding: 0 16px; color: #1d232a; }
+        h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 32px; }
+        .cards { display: flex; flex-wrap: wrap; gap: 12px; }
+        .card { border: 1px solid #d8dde3; border-radius: 6px; padding: 8px 14px; min-width: 110px; }
+        .card span { display: block; color: #5b6570; font-size: 12px; } .card strong { font-size: 18px; }
+        table { border-collapse: collapse; margin: 8px 0; font-size: 13px; }
+        th, td { border-bottom: 1px solid #e3e7eb; padding: 3px 10px; text-align: left; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+        svg.chart { display: block; margin: 8px 0; } .note { color: #5b6570; }
+        svg text { font: 12px system-ui, sans-serif; fill: #1d232a; }
+        </style></head><body>
+
+        """
+    }
+
+    /// The closing script records what each chart drew (size and marks) in `data-charts`, so a
+    /// headless browser's DOM dump shows the charts rendered; the page works without it.
+    static let pageTail = """
+        <script>
+        (function () {
+          var charts = Array.prototype.map.call(document.querySelectorAll('svg.chart'), function (svg) {
+            var box = svg.getBoundingClientRect();
+            return { id: svg.id, width: Math.round(box.width), height: Math.round(box.height), marks: svg.querySelectorAll('.mark').length };
+          });
+          document.body.setAttribute('data-charts', JSON.stringify(charts));
+        })();
+        </script>
+        </body></html>
+
+        """
+}
+
+/// Inline SVG charts with no script and no external resource.
+enum SVGChart {
+    static let palette = ["#2f6fb0", "#d9822b", "#3c9a5f", "#b8473f", "#7a5aa6", "#8c6d3f", "#c75d9d", "#6b7781"]
+
+    /// Horizontal bars, one per label, longest first as given.
+    static func bars(id: String, _ rows: [(label: String, value: Int)]) -> String {
+        let labelWidth = 190.0, barWidth = 520.0, rowHeight = 24.0
+        let height = max(1, Double(rows.count)) * rowHeight + 10
+        let maximum = Double(max(1, rows.map(\.value).max() ?? 1))
+        var svg = "<svg class=\"chart\" id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(labelWidth + barWidth + 70))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"\(id)\">\n"
+        if rows.isEmpty {
+            svg += "<text x=\"4\" y=\"18\">nothing to draw</text>\n"
+        }
+        for (index, row) in rows.enumerated() {
+            let y = Double(index) * rowHeight + 4
+            let width = max(2, barWidth * Double(row.value) / maximum)
+            svg += "<text x=\"\(Int(labelWidth - 8))\" y=\"\(Int(y + 15))\" text-anchor=\"end\">\(StoredReport.escape(row.label))</text>"
+            svg += "<rect class=\"mark\" x=\"\(Int(labelWidth))\" y=\"\(Int(y))\" width=\"\(String(format: "%.1f", width))\" height=\"\(Int(rowHeight - 6))\" fill=\"\(palette[0])\"><title>\(StoredReport.escape(row.label)): \(row.value)</title></rect>"
+            svg += "<text x=\"\(String(format: "%.1f", labelWidth + width + 6))\" y=\"\(Int(y + 15))\">\(row.value)</text>\n"
+        }
+        return svg + "</svg>\n"
+    }
+
+    /// One line per series over the x labels, with a legend.
+    static func lines(id: String, series: [(name: String, values: [Int])], xLabels: [String]) -> String {
+        let width = 860.0, height = 260.0, left = 50.0, right = 290.0, top = 12.0, bottom = 30.0
+        let plotWidth = width - left - right, plotHeight = height - top - bottom
+        let maximum = Double(max(1, series.flatMap(\.values).max() ?? 1))
+        var svg = "<svg class=\"chart\" id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"\(id)\">\n"
+        svg += "<line x1=\"\(Int(left))\" y1=\"\(Int(top + plotHeight))\" x2=\"\(Int(left + plotWidth))\" y2=\"\(Int(top + plotHeight))\" stroke=\"#8a939c\"/>"
+        svg += "<line x1=\"\(Int(left))\" y1=\"\(Int(top))\" x2=\"\(Int(left))\" y2=\"\(Int(top + plotHeight))\" stroke=\"#8a939c\"/>\n"
+        svg += "<text x=\"\(Int(left - 6))\" y=\"\(Int(top + 10))\" text-anchor=\"end\">\(Int(maximum))</text>"
+        svg += "<text x=\"\(Int(left - 6))\" y=\"\(Int(top + plotHeight))\" text-anchor=\"end\">0</text>\n"
+        if let first = xLabels.first { svg += "<text x=\"\(Int(left))\" y=\"\(Int(height - 8))\">\(StoredReport.escape(String(first.prefix(10))))</text>" }
+        if xLabels.count > 1, let last = xLabels.last {
+            svg += "<text x=\"\(Int(left + plotWidth))\" y=\"\(Int(height - 8))\" text-anchor=\"end\">\(StoredReport.escape(String(last.prefix(10))))</text>\n"
+        }
+        if series.isEmpty { svg += "<text x=\"\(Int(left + 10))\" y=\"\(Int(top + 20))\">nothing to draw</text>\n" }
+        let step = xLabels.count > 1 ? plotWidth / Double(xLabels.count - 1) : 0
+        for (index, line) in series.prefix(palette.count).enumerated() {
+            let color = palette[index % palette.count]
+            let points = line.values.enumerated().map { position, value in
+                let x = left + (xLabels.count > 1 ? Double(position) * step : plotWidth / 2)
+                let y = top + plotHeight - plotHeight * Double(value) / maximum
+                return String(format: "%.1f,%.1f", x, y)
+            }
+            svg += "<polyline class=\"mark\" fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" points=\"\(points.joined(separator: " "))\"><title>\(StoredReport.escape(line.name))</title></polyline>"
+            for point in points where line.values.count == 1 {
+                let xy = point.split(separator: ",")
+                svg += "<circle cx=\"\(xy[0])\" cy=\"\(xy[1])\" r=\"3\" fill=\"\(color)\"/>"
+            }
+            let legendY = top + 14 + Double(index) * 18
+            svg += "<rect x=\"\(Int(width - right + 12))\" y=\"\(Int(legendY - 9))\" width=\"10\" height=\"10\" fill=\"\(color)\"/>"
+            svg += "<text x=\"\(Int(width - right + 28))\" y=\"\(Int(legendY))\">\(StoredReport.escape(line.name.count > 36 ? "…" + line.name.suffix(35) : line.name)) (\(line.values.last ?? 0))</text>\n"
+        }
+        return svg + "</svg>\n"
+    }
+}

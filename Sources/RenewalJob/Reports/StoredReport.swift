@@ -1,0 +1,202 @@
+import Foundation
+import RenewalCore
+import RenewalStorage
+
+/// The formats `renewal report` renders a stored run (or range of runs) in.
+public enum ReportFormat: String, Sendable, CaseIterable {
+    /// The same object `--report` writes (an array of them for a range).
+    case json
+    /// One change per line, with its run id and time.
+    case jsonl
+    /// The changes as RFC 4180 CSV with a header line.
+    case csv
+    /// A human summary for a terminal.
+    case table
+    /// One self-contained page with inline SVG charts and the tables behind them.
+    case html
+}
+
+/// Which stored runs a report covers.
+public enum ReportSelection: Sendable, Hashable {
+    /// The run that started last.
+    case last
+    /// One run by id.
+    case run(String)
+    /// Every run that started in `[since, until)`.
+    case range(since: Date?, until: Date?)
+}
+
+/// Raised when the selection names no stored run.
+public struct ReportSelectionError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// Renders stored runs from the database. Runs, changes and failures are read a page at a time and
+/// written as they come, so memory stays flat however large the runs are.
+public struct StoredReport: Sendable {
+    let store: any RunHistoryStore
+    let pageSize: Int
+    /// The HTML page lists at most this many changes and failures (the CSV and JSON formats have them all).
+    let htmlRowLimit: Int
+
+    public init(store: any RunHistoryStore, pageSize: Int = 500, htmlRowLimit: Int = 500) {
+        self.store = store
+        self.pageSize = pageSize
+        self.htmlRowLimit = htmlRowLimit
+    }
+
+    /// Writes the report of `selection` in `format` to `output`.
+    public func render(_ selection: ReportSelection, format: ReportFormat, to output: ReportOutput) async throws {
+        switch format {
+        case .json: try await renderJSON(selection, to: output)
+        case .jsonl: try await renderLines(selection, csv: false, to: output)
+        case .csv: try await renderLines(selection, csv: true, to: output)
+        case .table: try await renderTable(selection, to: output)
+        case .html: try await renderHTML(selection, to: output)
+        }
+    }
+
+    /// Calls `body` with each selected run, oldest first. Throws when nothing matches.
+    func forEachRun(_ selection: ReportSelection, _ body: (RunRecord) async throws -> Void) async throws {
+        switch selection {
+        case .last:
+            guard let run = try await store.lastRun() else {
+                throw ReportSelectionError(description: "the database holds no run yet; run `renewal run` first")
+            }
+            try await body(run)
+        case .run(let id):
+            guard let run = try await store.run(id: id) else {
+                throw ReportSelectionError(description: "no run with id \(id); `renewal report --format table --since 2000-01-01` lists the stored runs")
+            }
+            try await body(run)
+        case .range(let since, let until):
+            var cursor: RunRecord?
+            var any = false
+            while true {
+                let page = try await store.runs(startedFrom: since, before: until, after: cursor, limit: pageSize)
+                for run in page {
+                    any = true
+                    try await body(run)
+                }
+                guard page.count == pageSize, let last = page.last else { break }
+                cursor = last
+            }
+            if !any {
+                throw ReportSelectionError(description: "no run started in the given range; widen --since/--until")
+            }
+        }
+    }
+
+    /// Calls `body` with each page of a run's changes.
+    func forEachChangePage(of runID: String, limit: Int = .max, _ body: ([RecordedChange]) throws -> Void) async throws {
+        var after: Int64 = 0
+        var seen = 0
+        while seen < limit {
+            let page = try await store.changes(ofRun: runID, afterID: after, limit: min(pageSize, limit - seen))
+            guard let last = page.last else { return }
+            try body(page.map(\.change))
+            seen += page.count
+            after = last.id
+        }
+    }
+
+    /// Calls `body` with each page of a run's failures.
+    func forEachFailurePage(of runID: String, limit: Int = .max, _ body: ([RecordedFailure]) throws -> Void) async throws {
+        var after: Int64 = 0
+        var seen = 0
+        while seen < limit {
+            let page = try await store.failures(ofRun: runID, afterID: after, limit: min(pageSize, limit - seen))
+            guard let last = page.last else { return }
+            try body(page.map(\.failure))
+            seen += page.count
+            after = last.id
+        }
+    }
+
+    static func counts(of run: RunRecord) -> RenewalCounts {
+        var counts = RenewalCounts()
+        counts.checked = run.checked
+        counts.changed = run.changed
+        counts.receiptsChanged = run.receiptsChanged
+        counts.unchanged = run.unchanged
+        counts.failed = run.failed
+        counts.invalid = run.invalid
+        counts.conflicts = run.conflicts
+        counts.skipped = run.skipped
+        counts.leaseLost = run.leaseLost
+        counts.recoveredLeases = run.recoveredLeases
+        counts.dueLeft = run.dueLeft
+        counts.dueAtStart = run.dueAtStart
+        return counts
+    }
+
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    static func json(_ value: some Encodable) throws -> String {
+        String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}
+
+/// Where a report goes: standard output, or a file written beside its target and renamed into
+/// place when complete (a reader never sees half a report).
+public final class ReportOutput {
+    private let handle: FileHandle
+    private let target: String?
+    private let temporary: String?
+    private var buffer = Data()
+
+    /// Standard output.
+    public init() {
+        handle = FileHandle.standardOutput
+        target = nil
+        temporary = nil
+    }
+
+    /// A file, replaced atomically by `finish()`.
+    public init(path: String) throws {
+        let temporary = path + ".tmp-\(ProcessInfo.processInfo.processIdentifier)"
+        guard FileManager.default.createFile(atPath: temporary, contents: nil), let handle = FileHandle(forWritingAtPath: temporary) else {
+            throw RenewalRunError.report(path: path, detail: "cannot create \(temporary); check that the directory exists and is writable")
+        }
+        self.handle = handle
+        self.target = path
+        self.temporary = temporary
+    }
+
+    public func write(_ text: String) throws {
+        buffer.append(contentsOf: text.utf8)
+        if buffer.count >= 1 << 16 { try flush() }
+    }
+
+    private func flush() throws {
+        guard !buffer.isEmpty else { return }
+        do { try handle.write(contentsOf: buffer) } catch {
+            throw RenewalRunError.report(path: target ?? "standard output", detail: "\(error)")
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    /// Writes what is buffered; for a file, syncs it and renames it over the target.
+    public func finish() throws {
+        try flush()
+        guard let target, let temporary else { return }
+        try handle.synchronize()
+        try handle.close()
+        guard rename(temporary, target) == 0 else {
+            let detail = String(cString: strerror(errno))
+            unlink(temporary)
+            throw RenewalRunError.report(path: target, detail: detail)
+        }
+    }
+
+    /// Removes the temporary file of an unfinished report.
+    public func discard() {
+        guard let temporary else { return }
+        try? handle.close()
+        unlink(temporary)
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import RenewalCore
+
+/// The reads behind `renewal report` and its charts: paged, so a run with millions of changes is
+/// rendered in flat memory.
+extension SQLSubscriptionStore {
+    public func runs(startedFrom since: Date?, before until: Date?, after cursor: RunRecord?, limit: Int) async throws -> [RunRecord] {
+        var conditions: [String] = []
+        var binds: [SQLValue] = []
+        if let since {
+            binds.append(SQLValue(since))
+            conditions.append("started_at >= $\(binds.count)")
+        }
+        if let until {
+            binds.append(SQLValue(until))
+            conditions.append("started_at < $\(binds.count)")
+        }
+        if let cursor {
+            binds.append(SQLValue(cursor.startedAt))
+            binds.append(.text(cursor.id))
+            conditions.append("(started_at > $\(binds.count - 1) OR (started_at = $\(binds.count - 1) AND id > $\(binds.count)))")
+        }
+        binds.append(.int64(Int64(limit)))
+        let whereClause = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+        let sql = "SELECT * FROM runs \(whereClause) ORDER BY started_at, id LIMIT $\(binds.count)"
+        return try await onConnection { connection in
+            try connection.execute(sql, binds).map(Self.runRecord)
+        }
+    }
+
+    public func lastRun() async throws -> RunRecord? {
+        try await onConnection { connection in
+            try connection.execute("SELECT * FROM runs ORDER BY started_at DESC, id DESC LIMIT 1", []).first.map(Self.runRecord)
+        }
+    }
+
+    public func recentRuns(upTo: Date, limit: Int) async throws -> [RunRecord] {
+        try await onConnection { connection in
+            try connection.execute(
+                "SELECT * FROM runs WHERE started_at <= $1 ORDER BY started_at DESC, id DESC LIMIT $2",
+                [SQLValue(upTo), .int64(Int64(limit))]
+            ).map(Self.runRecord)
+        }
+    }
+
+    public func changes(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(id: Int64, change: RecordedChange)] {
+        try await onConnection { connection in
+            try connection.execute(
+                "SELECT * FROM entitlement_changes WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+                [.text(runID), .int64(afterID), .int64(Int64(limit))]
+            ).map { row in (try row.int64("id"), try Self.recordedChange(row)) }
+        }
+    }
+
+    public func failures(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(id: Int64, failure: RecordedFailure)] {
+        try await onConnection { connection in
+            try connection.execute(
+                "SELECT * FROM run_failures WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+                [.text(runID), .int64(afterID), .int64(Int64(limit))]
+            ).map { row in (try row.int64("id"), try Self.recordedFailure(row)) }
+        }
+    }
+
+    public func changeCounts(ofRun runID: String) async throws -> [String: Int] {
+        try await counts("SELECT kind AS name, COUNT(*) AS n FROM entitlement_changes WHERE run_id = $1 GROUP BY kind", runID)
+    }
+
+    public func failureCounts(ofRun runID: String) async throws -> [String: Int] {
+        try await counts("SELECT reason AS name, COUNT(*) AS n FROM run_failures WHERE run_id = $1 GROUP BY reason", runID)
+    }
+
+    public func entitledNow() async throws -> [String: Int] {
+        try await onConnection { connection in
+            var result: [String: Int] = [:]
+            for row in try connection.execute(
+                """
+                SELECT COALESCE(product_id, '') AS name, COUNT(*) AS n FROM subscriptions
+                WHERE state IN ('active', 'grace_period') GROUP BY COALESCE(product_id, '')
+                """, [])
+            {
+                result[try row.text("name")] = try row.int("n")
+            }
+            return result
+        }
+    }
+
+    public func entitledDeltas(since: Date) async throws -> [String: [String: Int]] {
+        try await onConnection { connection in
+            var result: [String: [String: Int]] = [:]
+            let rows = try connection.execute(
+                """
+                SELECT c.run_id AS run_id, COALESCE(c.product_id, '') AS name,
+                       SUM(CASE WHEN c.to_state IN ('active', 'grace_period') THEN 1 ELSE 0 END
+                           - CASE WHEN c.from_state IN ('active', 'grace_period') THEN 1 ELSE 0 END) AS delta
+                FROM entitlement_changes c JOIN runs r ON r.id = c.run_id
+                WHERE r.started_at >= $1
+                GROUP BY c.run_id, COALESCE(c.product_id, '')
+                """, [SQLValue(since)])
+            for row in rows {
+                result[try row.text("run_id"), default: [:]][try row.text("name")] = try row.int("delta")
+            }
+            return result
+        }
+    }
+
+    private func counts(_ sql: String, _ runID: String) async throws -> [String: Int] {
+        try await onConnection { connection in
+            var result: [String: Int] = [:]
+            for row in try connection.execute(sql, [.text(runID)]) { result[try row.text("name")] = try row.int("n") }
+            return result
+        }
+    }
+
+    static func recordedChange(_ row: SQLRow) throws -> RecordedChange {
+        let rawKind = try row.text("kind")
+        guard let kind = SubscriptionEvent.Kind(rawValue: rawKind) else {
+            throw SubscriptionStoreError.corruptRow("entitlement_changes.kind holds an unknown kind")
+        }
+        let event = SubscriptionEvent(
+            kind: kind, originalTransactionID: try row.optionalText("original_transaction_id"),
+            productID: try row.optionalText("product_id"), fromState: try row.state("from_state"),
+            toState: try row.state("to_state"), oldExpiresAt: try row.optionalDate("old_expires_at"),
+            newExpiresAt: try row.optionalDate("new_expires_at"),
+            environment: try row.environment("environment")
+        )
+        return RecordedChange(
+            userID: try row.text("user_id"), event: event,
+            ownershipType: try row.optionalText("ownership_type"), occurredAt: try row.date("occurred_at")
+        )
+    }
+
+    static func recordedFailure(_ row: SQLRow) throws -> RecordedFailure {
+        RecordedFailure(
+            receiptID: try row.int64("receipt_id"), userID: try row.text("user_id"),
+            failure: CheckFailure(reason: try row.text("reason"), message: try row.text("message")),
+            occurredAt: try row.date("occurred_at")
+        )
+    }
+}
