@@ -18,15 +18,20 @@ public final class AppStoreClient: ReceiptVerifier {
     /// The most 21007/21008 redirects followed for one receipt before `.environmentLoop`.
     static let maxEnvironmentSwitches = 2
 
+    /// Told about each exchange and retry (metrics); nil for none.
+    let observer: (any AppStoreObserver)?
+
     /// Creates a client over an existing `HTTPClient`; the caller shuts that client down.
-    public init(httpClient: HTTPClient, configuration: Configuration) {
+    public init(httpClient: HTTPClient, configuration: Configuration, observer: (any AppStoreObserver)? = nil) {
         self.httpClient = httpClient
         self.configuration = configuration
+        self.observer = observer
     }
 
     /// Creates an `HTTPClient`, runs `body` with a client over it, and always shuts it down.
     public static func withAppStoreClient<T>(
         configuration: Configuration,
+        observer: (any AppStoreObserver)? = nil,
         _ body: (AppStoreClient) async throws -> T
     ) async throws -> T {
         var httpConfiguration = HTTPClient.Configuration()
@@ -38,7 +43,7 @@ public final class AppStoreClient: ReceiptVerifier {
             idleTimeout: .seconds(60),
             concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, configuration.maxConnectionsPerHost))
         return try await HTTPClient.withHTTPClient(configuration: httpConfiguration) { httpClient in
-            try await body(AppStoreClient(httpClient: httpClient, configuration: configuration))
+            try await body(AppStoreClient(httpClient: httpClient, configuration: configuration, observer: observer))
         }
     }
 
@@ -59,7 +64,18 @@ public final class AppStoreClient: ReceiptVerifier {
             var logger = logger
             logger[metadataKey: LogKey.appStoreAttempt] = "\(attempt)"
             let retryable: Bool
-            switch await exchange(receipt: receipt, environment: environment, logger: logger) {
+            let started = ContinuousClock.now
+            let exchanged = await exchange(receipt: receipt, environment: environment, logger: logger)
+            if let observer {
+                let elapsed = ContinuousClock.now - started
+                let status: String
+                switch exchanged {
+                case .answer(let response): status = "\(response.status.rawValue)"
+                case .failure(let error): status = error.reason
+                }
+                observer.exchanged(status: status, environment: environment, seconds: elapsed.seconds)
+            }
+            switch exchanged {
             case .answer(let response):
                 let answeredBy = response.environment ?? environment
                 switch response.status.disposition(isRetryableFlag: response.isRetryable) {
@@ -98,6 +114,7 @@ public final class AppStoreClient: ReceiptVerifier {
 
             // A graceful shutdown stops retries: the run releases this receipt untouched.
             guard retryable, attempt < maxAttempts, !Task.isCancelled, !Task.isShuttingDownGracefully else { return lastAnswer }
+            observer?.retrying()
             let delay = backoff(afterAttempt: attempt)
             logger.debug(
                 "Retrying verifyReceipt",

@@ -32,6 +32,10 @@ extension RenewalRun {
         public var circuitBreaker = CircuitBreaker.Configuration()
         /// Where to write the JSON report; nil for none.
         public var reportPath: String?
+        /// Prometheus metrics the run feeds as it goes (nil: none kept).
+        public var metrics: RunMetrics?
+        /// Told after each receipt (terminal progress); nil for none.
+        public var progress: (any RunProgress)?
         /// Identifies this process in leases and the `runs` table.
         public var workerID: String
         public var host: String
@@ -51,7 +55,7 @@ extension RenewalRun {
         case run
         case backfill(BackfillSelector)
 
-        var name: String {
+        public var name: String {
             switch self {
             case .run: return "run"
             case .backfill: return "backfill"

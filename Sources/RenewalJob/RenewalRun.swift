@@ -77,6 +77,8 @@ public struct RenewalRun: Sendable {
         var loop = RunExecution(run: self, runID: runID, logger: logger, report: report, startedAt: startedAt)
         loop.counts.recoveredLeases = recovered.releasedLeases
         loop.counts.dueAtStart = dueAtStart
+        configuration.progress?.started(total: dueAtStart.map { min($0, configuration.limit ?? $0) })
+        defer { configuration.progress?.finished() }
         let status: RenewalOutcome.Status
         do {
             status = try await loop.process()

@@ -229,6 +229,7 @@ struct RunExecution {
                     "renewal.consecutive_outages": "\(breaker.consecutiveOutages)"
                 ])
                 stop = .abortedAppleUnavailable
+                configuration.metrics?.breakerTripped()
                 try await recordHeldOutagesAsFailures()
             }
             return
@@ -249,6 +250,8 @@ struct RunExecution {
             let failure = decision.failure ?? CheckFailure(reason: "unknown", message: "No usable answer from Apple.")
             counts.checked += 1
             counts.failed += 1
+            configuration.metrics?.receiptChecked(changes: [], failure: failure.reason, conflicts: 0)
+            configuration.progress?.receiptDone(counts: counts)
             try report?.append(failure: failure, userID: receipt.userID, receiptID: receipt.id)
             failures.append(RecordedFailure(receiptID: receipt.id, userID: receipt.userID, failure: failure, occurredAt: now))
         }
@@ -314,7 +317,8 @@ struct RunExecution {
     /// written (the other worker's check stands), and the report counts it.
     private mutating func recordLeaseLost(_ receipt: StoredReceipt) {
         counts.leaseLost += 1
-        logger.warning("Lease lost before the result was written; another worker's check stands", metadata: [
+        configuration.metrics?.leaseWasLost()
+        logger.debug("Lease lost before the result was written; another worker's check stands", metadata: [
             LogKey.receiptID: "\(receipt.id)", LogKey.userID: "\(receipt.userID)",
         ])
     }
@@ -333,11 +337,16 @@ struct RunExecution {
         case .failed:
             counts.failed += 1
             metadata[LogKey.reason] = "\(check.failure?.reason ?? "unknown")"
-            logger.warning("Receipt could not be verified; state kept, retried later", metadata: metadata)
+            logger.debug("Receipt could not be verified; state kept, retried later", metadata: metadata)
         }
         counts.conflicts += check.update.conflicts.count
+        var failureReason: String?
+        if case .failed = check.outcome { failureReason = check.failure?.reason ?? "unknown" }
+        configuration.metrics?.receiptChecked(
+            changes: check.changes.map(\.kind), failure: failureReason, conflicts: check.update.conflicts.count)
+        configuration.progress?.receiptDone(counts: counts)
         for conflict in check.update.conflicts {
-            logger.warning("Subscription already owned by another user (shared_apple_id); kept the first owner", metadata: [
+            logger.debug("Subscription already owned by another user (shared_apple_id); kept the first owner", metadata: [
                 LogKey.userID: "\(conflict.claimantUserID)", LogKey.originalTransactionID: "\(conflict.originalTransactionID)",
                 "subscription.owner_user_id": "\(conflict.ownerUserID)",
             ])

@@ -23,6 +23,8 @@ public protocol RunHistoryStore: SubscriptionStore {
     func runs(startedFrom since: Date?, before until: Date?, after cursor: RunRecord?, limit: Int) async throws -> [RunRecord]
     /// The run that started last, if any.
     func lastRun() async throws -> RunRecord?
+    /// When the last run that exited 0 ended, if any.
+    func lastSuccess() async throws -> Date?
     /// The `limit` runs that started last at or before `upTo`, newest first.
     func recentRuns(upTo: Date, limit: Int) async throws -> [RunRecord]
     /// Up to `limit` of a run's changes with an id above `afterID`, in insertion order.

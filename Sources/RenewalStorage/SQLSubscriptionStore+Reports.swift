@@ -34,6 +34,12 @@ extension SQLSubscriptionStore {
         }
     }
 
+    public func lastSuccess() async throws -> Date? {
+        try await onConnection { connection in
+            try connection.execute("SELECT MAX(finished_at) AS finished_at FROM runs WHERE exit_code = 0", []).first?.optionalDate("finished_at")
+        }
+    }
+
     public func recentRuns(upTo: Date, limit: Int) async throws -> [RunRecord] {
         try await onConnection { connection in
             try connection.execute(

@@ -98,10 +98,22 @@ struct LoggingOptions: ParsableArguments {
         valueName: "level"))
     var logLevel: String?
 
+    @Option(name: .long, help: ArgumentHelp(
+        "text (one readable line per entry) or json (one JSON object per line: timestamp, level, message, metadata). Env: RENEWAL_LOG_FORMAT. Default: text.",
+        valueName: "format"))
+    var logFormat: String?
+
     func validate() throws {
         guard level != nil else {
             throw ValidationError("--log-level must be one of: \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")).")
         }
+        guard format != nil else {
+            throw ValidationError("--log-format must be text or json (also RENEWAL_LOG_FORMAT).")
+        }
+    }
+
+    private var format: LogFormat? {
+        LogFormat(rawValue: (logFormat ?? Environment.value("RENEWAL_LOG_FORMAT") ?? "text").lowercased())
     }
 
     private var level: Logger.Level? {
@@ -116,7 +128,7 @@ struct LoggingOptions: ParsableArguments {
     /// Bootstraps logging to standard error (standard output carries JSON and summaries) once per process.
     func makeLogger(defaultLevel: Logger.Level = .info) -> Logger {
         let level = self.level(default: defaultLevel) ?? defaultLevel
-        LoggingBootstrap.once(level: level)
+        LoggingBootstrap.once(level: level, format: format ?? .text)
         var logger = Logger(label: "renewal")
         logger.logLevel = level
         return logger
@@ -126,13 +138,20 @@ struct LoggingOptions: ParsableArguments {
 enum LoggingBootstrap {
     nonisolated(unsafe) private static var done = false
 
-    static func once(level: Logger.Level) {
+    static func once(level: Logger.Level, format: LogFormat) {
         guard !done else { return }
         done = true
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+            switch format {
+            case .text:
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            case .json:
+                var handler = JSONLogHandler(label: label)
+                handler.logLevel = level
+                return handler
+            }
         }
     }
 }

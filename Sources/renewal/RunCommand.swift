@@ -1,4 +1,5 @@
 import ArgumentParser
+import AsyncHTTPClient
 import Foundation
 import Logging
 import RenewalAppStore
@@ -54,15 +55,59 @@ struct JobRunner {
                 "db.backend": "\(store.backendName)", "appstore.client": "\(clientConfiguration)",
             ])
             let clock = options.clock
+            let metricsOutput = MetricsOutput(
+                textfile: options.metricsTextfile, pushgateway: options.resolvedPushgateway, interval: options.pushInterval,
+                instance: resolved.host)
+            let metrics = metricsOutput.isEnabled ? RunMetrics(command: command.name) : nil
+            resolved.metrics = metrics
+            resolved.progress = TerminalProgress.make(quiet: options.quiet)
             let configuration = resolved
-            let outcome = try await AppStoreClient.withAppStoreClient(configuration: clientConfiguration) { client in
-                try await store.withRunLock(owner: configuration.workerID) {
-                    try await RenewalRun(
-                        configuration: configuration, store: store, verifier: client, logger: logger, now: clock
-                    ).runUntilDone()
+            let warn: @Sendable (String) -> Void = { logger.warning("Metrics not delivered", metadata: ["error": "\($0)"]) }
+            let startedAt = clock()
+            let outcome: RenewalOutcome
+            do {
+                outcome = try await metricsOutput.around(metrics, warn: warn) {
+                    try await AppStoreClient.withAppStoreClient(configuration: clientConfiguration, observer: metrics) { client in
+                        try await store.withRunLock(owner: configuration.workerID) {
+                            try await RenewalRun(
+                                configuration: configuration, store: store, verifier: client, logger: logger, now: clock
+                            ).runUntilDone()
+                        }
+                    }
+                }
+            } catch {
+                // A run that could not start or failed mid-run still tells the metrics how it ended.
+                if let metrics {
+                    let (code, _) = ExitMapping.classify(error)
+                    metrics.finish(
+                        status: code == 75 ? "locked" : "failed", exitCode: code, startedAt: startedAt, finishedAt: clock(),
+                        dueAtStart: nil, dueLeft: nil, lastSuccess: try? await (store as? any RunHistoryStore)?.lastSuccess())
+                    await Self.deliver(metrics, to: metricsOutput, warn: warn)
+                }
+                throw error
+            }
+            if let metrics {
+                metrics.finish(
+                    status: outcome.status.rawValue, exitCode: outcome.status.exitCode, startedAt: outcome.startedAt, finishedAt: clock(),
+                    dueAtStart: outcome.counts.dueAtStart, dueLeft: command == .run ? outcome.counts.dueLeft : nil,
+                    lastSuccess: try? await (store as? any RunHistoryStore)?.lastSuccess())
+                await Self.deliver(metrics, to: metricsOutput, warn: warn)
+            }
+            if let html = options.htmlReport {
+                if configuration.dryRun {
+                    logger.warning("A dry run stores nothing, so there is no HTML report; use --report FILE.json for the dry run's JSON.")
+                } else if let history = store as? any RunHistoryStore {
+                    let output = try ReportOutput(path: html)
+                    do {
+                        try await StoredReport(store: history).render(.run(outcome.runID), format: .html, to: output)
+                        try output.finish()
+                    } catch {
+                        output.discard()
+                        throw error
+                    }
                 }
             }
-            print(Self.summary(outcome, dryRun: configuration.dryRun))
+            print(Self.summary(outcome, dryRun: configuration.dryRun, html: options.htmlReport))
             if outcome.status == .sharedSecretRejected {
                 FileHandle.standardError.write(Data("renewal: Apple rejected the shared secret (21004); nothing was changed. Set APPSTORE_SHARED_SECRET to the app's shared secret from App Store Connect.\n".utf8))
             }
@@ -70,12 +115,25 @@ struct JobRunner {
         }
     }
 
-    static func summary(_ outcome: RenewalOutcome, dryRun: Bool) -> String {
+    /// Writes the textfile and pushes once more; failures are warnings, never the run's exit code.
+    static func deliver(_ metrics: RunMetrics, to output: MetricsOutput, warn: @escaping @Sendable (String) -> Void) async {
+        let text = metrics.text()
+        do { try output.writeTextfile(text) } catch { warn("\(error)") }
+        guard output.pushURL != nil else { return }
+        do {
+            try await HTTPClient.withHTTPClient { client in try await output.push(text, client: client) }
+        } catch {
+            warn("\(error)")
+        }
+    }
+
+    static func summary(_ outcome: RenewalOutcome, dryRun: Bool, html: String? = nil) -> String {
         let c = outcome.counts
         var line = "\(dryRun ? "dry run" : "run") \(outcome.runID): \(outcome.status.rawValue); checked \(c.checked), "
         line += "changes \(c.changed), unchanged \(c.unchanged), failed \(c.failed), invalid \(c.invalid), "
         line += "conflicts \(c.conflicts), skipped \(c.skipped)"
         if let report = outcome.reportPath { line += "; report: \(report)" }
+        if let html, !dryRun { line += "; html: \(html)" }
         return line
     }
 }

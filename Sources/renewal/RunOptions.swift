@@ -33,8 +33,42 @@ struct RunOptions: ParsableArguments {
         valueName: "seconds"))
     var drainSeconds: Double = 20
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Also write the run as one self-contained HTML page with charts (--report FILE.html does the same).", valueName: "file"))
+    var reportHtml: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "Write Prometheus metrics here at the end of the run, atomically (node_exporter's textfile collector).", valueName: "path"))
+    var metricsTextfile: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "Push Prometheus metrics to this Pushgateway (job=renewal, instance=host) during and at the end of the run. Env: RENEWAL_PUSHGATEWAY_URL.",
+        valueName: "url"))
+    var pushgateway: String?
+
+    @Option(name: .long, help: ArgumentHelp("Seconds between pushes during a run.", valueName: "seconds"))
+    var pushInterval: Double = 30
+
+    @Flag(name: .long, help: "No progress line on standard error (it only shows on a terminal anyway, and not with NO_COLOR).")
+    var quiet = false
+
     @Option(name: .long, help: .hidden)
     var now: String?
+
+    /// The JSON report file, unless `--report` names an `.html` file.
+    var jsonReport: String? {
+        guard let report, !report.lowercased().hasSuffix(".html") else { return nil }
+        return report
+    }
+
+    /// The HTML report file: `--report-html`, or `--report` naming an `.html` file.
+    var htmlReport: String? {
+        reportHtml ?? report.flatMap { $0.lowercased().hasSuffix(".html") ? $0 : nil }
+    }
+
+    var resolvedPushgateway: String? {
+        pushgateway ?? Environment.value("RENEWAL_PUSHGATEWAY_URL")
+    }
 
     func validate() throws {
         guard (1...512).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 512.") }
@@ -42,6 +76,12 @@ struct RunOptions: ParsableArguments {
         guard breakerThreshold >= 1 else { throw ValidationError("--breaker-threshold must be at least 1.") }
         guard leaseSeconds >= 1 else { throw ValidationError("--lease-seconds must be at least 1.") }
         guard (0...600).contains(drainSeconds) else { throw ValidationError("--drain-seconds must be between 0 and 600.") }
+        guard pushInterval >= 1 else { throw ValidationError("--push-interval must be at least 1 second.") }
+        if let url = resolvedPushgateway {
+            guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
+                throw ValidationError("--pushgateway \(url) is not an http(s) URL; give the Pushgateway's base URL, e.g. http://pushgateway:9091.")
+            }
+        }
         if let now, Timestamp.date(now) == nil { throw ValidationError("--now must be an RFC 3339 time like 2026-01-31T12:00:00Z.") }
         _ = try loadSchedule()
     }
@@ -77,7 +117,7 @@ struct RunOptions: ParsableArguments {
         configuration.circuitBreaker = CircuitBreaker.Configuration(threshold: breakerThreshold)
         configuration.leaseDuration = leaseSeconds
         configuration.drainTimeout = .milliseconds(Int64(drainSeconds * 1000))
-        configuration.reportPath = report
+        configuration.reportPath = jsonReport
         return configuration
     }
 }

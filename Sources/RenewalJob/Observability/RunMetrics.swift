@@ -1,0 +1,118 @@
+import Foundation
+import Prometheus
+import RenewalAppStore
+import RenewalCore
+
+/// The run's Prometheus metrics, the batch-job way: counters grow while the run goes (a push during
+/// a long run shows progress), gauges describe the run when it ends. Every series carries the
+/// `command` label; none carries a user, receipt or transaction id.
+///
+/// Built on swift-prometheus's registry and text format. The metrics are registered here with
+/// their help text rather than through swift-metrics: swift-metrics has no help text, and
+/// `promtool check metrics` rejects a family without one.
+public final class RunMetrics: AppStoreObserver, Sendable {
+    public let registry = PrometheusCollectorRegistry()
+    let command: String
+
+    private let checked: Counter
+    private let retries: Counter
+    private let breakerTrips: Counter
+    private let conflicts: Counter
+    private let leaseLost: Counter
+    private let latency: ValueHistogram
+
+    /// Apple answers' latency buckets, in seconds: from a fast loopback to past Apple's slow tail.
+    static let latencyBuckets: [Double] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
+
+    /// Every status a run can end with, so `renewal_last_run_status` is one-hot over a stable set.
+    public static let statuses = [
+        "completed", "completed_with_failures", "incomplete", "interrupted", "aborted_apple_unavailable",
+        "aborted_configuration", "failed",
+    ]
+
+    public init(command: String) {
+        self.command = command
+        let labels = [("command", command)]
+        checked = registry.makeCounter(descriptor: Self.name("receipts_checked", "total", "Receipts Apple was asked about in this run."), labels: labels)
+        retries = registry.makeCounter(descriptor: Self.name("apple_retries", "total", "Requests to Apple repeated after a temporary failure."), labels: labels)
+        breakerTrips = registry.makeCounter(descriptor: Self.name("breaker_trips", "total", "Times the circuit breaker opened because Apple kept failing (the run then exits 4)."), labels: labels)
+        conflicts = registry.makeCounter(descriptor: Self.name("conflicts", "total", "Subscriptions claimed by a second user (shared Apple ID); the first owner was kept."), labels: labels)
+        leaseLost = registry.makeCounter(descriptor: Self.name("lease_lost", "total", "Results not written because another worker had taken the receipt's lease."), labels: labels)
+        latency = registry.makeValueHistogram(
+            descriptor: Self.name("apple_request_duration", "seconds", "Time of one HTTP request to Apple's verifyReceipt, answer read."),
+            labels: labels, buckets: Self.latencyBuckets)
+        // Families that exist before their first event, so dashboards and alerts see zeros, not gaps.
+        _ = changes(kind: "renewed")
+        _ = failures(reason: "timeout")
+    }
+
+    static func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "renewal", metricName: metric, unitName: unit, helpText: help)
+    }
+
+    private func changes(kind: String) -> Counter {
+        registry.makeCounter(
+            descriptor: Self.name("changes", "total", "Entitlement changes recorded, by kind."),
+            labels: [("command", command), ("kind", kind)])
+    }
+
+    private func failures(reason: String) -> Counter {
+        registry.makeCounter(
+            descriptor: Self.name("failures", "total", "Receipts that could not be verified (state kept, retried later), by reason."),
+            labels: [("command", command), ("reason", reason)])
+    }
+
+    // MARK: During the run
+
+    func receiptChecked(changes kinds: [SubscriptionEvent.Kind], failure: String?, conflicts count: Int) {
+        checked.increment()
+        for kind in kinds { changes(kind: kind.rawValue).increment() }
+        if let failure { failures(reason: failure).increment() }
+        if count > 0 { conflicts.increment(by: Int64(count)) }
+    }
+
+    func breakerTripped() { breakerTrips.increment() }
+    func leaseWasLost() { leaseLost.increment() }
+
+    public func exchanged(status: String, environment: AppStoreEnvironment, seconds: Double) {
+        registry.makeCounter(
+            descriptor: Self.name("apple_responses", "total", "Answers from Apple by status (Apple's status code, or the failure reason such as http_503 or timeout) and environment asked."),
+            labels: [("command", command), ("status", status), ("environment", environment.rawValue)]
+        ).increment()
+        latency.record(seconds)
+    }
+
+    public func retrying() { retries.increment() }
+
+    // MARK: At the end
+
+    /// Sets the gauges that describe the finished run. `lastSuccess` is the end of the last run
+    /// that exited 0 (this one or an earlier one, from the database).
+    public func finish(status: String, exitCode: Int32, startedAt: Date, finishedAt: Date, dueAtStart: Int?, dueLeft: Int?, lastSuccess: Date?) {
+        let labels = [("command", command)]
+        registry.makeGauge(descriptor: Self.name("run_duration", "seconds", "Wall time of the last run."), labels: labels)
+            .set(to: finishedAt.timeIntervalSince(startedAt))
+        registry.makeGauge(descriptor: Self.name("last_run", "timestamp_seconds", "When the last run ended (Unix time)."), labels: labels)
+            .set(to: finishedAt.timeIntervalSince1970)
+        registry.makeGauge(descriptor: Self.name("last_run_exit_code", "", "Exit code of the last run (0 all due work done, 3 some receipts not verified, 4 Apple unavailable, 75 lock held, 78 configuration, 1 internal)."), labels: labels)
+            .set(to: Double(exitCode))
+        for known in Self.statuses + (Self.statuses.contains(status) ? [] : [status]) {
+            registry.makeGauge(
+                descriptor: Self.name("last_run_status", "", "1 for the status the last run ended with, 0 for the others."),
+                labels: [("command", command), ("status", known)]
+            ).set(to: known == status ? 1.0 : 0.0)
+        }
+        if let lastSuccess {
+            registry.makeGauge(descriptor: Self.name("last_success", "timestamp_seconds", "When the last run that exited 0 ended (Unix time)."), labels: labels)
+                .set(to: lastSuccess.timeIntervalSince1970)
+        }
+        let due = Self.name("due_receipts", "", "Receipts due for a check: at the start and at the end of the last run.")
+        if let dueAtStart { registry.makeGauge(descriptor: due, labels: [("command", command), ("at", "start")]).set(Double(dueAtStart)) }
+        if let dueLeft { registry.makeGauge(descriptor: due, labels: [("command", command), ("at", "end")]).set(Double(dueLeft)) }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    public func text() -> String {
+        registry.emitToString()
+    }
+}

@@ -1,0 +1,80 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import RenewalJob
+
+/// Where a run's metrics go: a textfile for node_exporter (written atomically at the end) and/or a
+/// Pushgateway (pushed every `interval` during the run and once at the end).
+struct MetricsOutput {
+    var textfile: String?
+    var pushgateway: String?
+    var interval: Double
+    var instance: String
+
+    var isEnabled: Bool { textfile != nil || pushgateway != nil }
+
+    /// `{base}/metrics/job/renewal/instance/{host}`: a PUT there replaces the group's metrics.
+    var pushURL: String? {
+        guard let pushgateway else { return nil }
+        let base = pushgateway.hasSuffix("/") ? String(pushgateway.dropLast()) : pushgateway
+        let host = instance.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? "unknown"
+        return "\(base)/metrics/job/renewal/instance/\(host)"
+    }
+
+    /// Writes the textfile: a temporary file beside it, renamed into place, so the collector never
+    /// reads half of it.
+    func writeTextfile(_ text: String) throws {
+        guard let textfile else { return }
+        let temporary = textfile + ".tmp-\(ProcessInfo.processInfo.processIdentifier)"
+        guard FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8)) else {
+            throw MetricsOutputError(description: "cannot write \(temporary); check that the directory of --metrics-textfile exists and is writable")
+        }
+        guard rename(temporary, textfile) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary)
+            throw MetricsOutputError(description: "cannot rename the metrics into \(textfile): \(reason)")
+        }
+    }
+
+    /// PUTs the metrics to the Pushgateway; throws a message naming the gateway on failure.
+    func push(_ text: String, client: HTTPClient) async throws {
+        guard let url = pushURL else { return }
+        var request = HTTPClientRequest(url: url)
+        request.method = .PUT
+        request.headers.add(name: "Content-Type", value: "text/plain; version=0.0.4")
+        request.body = .bytes(ByteBuffer(string: text))
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(request, timeout: .seconds(10))
+        } catch {
+            throw MetricsOutputError(description: "cannot reach the Pushgateway at \(pushgateway ?? url): \(error)")
+        }
+        guard (200..<300).contains(Int(response.status.code)) else {
+            let body = try? await response.body.collect(upTo: 4_096)
+            let detail = body.map { String(buffer: $0) }?.prefix(300) ?? ""
+            throw MetricsOutputError(description: "the Pushgateway at \(pushgateway ?? url) answered HTTP \(response.status.code): \(detail)")
+        }
+    }
+
+    /// Runs `body` while pushing `metrics` every `interval` seconds; pushes once more at the end.
+    /// Metric delivery problems are logged as warnings: they never change the run's exit code.
+    func around<T>(_ metrics: RunMetrics?, warn: @escaping @Sendable (String) -> Void, _ body: () async throws -> T) async throws -> T {
+        guard let metrics, pushURL != nil else { return try await body() }
+        return try await HTTPClient.withHTTPClient { client in
+            let pusher = Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(Int64(interval * 1000)))
+                    guard !Task.isCancelled else { return }
+                    do { try await push(metrics.text(), client: client) } catch { warn("\(error)") }
+                }
+            }
+            defer { pusher.cancel() }
+            return try await body()
+        }
+    }
+}
+
+struct MetricsOutputError: Error, CustomStringConvertible {
+    var description: String
+}
