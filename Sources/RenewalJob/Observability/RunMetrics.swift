@@ -102,10 +102,9 @@ public final class RunMetrics: AppStoreObserver, Sendable {
                 labels: [("command", command), ("status", known)]
             ).set(to: known == status ? 1.0 : 0.0)
         }
-        if let lastSuccess {
-            registry.makeGauge(descriptor: Self.name("last_success", "timestamp_seconds", "When the last run that exited 0 ended (Unix time)."), labels: labels)
-                .set(to: lastSuccess.timeIntervalSince1970)
-        }
+        // 0 when no run ever exited 0, so "time() - renewal_last_success_timestamp_seconds" alerts on it.
+        registry.makeGauge(descriptor: Self.name("last_success", "timestamp_seconds", "When the last run that exited 0 ended (Unix time; 0 if none ever did)."), labels: labels)
+            .set(to: lastSuccess?.timeIntervalSince1970 ?? 0)
         let due = Self.name("due_receipts", "", "Receipts due for a check: at the start and at the end of the last run.")
         if let dueAtStart { registry.makeGauge(descriptor: due, labels: [("command", command), ("at", "start")]).set(Double(dueAtStart)) }
         if let dueLeft { registry.makeGauge(descriptor: due, labels: [("command", command), ("at", "end")]).set(Double(dueLeft)) }
