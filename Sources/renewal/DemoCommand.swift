@@ -65,7 +65,12 @@ struct DemoCommand: AsyncParsableCommand {
                         try output.run(number: index + 1, title: step.title, outcome: outcome)
                     }
                 }
-                output.footer(directory: directory, databasePath: databasePath)
+                // The HTML report of the four runs: charts and tables, one file that opens with no network.
+                let htmlPath = (directory as NSString).appendingPathComponent("report.html")
+                let html = try ReportOutput(path: htmlPath)
+                try await StoredReport(store: store).render(.range(since: nil, until: nil), format: .html, to: html)
+                try html.finish()
+                output.footer(directory: directory, databasePath: databasePath, htmlPath: htmlPath)
             }
         }
     }

@@ -40,10 +40,12 @@ struct DemoOutput {
         }
     }
 
-    func footer(directory: String, databasePath: String) {
+    func footer(directory: String, databasePath: String, htmlPath: String) {
         print("")
         print("Database: \(databasePath)")
         print("Reports:  \(directory)/report-run-{1,2,3,4}.json")
+        print("HTML report: \(htmlPath)")
+        print("Render any run again: renewal report --database \(databasePath) --format table --since 2000-01-01")
         print("Look at it: swift run renewal status --database \(databasePath)")
     }
 

@@ -1,0 +1,120 @@
+import Foundation
+import Testing
+
+@Suite("renewal report: every format against golden files, and the HTML page in a real browser", .serialized)
+struct ReportFormatTests {
+    /// `RENEWAL_RECORD_GOLDEN=1 swift test --filter ReportFormatTests` rewrites the golden files.
+    static let recording = ProcessInfo.processInfo.environment["RENEWAL_RECORD_GOLDEN"] == "1"
+    static let goldenDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Golden").path
+
+    /// Run ids, times, days and durations differ from run to run; everything else must not.
+    static func normalized(_ text: String) -> String {
+        var text = text
+        let rules: [(String, String)] = [
+            ("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<run-id>"),
+            (#"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z"#, "<time>"),
+            (#"\d{4}-\d{2}-\d{2}"#, "<day>"),
+            (#"\d+\.\d s\b"#, "<took>"),
+        ]
+        for (pattern, replacement) in rules {
+            text = text.replacingOccurrences(of: pattern, with: replacement, options: .regularExpression)
+        }
+        return text
+    }
+
+    @Test("json, jsonl, csv, table and html of a stored run match their golden files; json equals the --report file; --output is atomic")
+    func formatsMatchGoldenFiles() async throws {
+        try await ObservedRun.with { observed in
+            let jsonReport = observed.directory + "/run.json"
+            let run = try await CLI.run(["run", "--concurrency", "1", "--report", jsonReport, "--report-html", observed.directory + "/run.html"], environment: observed.environment)
+            #expect(run.status == 3, "\(run.stderr)")
+            #expect(run.stdout.contains("html: \(observed.directory)/run.html"))
+            #expect(FileManager.default.fileExists(atPath: observed.directory + "/run.html"))
+
+            for format in ["json", "jsonl", "csv", "table", "html"] {
+                let output = observed.directory + "/report.\(format)"
+                let result = try await CLI.run(["report", "--format", format, "--output", output], environment: observed.environment)
+                #expect(result.status == 0, "\(format): \(result.stderr)")
+                let text = try String(contentsOfFile: output, encoding: .utf8)
+                #expect(!FileManager.default.fileExists(atPath: output + ".tmp-\(0)"))
+                let leftovers = try FileManager.default.contentsOfDirectory(atPath: observed.directory).filter { $0.contains(".tmp-") }
+                #expect(leftovers.isEmpty, "temporary files left: \(leftovers)")
+                for receipt in observed.receipts { #expect(!text.contains(receipt), "\(format) holds a whole receipt") }
+                #expect(!text.contains(ObservedRun.secret))
+                let golden = Self.goldenDirectory + "/report.\(format)"
+                if Self.recording {
+                    try FileManager.default.createDirectory(atPath: Self.goldenDirectory, withIntermediateDirectories: true)
+                    try Self.normalized(text).write(toFile: golden, atomically: true, encoding: .utf8)
+                } else {
+                    let expected = try? String(contentsOfFile: golden, encoding: .utf8)
+                    #expect(expected != nil, "no golden file \(golden); record with RENEWAL_RECORD_GOLDEN=1")
+                    if let expected, expected != Self.normalized(text) {
+                        let ours = Self.normalized(text).split(separator: "\n", omittingEmptySubsequences: false)
+                        let theirs = expected.split(separator: "\n", omittingEmptySubsequences: false)
+                        let line = zip(ours, theirs).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(ours.count, theirs.count)
+                        Issue.record("report.\(format) differs from its golden file at line \(line + 1): got \(line < ours.count ? String(ours[line].prefix(200)) : "<end>"), expected \(line < theirs.count ? String(theirs[line].prefix(200)) : "<end>")")
+                    }
+                }
+            }
+
+            // The stored run renders as the same object the run wrote.
+            let stored = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: observed.directory + "/report.json"))) as? NSDictionary
+            let written = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: jsonReport))) as? NSDictionary
+            #expect(stored != nil && stored == written, "report --format json differs from the --report file")
+
+            // Ranges and bad selections.
+            let range = try await CLI.run(["report", "--format", "json", "--since", "2000-01-01"], environment: observed.environment)
+            #expect((try? JSONSerialization.jsonObject(with: Data(range.stdout.utf8)) as? [Any])?.count == 1, "a range is an array of runs")
+            let missing = try await CLI.run(["report", "--run", "no-such-run"], environment: observed.environment)
+            #expect(missing.status == 64 && missing.stderr.contains("no run with id no-such-run"), "\(missing.stderr)")
+            let future = try await CLI.run(["report", "--since", "2099-01-01"], environment: observed.environment)
+            #expect(future.status == 64 && future.stderr.contains("widen --since/--until"), "\(future.stderr)")
+        }
+    }
+
+    @Test(
+        "The HTML page opens in headless Chromium with no network, and its three charts render with size and marks",
+        .enabled(if: ObservabilityTools.chromium != nil, "chromium is not installed (Debian package chromium)"))
+    func htmlRendersInChromium() async throws {
+        let chromium = try #require(ObservabilityTools.chromium)
+        try await ObservedRun.with { observed in
+            let html = observed.directory + "/report.html"
+            #expect(try await CLI.run(["run", "--report", html], environment: observed.environment).status == 3)
+            let page = try String(contentsOfFile: html, encoding: .utf8)
+            // Self-contained: nothing to fetch (the SVG namespace is a name, never loaded).
+            let external = page.replacingOccurrences(of: "xmlns=\"http://www.w3.org/2000/svg\"", with: "")
+            for marker in ["http://", "https://", " src=", " href=", "url(", "@import"] {
+                #expect(!external.contains(marker), "the page refers to something outside itself: \(marker)")
+            }
+            // A proxy that refuses everything: any fetch would fail.
+            let browser = ["--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9", "--window-size=1200,2000"]
+            let dom = try tool(chromium, browser + ["--dump-dom", "file://" + html])
+            let attribute = try #require(dom.range(of: #"data-charts="[^"]*""#, options: .regularExpression).map { String(dom[$0]) }, "no data-charts in the DOM")
+            let json = attribute.dropFirst("data-charts=\"".count).dropLast().replacingOccurrences(of: "&quot;", with: "\"")
+            let charts = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]])
+            #expect(charts.compactMap { $0["id"] as? String } == ["changes-by-kind", "entitled-by-product", "failures-by-reason"])
+            for chart in charts {
+                let width = chart["width"] as? Int ?? 0, height = chart["height"] as? Int ?? 0, marks = chart["marks"] as? Int ?? 0
+                #expect(width > 100 && height > 20 && marks > 0, "chart \(chart)")
+            }
+            let screenshot = observed.directory + "/report.png"
+            _ = try tool(chromium, browser + ["--screenshot=" + screenshot, "file://" + html])
+            let size = (try? FileManager.default.attributesOfItem(atPath: screenshot)[.size] as? Int) ?? 0
+            #expect(size > 20_000, "screenshot of \(size) bytes")
+            print("figures[html report]: \(page.utf8.count) bytes, charts \(charts.map { "\($0["id"] ?? "?") \($0["width"] ?? 0)x\($0["height"] ?? 0) marks \($0["marks"] ?? 0)" }.joined(separator: ", ")), screenshot \(size) bytes")
+        }
+    }
+
+    @Test("renewal demo writes an HTML report and prints its path")
+    func demoWritesHTML() async throws {
+        let dir = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let demo = try await CLI.run(["demo", "--directory", dir + "/demo"])
+        #expect(demo.status == 0, "\(demo.stderr)")
+        let line = demo.stdout.split(separator: "\n").first { $0.hasPrefix("HTML report: ") }
+        let path = try #require(line.map { String($0.dropFirst("HTML report: ".count)) })
+        let page = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(page.contains("<svg class=\"chart\" id=\"changes-by-kind\""))
+        #expect(page.contains("billing_recovered"))
+    }
+}
