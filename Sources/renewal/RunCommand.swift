@@ -57,7 +57,7 @@ struct JobRunner {
             let clock = options.clock
             let metricsOutput = MetricsOutput(
                 textfile: options.metricsTextfile, pushgateway: options.resolvedPushgateway, interval: options.pushInterval,
-                instance: resolved.host)
+                instance: options.resolvedMetricsInstance ?? resolved.host)
             let metrics = metricsOutput.isEnabled ? RunMetrics(command: command.name) : nil
             resolved.metrics = metrics
             resolved.progress = TerminalProgress.make(quiet: options.quiet)

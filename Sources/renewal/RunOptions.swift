@@ -49,6 +49,11 @@ struct RunOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Seconds between pushes during a run.", valueName: "seconds"))
     var pushInterval: Double = 30
 
+    @Option(name: .long, help: ArgumentHelp(
+        "The Pushgateway's instance label (use a stable name where hosts come and go, e.g. Kubernetes pods). Env: RENEWAL_METRICS_INSTANCE. Default: the host name.",
+        valueName: "name"))
+    var metricsInstance: String?
+
     @Flag(name: .long, help: "No progress line on standard error (it only shows on a terminal anyway, and not with NO_COLOR).")
     var quiet = false
 
@@ -70,6 +75,10 @@ struct RunOptions: ParsableArguments {
         pushgateway ?? Environment.value("RENEWAL_PUSHGATEWAY_URL")
     }
 
+    var resolvedMetricsInstance: String? {
+        metricsInstance ?? Environment.value("RENEWAL_METRICS_INSTANCE")
+    }
+
     func validate() throws {
         guard (1...512).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 512.") }
         if let limit, limit < 1 { throw ValidationError("--limit must be at least 1.") }
@@ -81,6 +90,9 @@ struct RunOptions: ParsableArguments {
             guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
                 throw ValidationError("--pushgateway \(url) is not an http(s) URL; give the Pushgateway's base URL, e.g. http://pushgateway:9091.")
             }
+        }
+        if let instance = resolvedMetricsInstance, instance.isEmpty || instance.contains("/") {
+            throw ValidationError("--metrics-instance \"\(instance)\" must be a non-empty name without '/', e.g. renewal-worker-0.")
         }
         if let now, Timestamp.date(now) == nil { throw ValidationError("--now must be an RFC 3339 time like 2026-01-31T12:00:00Z.") }
         _ = try loadSchedule()

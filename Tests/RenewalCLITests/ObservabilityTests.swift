@@ -35,14 +35,15 @@ struct ObservedRun {
     let receipts: [String]
     var userIDs: [String] { Self.scenarios.map(\.0) }
 
-    static func with(_ body: (ObservedRun) async throws -> Void) async throws {
+    /// `database`: a SQLite file (default: `renewal.sqlite` in the run's folder) or a postgres:// URL.
+    static func with(database: String? = nil, _ body: (ObservedRun) async throws -> Void) async throws {
         let directory = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let state = SimulatorState()
         let configuration = SimulatorConfiguration(sharedSecret: secret, state: state)
         let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
         try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
-            let database = directory + "/renewal.sqlite"
+            let database = database ?? directory + "/renewal.sqlite"
             let environment = [
                 "APPSTORE_SHARED_SECRET": secret, "APPSTORE_VERIFY_RECEIPT_URL": endpoints.productionURL,
                 "APPSTORE_SANDBOX_VERIFY_RECEIPT_URL": endpoints.sandboxURL, "RENEWAL_DATABASE": database,
@@ -77,11 +78,12 @@ struct MetricsAndLogsTests {
         let promtool = try #require(ObservabilityTools.promtool)
         try await ObservedRun.with { observed in
             observed.state.latency = .milliseconds(250)
+            let instance = "renewal-test-" + UUID().uuidString.prefix(8).lowercased()
             let textfile = observed.directory + "/renewal.prom"
             let child = try FaultProcess(
                 ["run", "--concurrency", "1", "--metrics-textfile", textfile, "--pushgateway", gateway, "--push-interval", "1",
                  "--log-format", "json", "--log-level", "debug"],
-                environment: observed.environment, directory: observed.directory)
+                environment: observed.environment.merging(["RENEWAL_METRICS_INSTANCE": instance]) { $1 }, directory: observed.directory)
             var pushedDuringRun = false
             let deadline = Date().addingTimeInterval(30)
             while child.isRunning, Date() < deadline, !pushedDuringRun {
@@ -106,10 +108,10 @@ struct MetricsAndLogsTests {
             #expect(text.contains(#"renewal_apple_responses_total{command="run",status="0",environment="Production"}"#))
             Self.expectNoIdentifiers(in: text, observed: observed, what: "the textfile")
 
-            // The Pushgateway has the final push, grouped by job and instance.
+            // The Pushgateway has the final push, grouped by job and the instance RENEWAL_METRICS_INSTANCE names.
             let pushed = try await ObservabilityTools.get(gateway + "/metrics")
-            let exitLine = pushed.split(separator: "\n").first { $0.hasPrefix("renewal_last_run_exit_code{") }
-            #expect(exitLine?.contains(#"job="renewal""#) == true && exitLine?.contains("instance=") == true && exitLine?.hasSuffix(" 3") == true,
+            let exitLine = pushed.split(separator: "\n").first { $0.hasPrefix("renewal_last_run_exit_code{") && $0.contains("instance=\"\(instance)\"") }
+            #expect(exitLine?.contains(#"job="renewal""#) == true && exitLine?.hasSuffix(" 3") == true,
                     "pushed: \(exitLine.map(String.init) ?? "nothing")")
             Self.expectNoIdentifiers(in: pushed.split(separator: "\n").filter { $0.hasPrefix("renewal_") }.joined(separator: "\n"), observed: observed, what: "the Pushgateway")
 
@@ -159,5 +161,7 @@ struct MetricsAndLogsTests {
         #expect(bad.status == 64 && bad.stderr.contains("--log-format must be text or json"), "\(bad.stderr)")
         let gateway = try await CLI.run(["run", "--pushgateway", "pushgateway:9091"], environment: env)
         #expect(gateway.status == 64 && gateway.stderr.contains("http(s) URL"), "\(gateway.stderr)")
+        let instance = try await CLI.run(["run", "--pushgateway", "http://127.0.0.1:9", "--metrics-instance", "a/b"], environment: env)
+        #expect(instance.status == 64 && instance.stderr.contains("without '/'"), "\(instance.stderr)")
     }
 }
