@@ -38,9 +38,9 @@ public enum SignedDataFailure: Error, Hashable, Sendable, CustomStringConvertibl
 }
 
 /// Apple's marker extensions: the leaf signs App Store data, the intermediate is Apple's WWDR CA.
-enum AppleOID {
-    static let receiptSigner: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 11, 1]
-    static let wwdrIntermediate: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 2, 1]
+public enum AppleOID {
+    public static let receiptSigner: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 11, 1]
+    public static let wwdrIntermediate: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 2, 1]
 }
 
 /// Requires Apple's OIDs on the leaf and the intermediate of a three-certificate chain.

@@ -1,0 +1,112 @@
+import Crypto
+import Foundation
+import SwiftASN1
+import X509
+
+/// base64url without padding, as JWS and JWT use it.
+enum Base64URL {
+    static func encode(_ data: some DataProtocol) -> String {
+        Data(data).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+}
+
+/// The ES256 bearer token the App Store Server API wants: header `alg`, `kid`, `typ`; claims `iss`,
+/// `iat`, `exp` (at most 60 minutes after `iat`), `aud` = `appstoreconnect-v1`, `bid`.
+public struct ServerAPIToken: Sendable {
+    public var keyID: String
+    public var issuerID: String
+    public var bundleID: String
+    public var lifetime: TimeInterval
+
+    public init(keyID: String, issuerID: String, bundleID: String, lifetime: TimeInterval = 20 * 60) {
+        self.keyID = keyID
+        self.issuerID = issuerID
+        self.bundleID = bundleID
+        self.lifetime = min(lifetime, 60 * 60)
+    }
+
+    /// A signed token issued at `now`.
+    public func signed(with key: P256.Signing.PrivateKey, now: Date = Date()) throws -> String {
+        let header = #"{"alg":"ES256","kid":"\#(Self.escaped(keyID))","typ":"JWT"}"#
+        let issued = Int(now.timeIntervalSince1970)
+        let claims = #"{"iss":"\#(Self.escaped(issuerID))","iat":\#(issued),"exp":\#(issued + Int(lifetime)),"aud":"appstoreconnect-v1","bid":"\#(Self.escaped(bundleID))"}"#
+        let input = Base64URL.encode(Data(header.utf8)) + "." + Base64URL.encode(Data(claims.utf8))
+        let signature = try key.signature(for: Data(input.utf8))
+        return input + "." + Base64URL.encode(signature.rawRepresentation)
+    }
+
+    static func escaped(_ text: String) -> String {
+        let data = (try? JSONEncoder().encode(text)) ?? Data("\"\"".utf8)
+        return String(decoding: data.dropFirst().dropLast(), as: UTF8.self)
+    }
+}
+
+/// A certificate chain shaped like Apple's (root, intermediate with the WWDR OID, leaf with the
+/// receipt-signing OID) that signs JWS: the simulator's signing identity, and tests' forgeries.
+public struct SigningChain: Sendable {
+    public let root: Certificate
+    public let intermediate: Certificate
+    public let leaf: Certificate
+    let leafKey: P256.Signing.PrivateKey
+
+    /// Makes a fresh chain valid from `notBefore` to `notAfter`; `leafOID` and `intermediateOID` can be
+    /// changed to make chains Apple's policy refuses.
+    public static func generate(
+        name: String = "renewal simulator",
+        notBefore: Date = Date(timeIntervalSince1970: 946_684_800), notAfter: Date = Date(timeIntervalSince1970: 4_102_444_800),
+        leafOID: ASN1ObjectIdentifier = AppleOID.receiptSigner, intermediateOID: ASN1ObjectIdentifier = AppleOID.wwdrIntermediate
+    ) throws -> SigningChain {
+        let rootKey = P256.Signing.PrivateKey(), intermediateKey = P256.Signing.PrivateKey(), leafKey = P256.Signing.PrivateKey()
+        let rootName = try DistinguishedName { CommonName("\(name) root CA") }
+        let intermediateName = try DistinguishedName { CommonName("\(name) intermediate CA") }
+        let leafName = try DistinguishedName { CommonName("\(name) signing") }
+        let marker = try ASN1Any(erasing: ASN1Null())
+        let markerBytes: [UInt8] = try { var serializer = DER.Serializer(); try serializer.serialize(marker); return serializer.serializedBytes }()
+        let root = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(rootKey.publicKey), notValidBefore: notBefore, notValidAfter: notAfter,
+            issuer: rootName, subject: rootName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+                KeyUsage(keyCertSign: true, cRLSign: true)
+            },
+            issuerPrivateKey: .init(rootKey))
+        let intermediate = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(intermediateKey.publicKey), notValidBefore: notBefore,
+            notValidAfter: notAfter, issuer: rootName, subject: intermediateName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                KeyUsage(keyCertSign: true, cRLSign: true)
+                Certificate.Extension(oid: intermediateOID, critical: false, value: markerBytes[...])
+            },
+            issuerPrivateKey: .init(rootKey))
+        let leaf = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey), notValidBefore: notBefore, notValidAfter: notAfter,
+            issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                Certificate.Extension(oid: leafOID, critical: false, value: markerBytes[...])
+            },
+            issuerPrivateKey: .init(intermediateKey))
+        return SigningChain(root: root, intermediate: intermediate, leaf: leaf, leafKey: leafKey)
+    }
+
+    /// The root as PEM, for `APPSTORE_ROOT_CERTIFICATES`.
+    public func rootPEM() throws -> String {
+        try root.serializeAsPEM().pemString
+    }
+
+    /// A compact JWS of `payload` (JSON) with this chain in `x5c`.
+    public func sign(_ payload: Data) throws -> String {
+        let x5c = try [leaf, intermediate, root].map { certificate -> String in
+            var serializer = DER.Serializer()
+            try serializer.serialize(certificate)
+            return Data(serializer.serializedBytes).base64EncodedString()
+        }
+        let header = try JSONSerialization.data(withJSONObject: ["alg": "ES256", "typ": "JWT", "x5c": x5c], options: [.sortedKeys])
+        let input = Base64URL.encode(header) + "." + Base64URL.encode(payload)
+        let signature = try leafKey.signature(for: Data(input.utf8))
+        return input + "." + Base64URL.encode(signature.rawRepresentation)
+    }
+}
