@@ -316,3 +316,22 @@ func expectNoSecrets(in runs: [FaultRun], secrets: [String], receipts: [String],
 
 /// Quiet in-process simulator.
 let faultSimulatorLogger = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
+
+extension DatabaseInvariants {
+    /// After the recovery run: `status --json` equals the uninterrupted pass, the change events are the
+    /// same rows, and every invariant holds. Returns the `status` run for the fixture's record.
+    static func expectUninterruptedPass(
+        database: String, directory: String, baselineStatus: [String], baselineEvents: String, query: (String) throws -> String,
+        sourceLocation: SourceLocation
+    ) async throws -> FaultRun {
+        let status = try await FaultProcess.run(["status", "--json", "--database", database], directory: directory)
+        let rows = try StableStatus.rows(status.stdout)
+        let difference = rows == baselineStatus ? [] : Set(rows).symmetricDifference(baselineStatus).sorted()
+        #expect(difference.isEmpty, "status --json differs from the uninterrupted pass (rows only on one side): \(difference)", sourceLocation: sourceLocation)
+        let events = try query(eventsQuery)
+        #expect(events == baselineEvents, "entitlement_changes differ from the uninterrupted pass: \(events.split(separator: "\n").count) rows, uninterrupted \(baselineEvents.split(separator: "\n").count)", sourceLocation: sourceLocation)
+        let broken = try violations(rules + afterRecovery) { try query($0) }
+        #expect(broken.isEmpty, "\(broken)", sourceLocation: sourceLocation)
+        return status
+    }
+}

@@ -283,15 +283,9 @@ final class SQLiteFaultFixture: @unchecked Sendable {
         state.latency = .zero
         let run = try await self.run(asUnprivileged: asUnprivileged)
         #expect(run.status == 0, "the run after the fault: exit \(run.status): \(run.stderr)", sourceLocation: sourceLocation)
-        let status = try await FaultProcess.run(["status", "--json", "--database", database], directory: directory)
-        runs.append(status)
-        let rows = try StableStatus.rows(status.stdout)
-        let difference = rows == baselineStatus ? [] : Set(rows).symmetricDifference(baselineStatus).sorted()
-        #expect(difference.isEmpty, "status --json differs from the uninterrupted pass (rows only on one side): \(difference)", sourceLocation: sourceLocation)
-        let events = try query(DatabaseInvariants.eventsQuery)
-        #expect(events == baselineEvents, "entitlement_changes differ from the uninterrupted pass: \(events.split(separator: "\n").count) rows, uninterrupted \(baselineEvents.split(separator: "\n").count)", sourceLocation: sourceLocation)
-        let violations = try DatabaseInvariants.violations(DatabaseInvariants.rules + DatabaseInvariants.afterRecovery) { try query($0) }
-        #expect(violations.isEmpty, "\(violations)", sourceLocation: sourceLocation)
+        runs.append(try await DatabaseInvariants.expectUninterruptedPass(
+            database: database, directory: directory, baselineStatus: baselineStatus, baselineEvents: baselineEvents, query: query,
+            sourceLocation: sourceLocation))
         return run
     }
 }

@@ -89,27 +89,30 @@ public struct StoredReport: Sendable {
 
     /// Calls `body` with each page of a run's changes.
     func forEachChangePage(of runID: String, limit: Int = .max, _ body: ([RecordedChange]) throws -> Void) async throws {
-        var after: Int64 = 0
-        var seen = 0
-        while seen < limit {
-            let page = try await store.changes(ofRun: runID, afterID: after, limit: min(pageSize, limit - seen))
-            guard let last = page.last else { return }
-            try body(page.map(\.change))
-            seen += page.count
-            after = last.id
+        try await forEachPage(limit: limit, fetch: { try await store.changes(ofRun: runID, afterID: $0, limit: $1) }, id: \.id) {
+            try body($0.map(\.change))
         }
     }
 
     /// Calls `body` with each page of a run's failures.
     func forEachFailurePage(of runID: String, limit: Int = .max, _ body: ([RecordedFailure]) throws -> Void) async throws {
+        try await forEachPage(limit: limit, fetch: { try await store.failures(ofRun: runID, afterID: $0, limit: $1) }, id: \.id) {
+            try body($0.map(\.failure))
+        }
+    }
+
+    /// Keyset paging: fetches rows after the last id seen, `pageSize` at a time, until `limit` rows or the end.
+    private func forEachPage<Row>(
+        limit: Int, fetch: (Int64, Int) async throws -> [Row], id: KeyPath<Row, Int64>, _ body: ([Row]) throws -> Void
+    ) async throws {
         var after: Int64 = 0
         var seen = 0
         while seen < limit {
-            let page = try await store.failures(ofRun: runID, afterID: after, limit: min(pageSize, limit - seen))
+            let page = try await fetch(after, min(pageSize, limit - seen))
             guard let last = page.last else { return }
-            try body(page.map(\.failure))
+            try body(page)
             seen += page.count
-            after = last.id
+            after = last[keyPath: id]
         }
     }
 
