@@ -107,6 +107,10 @@ extension SimulatedReceipt {
             pending = [.init(
                 originalTransactionID: originalID, productID: productID, autoRenewStatus: false,
                 expirationIntent: now >= retryStart ? "1" : nil)]
+        case .legacyIOS6:
+            // As the iOS 6 answer tells it: one period, auto-renew off, no intent given.
+            periods = [first]
+            pending = [.init(originalTransactionID: originalID, productID: productID, autoRenewStatus: false)]
         case .billingRetry, .gracePeriod:
             periods = [first]
             pending = [billingRetryPending(originalID: originalID, now: now)]

@@ -40,12 +40,13 @@ public struct SimulatedReceipt: Codable, Sendable, Hashable {
     public var encoded: String {
         // Encoding a struct of strings and numbers cannot fail.
         let data = (try? Self.encoder.encode(self)) ?? Data()
-        return data.base64EncodedString()
+        return container(json: data).base64EncodedString()
     }
 
-    /// Reads a receipt produced by `encoded`; nil for anything else (a real receipt, garbage).
+    /// Reads a receipt produced by `encoded` (or the bare base64 JSON earlier versions made); nil for
+    /// anything else (a real receipt, garbage).
     public init?(encoded: String) {
-        guard let data = Data(base64Encoded: encoded, options: .ignoreUnknownCharacters),
+        guard let data = Self.json(inContainer: encoded) ?? Data(base64Encoded: encoded, options: .ignoreUnknownCharacters),
             let receipt = try? Self.decoder.decode(SimulatedReceipt.self, from: data),
             receipt.period > 0, receipt.period.isFinite, receipt.generation >= 0
         else { return nil }

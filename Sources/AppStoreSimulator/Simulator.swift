@@ -19,6 +19,15 @@ public func buildSimulator(
     let routes = SimulatorRoutes(configuration: configuration)
     router.post("verifyReceipt") { request, _ in try await routes.verify(request, sandbox: false) }
     router.post("sandbox/verifyReceipt") { request, _ in try await routes.verify(request, sandbox: true) }
+    router.get("inApps/v1/subscriptions/:id") { request, context in
+        try await routes.statuses(request, id: context.parameters.get("id") ?? "", sandbox: false)
+    }
+    router.get("sandbox/inApps/v1/subscriptions/:id") { request, context in
+        try await routes.statuses(request, id: context.parameters.get("id") ?? "", sandbox: true)
+    }
+    router.post("_simulator/receipts") { request, _ in try await routes.registerReceipts(request) }
+    router.get("_simulator/server-api/stats") { _, _ in routes.json(configuration.state.serverAPIStats) }
+    router.post("_simulator/server-api/rate-limit") { request, _ in try await routes.changeRateLimit(request) }
     router.get("_simulator/clock") { _, _ in routes.clock() }
     router.post("_simulator/clock") { request, _ in try await routes.changeClock(request) }
     router.get("_simulator/fault") { _, _ in routes.json(["mode": configuration.state.fault.rawValue]) }
@@ -52,6 +61,7 @@ struct SimulatorRoutes: Sendable {
         let receipt = verifyRequest.flatMap { SimulatedReceipt(encoded: $0.receiptData) }
         var attempt = 1
         if let receipt, let verifyRequest {
+            state.register([receipt])
             attempt = state.recordReceipt(account: receipt.account, receiptData: verifyRequest.receiptData)
         }
         switch state.fault {
@@ -71,6 +81,78 @@ struct SimulatorRoutes: Sendable {
         }
         if receipt.scenario == .slow { try await Task.sleep(for: configuration.slowDelay) }
         return respond(receipt.answer(at: state.now, sandboxEndpoint: sandbox, attempt: attempt))
+    }
+
+    /// Get All Subscription Statuses: the token first (401), then the simulated rate limit (429),
+    /// faults, the registered receipt (404 when none), its scenario.
+    func statuses(_ request: Request, id: String, sandbox: Bool) async throws -> Response {
+        guard let serverAPI = configuration.serverAPI else {
+            return raw(status: 500, contentType: "application/json", data: Data(#"{"errorCode":5000000,"errorMessage":"No signing chain."}"#.utf8))
+        }
+        guard serverAPI.accepts(authorization: request.headers[.authorization]) else {
+            state.countServerAPI(.unauthorized)
+            return raw(status: 401, contentType: "text/plain", data: Data("Unauthenticated\n".utf8))
+        }
+        if let until = state.recordServerAPIRequest(sandbox: sandbox) {
+            var response = serverAPIError(429, code: 4_290_000, message: "Rate limit exceeded.")
+            response.headers[.retryAfter] = String(AppleDateFormat.milliseconds(until))
+            return response
+        }
+        let delay = configuration.latency + state.latency
+        if delay > .zero { try await Task.sleep(for: delay) }
+        switch state.fault {
+        case .none: break
+        case .outage: return respond(SimulatedAnswer.outagePage)
+        case .html200: return respond(SimulatedAnswer.htmlPage)
+        case .status21005: return serverAPIError(500, code: 5_000_001, message: "An unknown error occurred. Please try again.")
+        }
+        guard let receipt = state.registered(transactionID: id) else {
+            state.countServerAPI(.notFound)
+            return serverAPIError(404, code: 4_040_010, message: "Transaction id not found.")
+        }
+        let attempt = state.recordServerAPIAttempt(account: receipt.account)
+        if receipt.scenario == .slow { try await Task.sleep(for: configuration.slowDelay) }
+        switch receipt.statusAnswer(at: state.now, sandboxEndpoint: sandbox, attempt: attempt, signer: serverAPI.chain) {
+        case .json(let data): return raw(status: 200, contentType: "application/json", data: data)
+        case .error(let status, let code, let message):
+            if status == 404 { state.countServerAPI(.notFound) }
+            return serverAPIError(status, code: code, message: message)
+        case .raw(let status, let contentType, let body): return raw(status: status, contentType: contentType, data: body)
+        }
+    }
+
+    private func serverAPIError(_ status: Int, code: Int, message: String) -> Response {
+        raw(status: status, contentType: "application/json", data: Self.encode(ServerAPIErrorBody(errorCode: code, errorMessage: message)))
+    }
+
+    private struct ServerAPIErrorBody: Encodable {
+        var errorCode: Int
+        var errorMessage: String
+    }
+
+    /// `{"receipts": ["<encoded>", …]}` makes receipts known to the Server API routes.
+    func registerReceipts(_ request: Request) async throws -> Response {
+        struct Registration: Decodable { var receipts: [String] }
+        let body = try await request.body.collect(upTo: Self.maxRequestBytes)
+        guard let registration = try? JSONDecoder().decode(Registration.self, from: Data(body.readableBytesView)) else {
+            return badRequest(#"Send {"receipts": ["<receipt>", …]}."#)
+        }
+        let receipts = registration.receipts.compactMap(SimulatedReceipt.init(encoded:))
+        state.register(receipts)
+        return json(["registered": receipts.count, "unreadable": registration.receipts.count - receipts.count])
+    }
+
+    /// `{"per_second": N}` sets the simulated Server API rate limit; `{"per_second": null}` lifts it.
+    func changeRateLimit(_ request: Request) async throws -> Response {
+        struct Change: Decodable {
+            var perSecond: Int?
+            enum CodingKeys: String, CodingKey { case perSecond = "per_second" }
+        }
+        guard let change = try await decode(Change.self, from: request), (change.perSecond ?? 1) > 0 else {
+            return badRequest(#"Send {"per_second": N} with N > 0, or {"per_second": null}."#)
+        }
+        state.serverAPIRateLimit = change.perSecond
+        return json(["per_second": change.perSecond])
     }
 
     func respond(_ answer: SimulatedAnswer) -> Response {
@@ -149,7 +231,7 @@ struct SimulatorRoutes: Sendable {
         raw(status: 200, contentType: "application/json", data: Self.encode(value))
     }
 
-    private func badRequest(_ message: String) -> Response {
+    func badRequest(_ message: String) -> Response {
         var response = json(["error": message])
         response.status = .badRequest
         return response

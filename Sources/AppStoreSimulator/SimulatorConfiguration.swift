@@ -13,12 +13,17 @@ public struct SimulatorConfiguration: Sendable {
     /// The clock, fault, counters and received receipts; hold it to change them in-process.
     /// Default: a fresh state whose clock follows the wall clock.
     public var state: SimulatorState
+    /// The App Store Server API's signing chain and accepted API key. Default: generated at start;
+    /// nil only if generation failed, and then the Server API routes answer HTTP 500.
+    public var serverAPI: SimulatedServerAPI?
 
     /// Creates a configuration; every parameter has the default documented on its property.
     public init(
         host: String = "127.0.0.1", port: Int = 0, sharedSecret: String? = nil,
-        latency: Duration = .zero, slowDelay: Duration = .seconds(10), state: SimulatorState = SimulatorState()
+        latency: Duration = .zero, slowDelay: Duration = .seconds(10), state: SimulatorState = SimulatorState(),
+        serverAPI: SimulatedServerAPI? = try? SimulatedServerAPI.generate()
     ) {
+        self.serverAPI = serverAPI
         self.host = host
         self.port = port
         self.sharedSecret = sharedSecret
@@ -43,6 +48,10 @@ public struct SimulatorEndpoints: Sendable, Hashable {
     public var productionURL: String
     /// `http://127.0.0.1:PORT/sandbox/verifyReceipt`: the sandbox endpoint.
     public var sandboxURL: String
+    /// `http://127.0.0.1:PORT`: the App Store Server API's production base URL.
+    public var serverAPIURL: String
+    /// `http://127.0.0.1:PORT/sandbox`: the App Store Server API's sandbox base URL.
+    public var sandboxServerAPIURL: String
     /// `http://127.0.0.1:PORT/_simulator`: the base of the control routes (`/clock`, `/fault`, `/stats`, `/received/{account}`).
     public var controlURL: String
 
@@ -54,5 +63,7 @@ public struct SimulatorEndpoints: Sendable, Hashable {
         self.productionURL = base + "/verifyReceipt"
         self.sandboxURL = base + "/sandbox/verifyReceipt"
         self.controlURL = base + "/_simulator"
+        self.serverAPIURL = base
+        self.sandboxServerAPIURL = base + "/sandbox"
     }
 }

@@ -51,6 +51,19 @@ public final class SimulatorState: Sendable {
         public var sandbox: Int
     }
 
+    /// App Store Server API request counters.
+    public struct ServerAPIStats: Codable, Sendable, Hashable {
+        public var requests = 0
+        public var production = 0
+        public var sandbox = 0
+        /// Requests refused for a bad or missing token (HTTP 401).
+        public var unauthorized = 0
+        /// Requests refused by the simulated rate limit (HTTP 429).
+        public var rateLimited = 0
+        /// Requests for a transaction id no registered receipt holds (HTTP 404).
+        public var notFound = 0
+    }
+
     private struct Storage {
         var base: Date?
         var offset: TimeInterval
@@ -60,6 +73,12 @@ public final class SimulatorState: Sendable {
         var attempts: [String: Int] = [:]
         var received: [String: String] = [:]
         var scripts: [String: ScriptedAnswer] = [:]
+        var registry: [String: SimulatedReceipt] = [:]
+        var serverAPIStats = ServerAPIStats()
+        var serverAPIAttempts: [String: Int] = [:]
+        var arrivals: [ContinuousClock.Instant] = []
+        var arrivalDates: [Date] = []
+        var serverAPIRateLimit: Int?
     }
 
     private let storage: Mutex<Storage>
@@ -144,5 +163,90 @@ public final class SimulatorState: Sendable {
             $0.attempts[account] = attempt
             return attempt
         }
+    }
+
+    // MARK: - App Store Server API
+
+    /// Makes `receipts` known by their original transaction ids, as Apple knows every transaction it
+    /// issued. verifyReceipt requests register their receipt too.
+    public func register(_ receipts: [SimulatedReceipt]) {
+        storage.withLock { storage in
+            for receipt in receipts {
+                for id in receipt.originalTransactionIDs { storage.registry[id] = receipt }
+            }
+        }
+    }
+
+    /// The receipt holding `transactionID`, if registered.
+    func registered(transactionID: String) -> SimulatedReceipt? {
+        storage.withLock { $0.registry[transactionID] }
+    }
+
+    /// Server API request counters so far.
+    public var serverAPIStats: ServerAPIStats {
+        storage.withLock { $0.serverAPIStats }
+    }
+
+    /// The wall-clock arrival time of every Server API request (the last 100,000), oldest first,
+    /// whatever it was answered: what a rate-limit test counts per second.
+    public var serverAPIArrivals: [Date] {
+        storage.withLock { $0.arrivalDates }
+    }
+
+    /// Apple's limit, simulated: more than this many Server API requests in any second are answered
+    /// HTTP 429 with `Retry-After` in UNIX milliseconds. Nil (the default): no limit.
+    public var serverAPIRateLimit: Int? {
+        get { storage.withLock { $0.serverAPIRateLimit } }
+        set { storage.withLock { $0.serverAPIRateLimit = newValue } }
+    }
+
+    /// Counts one Server API request; returns when a 429 should lift, if this one is over the limit.
+    func recordServerAPIRequest(sandbox: Bool) -> Date? {
+        let now = ContinuousClock.now
+        let wall = Date()
+        return storage.withLock { storage -> Date? in
+            storage.serverAPIStats.requests += 1
+            if sandbox { storage.serverAPIStats.sandbox += 1 } else { storage.serverAPIStats.production += 1 }
+            storage.arrivalDates.append(wall)
+            if storage.arrivalDates.count > 100_000 { storage.arrivalDates.removeFirst(10_000) }
+            if let limit = storage.serverAPIRateLimit {
+                let windowStart = now - .seconds(1)
+                let recent = storage.arrivals.reversed().prefix { $0 > windowStart }
+                if recent.count >= limit, let oldest = recent.last {
+                    storage.serverAPIStats.rateLimited += 1
+                    return wall.addingTimeInterval((oldest + .seconds(1) - now).secondsValue)
+                }
+            }
+            storage.arrivals.append(now)
+            if storage.arrivals.count > 100_000 { storage.arrivals.removeFirst(10_000) }
+            return nil
+        }
+    }
+
+    enum ServerAPIRefusal { case unauthorized, notFound }
+
+    func countServerAPI(_ refusal: ServerAPIRefusal) {
+        storage.withLock {
+            switch refusal {
+            case .unauthorized: $0.serverAPIStats.unauthorized += 1
+            case .notFound: $0.serverAPIStats.notFound += 1
+            }
+        }
+    }
+
+    /// The Server API request number for `account` (1 for the first).
+    func recordServerAPIAttempt(account: String) -> Int {
+        storage.withLock {
+            let attempt = ($0.serverAPIAttempts[account] ?? 0) + 1
+            $0.serverAPIAttempts[account] = attempt
+            return attempt
+        }
+    }
+}
+
+extension Duration {
+    var secondsValue: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

@@ -124,7 +124,7 @@ extension AppStoreClient {
     }
 
     /// Maps a transport error onto the module's error, keeping only a short, secret-free description.
-    static func clientError(_ error: any Error) -> AppStoreClientError {
+    package static func clientError(_ error: any Error) -> AppStoreClientError {
         if let error = error as? HTTPClientError {
             let timeouts: [HTTPClientError] = [
                 .deadlineExceeded, .readTimeout, .writeTimeout, .connectTimeout,
@@ -141,7 +141,7 @@ extension AppStoreClient {
 
 extension Duration {
     /// The duration in whole nanoseconds (saturating).
-    var nanoseconds: Int64 {
+    package var nanoseconds: Int64 {
         let (seconds, attoseconds) = components
         let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         return overflow ? .max : product &+ attoseconds / 1_000_000_000

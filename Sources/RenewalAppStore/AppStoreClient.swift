@@ -138,9 +138,12 @@ public final class AppStoreClient: ReceiptVerifier {
 
     /// Full jitter: a uniform delay in `[0, min(max, base * 2^(attempt-1))]`.
     func backoff(afterAttempt attempt: Int) -> Duration {
-        let base = configuration.retryBaseDelay.seconds
-        let cap = configuration.retryMaxDelay.seconds
-        let ceiling = min(cap, base * Double(1 << min(max(attempt - 1, 0), 30)))
+        Self.fullJitter(afterAttempt: attempt, base: configuration.retryBaseDelay, cap: configuration.retryMaxDelay)
+    }
+
+    /// A uniform delay in `[0, min(cap, base * 2^(attempt-1))]`.
+    package static func fullJitter(afterAttempt attempt: Int, base: Duration, cap: Duration) -> Duration {
+        let ceiling = min(cap.seconds, base.seconds * Double(1 << min(max(attempt - 1, 0), 30)))
         guard ceiling > 0, ceiling.isFinite else { return .zero }
         return .milliseconds(Int64((Double.random(in: 0...ceiling) * 1000).rounded()))
     }
@@ -165,13 +168,13 @@ public final class AppStoreClient: ReceiptVerifier {
 
 extension Duration {
     /// The duration in seconds, as a floating-point number.
-    var seconds: Double {
+    package var seconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
     }
 
     /// The duration in whole milliseconds.
-    var milliseconds: Int64 {
+    package var milliseconds: Int64 {
         Int64((seconds * 1000).rounded())
     }
 }

@@ -8,6 +8,42 @@ public protocol ReceiptVerifier: Sendable {
     /// Asks Apple about one receipt, retrying temporary failures within the verifier's own bounds.
     /// Never throws for per-receipt problems: they are answers (`.transient`, `.rejected`).
     func verify(receipt: String, logger: Logger) async -> AppleAnswer
+
+    /// Asks Apple about one stored receipt, knowing what the database knows of it (the transaction
+    /// id a Server API check asks by, its environment, the source that read it last). The default
+    /// asks by the receipt alone.
+    func verify(_ check: ReceiptCheck, logger: Logger) async -> AppleAnswer
+}
+
+extension ReceiptVerifier {
+    public func verify(_ check: ReceiptCheck, logger: Logger) async -> AppleAnswer {
+        await verify(receipt: check.receipt, logger: logger)
+    }
+}
+
+/// One stored receipt as a verifier sees it. Never logged: `receipt` is the customer's receipt.
+public struct ReceiptCheck: Sendable, Hashable {
+    /// The stored `latest_receipt`.
+    public var receipt: String
+    /// The original transaction id stored for the receipt by an earlier answer, if any.
+    public var originalTransactionID: String?
+    /// The original transaction ids of the subscriptions stored for the receipt.
+    public var subscriptionIDs: [String]
+    /// The environment that answered last, if any.
+    public var environment: AppStoreEnvironment?
+    /// The API that read the receipt last; nil when it was never read.
+    public var source: CheckSource?
+
+    public init(
+        receipt: String, originalTransactionID: String? = nil, subscriptionIDs: [String] = [],
+        environment: AppStoreEnvironment? = nil, source: CheckSource? = nil
+    ) {
+        self.receipt = receipt
+        self.originalTransactionID = originalTransactionID
+        self.subscriptionIDs = subscriptionIDs
+        self.environment = environment
+        self.source = source
+    }
 }
 
 /// Why a verification produced no usable answer. Descriptions never contain receipt data or secrets.

@@ -139,6 +139,9 @@ extension EntitlementDecision {
         if let latest = evidence.latestReceipt, !latest.isEmpty, latest != receipt.latestReceipt {
             update.newLatestReceipt = latest
         }
+        update.source = evidence.source
+        update.originalTransactionID = evidence.lookupTransactionID ?? receipt.originalTransactionID
+        update.migrated = evidence.source == .serverAPI && receipt.source != .serverAPI
         let stored = Dictionary(
             receipt.subscriptions.map { ($0.snapshot.originalTransactionID, $0) }, uniquingKeysWith: { first, _ in first })
 

@@ -29,6 +29,8 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
     public var dueLeft = 0
     /// Due receipts when a `run` began (nil for backfills and dry runs): the backlog it started from.
     public var dueAtStart: Int?
+    /// Receipts this run moved to the App Store Server API (their first valid answer from it).
+    public var migrated = 0
 
     public init() {}
 
@@ -39,6 +41,7 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
         case recoveredLeases = "recovered_leases"
         case dueLeft = "due_left"
         case dueAtStart = "due_at_start"
+        case migrated
     }
 }
 
@@ -47,6 +50,8 @@ struct ReportChange: Encodable {
     var userID: String
     var event: SubscriptionEvent
     var ownershipType: String?
+    /// The API whose answer made the change; omitted when unknown (changes stored before schema v5).
+    var source: String?
 
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: ReportKey.self)
@@ -61,6 +66,7 @@ struct ReportChange: Encodable {
         try c.encode(event.environment?.rawValue, forKey: ReportKey("environment"))
         try c.encode(ownershipType, forKey: ReportKey("ownership_type"))
         try c.encode(event.toState.grantsAccess, forKey: ReportKey("entitled"))
+        try c.encodeIfPresent(source, forKey: ReportKey("source"))
     }
 }
 

@@ -75,6 +75,8 @@ public struct RenewalOutcome: Sendable, Hashable {
         case abortedAppleUnavailable = "aborted_apple_unavailable"
         /// Apple rejected the shared secret, 21004 (exit 78).
         case sharedSecretRejected = "aborted_shared_secret_rejected"
+        /// The App Store Server API refused the API key in both environments (HTTP 401; exit 78).
+        case credentialsRejected = "aborted_credentials_rejected"
         /// Stopped on SIGTERM/SIGINT after finishing in-flight receipts (exit 3).
         case interrupted
         /// Finished, but due receipts no lease holds were left behind (exit 3): they are the next
@@ -87,7 +89,7 @@ public struct RenewalOutcome: Sendable, Hashable {
             case .completed: return 0
             case .completedWithFailures, .interrupted, .incomplete: return 3
             case .abortedAppleUnavailable: return 4
-            case .sharedSecretRejected: return 78
+            case .sharedSecretRejected, .credentialsRejected: return 78
             }
         }
     }

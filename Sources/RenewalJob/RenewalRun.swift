@@ -117,6 +117,7 @@ public struct RenewalRun: Sendable {
             record.skipped = counts.skipped
             record.recoveredLeases = counts.recoveredLeases
             record.dueLeft = counts.dueLeft
+            record.migrated = counts.migrated
             do {
                 try await store.finishRun(record)
             } catch let error as SubscriptionStoreError {
@@ -129,6 +130,7 @@ public struct RenewalRun: Sendable {
             "renewal.failed": "\(counts.failed)", "renewal.invalid": "\(counts.invalid)",
             "renewal.conflicts": "\(counts.conflicts)", "renewal.skipped": "\(counts.skipped)",
             "renewal.lease_lost": "\(counts.leaseLost)", "renewal.recovered_leases": "\(counts.recoveredLeases)",
+            "renewal.migrated": "\(counts.migrated)",
             "renewal.seconds": "\(String(format: "%.3f", finishedAt.timeIntervalSince(startedAt)))",
         ])
         return RenewalOutcome(

@@ -31,11 +31,11 @@ final class ReportWriter {
         try write(head)
     }
 
-    func append(changes: [SubscriptionEvent], userID: String, ownership: [String: String]) throws {
+    func append(changes: [SubscriptionEvent], userID: String, ownership: [String: String], source: CheckSource?) throws {
         for event in changes {
             let change = ReportChange(
                 userID: userID, event: event,
-                ownershipType: event.originalTransactionID.flatMap { ownership[$0] })
+                ownershipType: event.originalTransactionID.flatMap { ownership[$0] }, source: source?.rawValue)
             try write((firstChange ? "\n" : ",\n") + String(decoding: encoder.encode(change), as: UTF8.self))
             firstChange = false
         }

@@ -91,7 +91,7 @@ struct RunExecution {
                     guard let receipt = try await source.next() else { break }
                     claimedThisPass += 1
                     group.addTask {
-                        .answer(receipt, await verifier.verify(receipt: receipt.latestReceipt, logger: logger))
+                        .answer(receipt, await verifier.verify(receipt.check, logger: logger))
                     }
                     inFlight += 1
                 }
@@ -133,7 +133,7 @@ struct RunExecution {
                         logger.error("Apple says the configuration is wrong; stopping before writing anything else", metadata: [
                             LogKey.reason: "\(failure.reason)"
                         ])
-                        stop = .sharedSecretRejected
+                        stop = failure.reason == "apple_status_21004" ? .sharedSecretRejected : .credentialsRejected
                     }
                     try await handle(receipt, answer)
                 }
@@ -202,7 +202,7 @@ struct RunExecution {
     }
 
     private mutating func handle(_ receipt: StoredReceipt, _ answer: AppleAnswer) async throws {
-        if stop == .sharedSecretRejected {
+        if stop == .sharedSecretRejected || stop == .credentialsRejected {
             try await release(receipt)
             return
         }
@@ -332,6 +332,10 @@ struct RunExecution {
             if check.outcome == .invalid { counts.invalid += 1 }
             if check.changes.isEmpty { counts.unchanged += 1 } else { counts.receiptsChanged += 1 }
             counts.changed += check.changes.count
+            if check.update.migrated {
+                counts.migrated += 1
+                metadata["renewal.migrated"] = "server_api"
+            }
             metadata["renewal.changes"] = "\(check.changes.map(\.kind.rawValue).joined(separator: ","))"
             logger.debug("Verified receipt", metadata: metadata)
         case .failed:
@@ -355,7 +359,7 @@ struct RunExecution {
         let ownership = Dictionary(
             check.update.subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.ownershipType ?? "") },
             uniquingKeysWith: { first, _ in first })
-        try report.append(changes: check.changes, userID: receipt.userID, ownership: ownership)
+        try report.append(changes: check.changes, userID: receipt.userID, ownership: ownership, source: check.update.source)
         if let failure = check.failure {
             try report.append(failure: failure, userID: receipt.userID, receiptID: receipt.id)
         }
@@ -370,6 +374,15 @@ struct RunExecution {
         if let leaseOwner {
             try await run.store.releaseLeases(receiptIDs: [receipt.id], owner: leaseOwner)
         }
+    }
+}
+
+extension StoredReceipt {
+    /// The receipt as a verifier sees it: what the database knows of it.
+    var check: ReceiptCheck {
+        ReceiptCheck(
+            receipt: latestReceipt, originalTransactionID: originalTransactionID,
+            subscriptionIDs: subscriptions.map(\.snapshot.originalTransactionID), environment: environment, source: source)
     }
 }
 

@@ -34,8 +34,8 @@ public enum LegacyReceipt {
     /// The OID of PKCS#7 `signedData`.
     static let signedDataOID: ASN1ObjectIdentifier = [1, 2, 840, 113_549, 1, 7, 2]
 
-    /// The in-app purchase rows of an iOS 7+ app receipt (empty when it has none).
-    public static func purchases(appReceipt base64: String) throws(ReadError) -> [Purchase] {
+    /// The top-level attributes of an iOS 7+ app receipt's payload, as (type, value bytes), in order.
+    public static func attributes(appReceipt base64: String) throws(ReadError) -> [(type: Int, value: [UInt8])] {
         guard let data = Data(base64Encoded: base64, options: .ignoreUnknownCharacters), !data.isEmpty else { throw .notBase64 }
         do {
             let contentInfo = try BER.parse(Array(data))
@@ -52,6 +52,18 @@ public enum LegacyReceipt {
             guard let attributes = try receiptAttributes(inside: octets(of: explicit)) else {
                 throw ReadError.notAReceipt("the receipt payload is not a set of attributes")
             }
+            return attributes.map { ($0.type, $0.value) }
+        } catch let error as ReadError {
+            throw error
+        } catch {
+            throw .notAReceipt("ASN.1: \(error)")
+        }
+    }
+
+    /// The in-app purchase rows of an iOS 7+ app receipt (empty when it has none).
+    public static func purchases(appReceipt base64: String) throws(ReadError) -> [Purchase] {
+        let attributes = try attributes(appReceipt: base64)
+        do {
             var purchases: [Purchase] = []
             for attribute in attributes where attribute.type == 17 {
                 guard let fields = try receiptAttributes(inside: attribute.value) else { continue }

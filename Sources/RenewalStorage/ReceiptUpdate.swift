@@ -30,6 +30,12 @@ public struct ReceiptUpdate: Sendable, Hashable {
     public var conflicts: [OwnershipConflict]
     /// The lease owner to release; nil when the row was not leased.
     public var leaseOwner: String?
+    /// The API whose valid answer this check read; written with `originalTransactionID` when set.
+    public var source: CheckSource?
+    /// The original transaction id to ask the App Store Server API by from now on.
+    public var originalTransactionID: String?
+    /// This check moved the receipt to the App Store Server API (`receipts.migrated_at` is set).
+    public var migrated = false
 
     public init(
         receiptID: Int64, userID: String, runID: String?, checkedAt: Date, newLatestReceipt: String?,
@@ -66,6 +72,7 @@ public struct ReceiptUpdate: Sendable, Hashable {
             consecutiveFailures: receipt.consecutiveFailures, consecutiveMalformed: receipt.consecutiveMalformed,
             subscriptions: [], changes: [], failure: nil, conflicts: [], leaseOwner: leaseOwner,
             rejectedSince: receipt.rejectedSince, noSubscriptionSince: receipt.noSubscriptionSince)
+        self.originalTransactionID = receipt.originalTransactionID
     }
 }
 

@@ -48,8 +48,11 @@ public struct RecordedChange: Sendable, Hashable {
     public var event: SubscriptionEvent
     public var ownershipType: String?
     public var occurredAt: Date
+    /// The API whose answer made the change (`verify_receipt`, `server_api`); nil before schema v5.
+    public var source: String?
 
-    public init(userID: String, event: SubscriptionEvent, ownershipType: String?, occurredAt: Date) {
+    public init(userID: String, event: SubscriptionEvent, ownershipType: String?, occurredAt: Date, source: String? = nil) {
+        self.source = source
         self.userID = userID
         self.event = event
         self.ownershipType = ownershipType

@@ -35,6 +35,8 @@ public struct RunRecord: Sendable, Hashable {
     public var dueAtStart: Int?
     /// Due receipts no lease held when the run ended.
     public var dueLeft = 0
+    /// Receipts this run moved to the App Store Server API.
+    public var migrated = 0
 
     public init(
         id: String, command: String, startedAt: Date, finishedAt: Date? = nil, status: String = "running",

@@ -5,7 +5,7 @@ extension SQLSubscriptionStore {
     static var receiptColumns: String {
         """
         id, user_id, latest_receipt, imported_product_id, status, environment, next_check_at, last_verified_at, \
-        consecutive_failures, consecutive_malformed, rejected_since, no_subscription_since
+        consecutive_failures, consecutive_malformed, rejected_since, no_subscription_since, source, original_transaction_id
         """
     }
 
@@ -167,6 +167,8 @@ extension SQLSubscriptionStore {
             consecutiveMalformed: try row.int("consecutive_malformed"),
             rejectedSince: try row.optionalDate("rejected_since"),
             noSubscriptionSince: try row.optionalDate("no_subscription_since"),
+            source: try row.optionalText("source").flatMap(CheckSource.init(rawValue:)),
+            originalTransactionID: try row.optionalText("original_transaction_id"),
             subscriptions: []
         )
     }

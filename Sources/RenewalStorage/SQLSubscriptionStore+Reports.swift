@@ -131,7 +131,8 @@ extension SQLSubscriptionStore {
         )
         return RecordedChange(
             userID: try row.text("user_id"), event: event,
-            ownershipType: try row.optionalText("ownership_type"), occurredAt: try row.date("occurred_at")
+            ownershipType: try row.optionalText("ownership_type"), occurredAt: try row.date("occurred_at"),
+            source: try row.optionalText("source")
         )
     }
 

@@ -175,6 +175,15 @@ extension SQLSubscriptionStore {
         if let verifiedAt = write.verifiedAt {
             assignments.append("last_verified_at = \(binds.add(SQLValue(verifiedAt)))")
         }
+        if let source = write.source {
+            assignments.append("source = \(binds.add(.text(source.rawValue)))")
+        }
+        if let id = write.originalTransactionID {
+            assignments.append("original_transaction_id = \(binds.add(.text(id)))")
+        }
+        if write.migrated {
+            assignments.append("migrated_at = \(binds.add(SQLValue(write.checkedAt)))")
+        }
         var condition = "id = \(id)"
         if let owner = write.leaseOwner {
             // Fenced: written (and the lease released) only while this worker holds the lease.
@@ -227,13 +236,13 @@ extension SQLSubscriptionStore {
         _ = try connection.execute(
             """
             INSERT INTO entitlement_changes (run_id, user_id, original_transaction_id, product_id, kind, from_state,
-                to_state, old_expires_at, new_expires_at, environment, ownership_type, occurred_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                to_state, old_expires_at, new_expires_at, environment, ownership_type, occurred_at, source)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
             """,
             [SQLValue(write.runID), .text(write.userID), SQLValue(change.originalTransactionID), SQLValue(change.productID),
              .text(change.kind.rawValue), .text(change.fromState.rawValue), .text(change.toState.rawValue),
              SQLValue(change.oldExpiresAt), SQLValue(change.newExpiresAt), SQLValue(change.environment?.rawValue),
-             SQLValue(ownershipType), SQLValue(write.checkedAt)]
+             SQLValue(ownershipType), SQLValue(write.checkedAt), SQLValue(write.source?.rawValue)]
         )
     }
 
@@ -268,7 +277,8 @@ extension SQLSubscriptionStore {
     private static var runColumns: String {
         """
         id, command, started_at, finished_at, status, exit_code, checked, changed, unchanged, failed, conflicts, \
-        host, process_id, worker_id, lease_lost, receipts_changed, invalid, skipped, recovered_leases, due_at_start, due_left
+        host, process_id, worker_id, lease_lost, receipts_changed, invalid, skipped, recovered_leases, due_at_start, due_left, \
+        migrated
         """
     }
 
@@ -277,7 +287,8 @@ extension SQLSubscriptionStore {
          SQLValue(run.exitCode), SQLValue(run.checked), SQLValue(run.changed), SQLValue(run.unchanged),
          SQLValue(run.failed), SQLValue(run.conflicts), .text(run.host), SQLValue(run.processID),
          SQLValue(run.workerID), SQLValue(run.leaseLost), SQLValue(run.receiptsChanged), SQLValue(run.invalid),
-         SQLValue(run.skipped), SQLValue(run.recoveredLeases), SQLValue(run.dueAtStart), SQLValue(run.dueLeft)]
+         SQLValue(run.skipped), SQLValue(run.recoveredLeases), SQLValue(run.dueAtStart), SQLValue(run.dueLeft),
+         SQLValue(run.migrated)]
     }
 
     /// `$1, $2, … $count`.

@@ -82,6 +82,7 @@ extension SQLSubscriptionStore: RunHistoryStore {
         record.invalid = try row.int("invalid")
         record.skipped = try row.int("skipped")
         record.recoveredLeases = try row.int("recovered_leases")
+        record.migrated = try row.int("migrated")
         record.dueAtStart = try row.optionalInt("due_at_start")
         record.dueLeft = try row.int("due_left")
         return record

@@ -20,14 +20,20 @@ public struct StoredReceipt: Sendable, Hashable {
     public var rejectedSince: Date?
     /// When a valid answer first showed this receipt holds no auto-renewable subscription; nil otherwise.
     public var noSubscriptionSince: Date?
+    /// The API that read this receipt last; nil when none has.
+    public var source: CheckSource?
+    /// The original transaction id the App Store Server API is asked by, once known.
+    public var originalTransactionID: String?
     public var subscriptions: [StoredSubscription]
 
     public init(
         id: Int64, userID: String, latestReceipt: String, importedProductID: String?, status: ReceiptStatus,
         environment: AppStoreEnvironment?, nextCheckAt: Date, lastVerifiedAt: Date?, consecutiveFailures: Int,
         consecutiveMalformed: Int, rejectedSince: Date? = nil, noSubscriptionSince: Date? = nil,
-        subscriptions: [StoredSubscription]
+        source: CheckSource? = nil, originalTransactionID: String? = nil, subscriptions: [StoredSubscription]
     ) {
+        self.source = source
+        self.originalTransactionID = originalTransactionID
         self.id = id
         self.userID = userID
         self.latestReceipt = latestReceipt

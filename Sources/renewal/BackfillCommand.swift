@@ -37,6 +37,7 @@ struct BackfillCommand: AsyncParsableCommand {
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var appStore: AppStoreOptions
+    @OptionGroup var serverAPI: ServerAPIOptions
     @OptionGroup var options: RunOptions
     @OptionGroup var logging: LoggingOptions
 
@@ -61,7 +62,7 @@ struct BackfillCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await JobRunner(database: database, appStore: appStore, options: options, logging: logging)
+        try await JobRunner(database: database, appStore: appStore, serverAPI: serverAPI, options: options, logging: logging)
             .execute(.backfill(selector(now: options.clock())))
     }
 }

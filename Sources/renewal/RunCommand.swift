@@ -5,6 +5,7 @@ import Logging
 import RenewalAppStore
 import RenewalCore
 import RenewalJob
+import RenewalServerAPI
 import RenewalStorage
 
 struct RunCommand: AsyncParsableCommand {
@@ -22,11 +23,12 @@ struct RunCommand: AsyncParsableCommand {
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var appStore: AppStoreOptions
+    @OptionGroup var serverAPI: ServerAPIOptions
     @OptionGroup var options: RunOptions
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
-        try await JobRunner(database: database, appStore: appStore, options: options, logging: logging)
+        try await JobRunner(database: database, appStore: appStore, serverAPI: serverAPI, options: options, logging: logging)
             .execute(.run)
     }
 }
@@ -36,6 +38,7 @@ struct RunCommand: AsyncParsableCommand {
 struct JobRunner {
     var database: DatabaseOptions
     var appStore: AppStoreOptions
+    var serverAPI: ServerAPIOptions
     var options: RunOptions
     var logging: LoggingOptions
 
@@ -43,9 +46,19 @@ struct JobRunner {
         try await ExitMapping.run {
             let logger = logging.makeLogger()
             var resolved = try options.configuration(command: command)
+            let mode = serverAPI.resolvedSource ?? .auto
+            let serverAPIConfiguration = try serverAPI.configuration(
+                bundleID: appStore.resolvedBundleID, timeout: appStore.timeout, maxAttempts: appStore.maxAttempts,
+                connections: resolved.concurrency)
+            if mode == .serverAPI, serverAPIConfiguration == nil {
+                throw ConfigurationError("--source server-api needs APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE.")
+            }
+            // verifyReceipt needs the shared secret unless every check goes to the Server API, or
+            // the Server API is configured and the secret is not (a team that finished migrating).
+            let secret = mode == .serverAPI || (serverAPIConfiguration != nil && !SharedSecret.isSet) ? nil : try SharedSecret.load()
             let clientConfiguration = AppStoreClient.Configuration(
                 productionURL: appStore.resolvedProductionURL, sandboxURL: appStore.resolvedSandboxURL,
-                sharedSecret: try SharedSecret.load(), requestTimeout: .milliseconds(Int64(appStore.timeout * 1000)),
+                sharedSecret: secret, requestTimeout: .milliseconds(Int64(appStore.timeout * 1000)),
                 maxResponseBytes: appStore.maxResponseBytes, maxAttempts: appStore.maxAttempts,
                 maxConnectionsPerHost: resolved.concurrency)
             let store = try StoreFactory.open(database.resolved, create: false)
@@ -53,7 +66,10 @@ struct JobRunner {
             resolved.identity = try await appStore.identity(store: store)
             logger.info("Configuration", metadata: [
                 "db.backend": "\(store.backendName)", "appstore.client": "\(clientConfiguration)",
+                "appstore.source": "\(mode.rawValue)",
+                "appstore.server_api": "\(serverAPIConfiguration.map { "\($0)" } ?? "not configured")",
             ])
+            let budget = FleetRequestBudget(store: store, rates: serverAPI.rates)
             let clock = options.clock
             let metricsOutput = MetricsOutput(
                 textfile: options.metricsTextfile, pushgateway: options.resolvedPushgateway, interval: options.pushInterval,
@@ -68,10 +84,13 @@ struct JobRunner {
             do {
                 outcome = try await metricsOutput.around(metrics, warn: warn) {
                     try await AppStoreClient.withAppStoreClient(configuration: clientConfiguration, observer: metrics) { client in
-                        try await store.withRunLock(owner: configuration.workerID) {
-                            try await RenewalRun(
-                                configuration: configuration, store: store, verifier: client, logger: logger, now: clock
-                            ).runUntilDone()
+                        try await Self.withServerAPI(serverAPIConfiguration, budget: budget, observer: metrics) { serverAPIClient in
+                            let verifier = SourceRouter(mode: mode, verifyReceipt: client, serverAPI: serverAPIClient)
+                            return try await store.withRunLock(owner: configuration.workerID) {
+                                try await RenewalRun(
+                                    configuration: configuration, store: store, verifier: verifier, logger: logger, now: clock
+                                ).runUntilDone()
+                            }
                         }
                     }
                 }
@@ -111,7 +130,21 @@ struct JobRunner {
             if outcome.status == .sharedSecretRejected {
                 FileHandle.standardError.write(Data("renewal: Apple rejected the shared secret (21004); nothing was changed. Set APPSTORE_SHARED_SECRET to the app's shared secret from App Store Connect.\n".utf8))
             }
+            if outcome.status == .credentialsRejected {
+                FileHandle.standardError.write(Data("renewal: the App Store Server API refused the API key (HTTP 401 in production and sandbox); nothing was changed. Check APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE.\n".utf8))
+            }
             if outcome.status.exitCode != 0 { throw ExitCode(outcome.status.exitCode) }
+        }
+    }
+
+    /// Runs `body` with a Server API client when one is configured, else with nil.
+    static func withServerAPI<T>(
+        _ configuration: ServerAPIClient.Configuration?, budget: any RequestBudget, observer: (any AppStoreObserver)?,
+        _ body: (ServerAPIClient?) async throws -> T
+    ) async throws -> T {
+        guard let configuration else { return try await body(nil) }
+        return try await ServerAPIClient.withServerAPIClient(configuration: configuration, budget: budget, observer: observer) {
+            try await body($0)
         }
     }
 
@@ -132,6 +165,7 @@ struct JobRunner {
         var line = "\(dryRun ? "dry run" : "run") \(outcome.runID): \(outcome.status.rawValue); checked \(c.checked), "
         line += "changes \(c.changed), unchanged \(c.unchanged), failed \(c.failed), invalid \(c.invalid), "
         line += "conflicts \(c.conflicts), skipped \(c.skipped)"
+        if c.migrated > 0 { line += ", migrated \(c.migrated)" }
         if let report = outcome.reportPath { line += "; report: \(report)" }
         if let html, !dryRun { line += "; html: \(html)" }
         return line

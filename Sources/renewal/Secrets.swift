@@ -3,6 +3,11 @@ import Foundation
 /// The verifyReceipt shared secret: only from `APPSTORE_SHARED_SECRET` or the file named by
 /// `APPSTORE_SHARED_SECRET_FILE`, never from argv, never logged.
 enum SharedSecret {
+    /// Whether either variable is set.
+    static var isSet: Bool {
+        Environment.value("APPSTORE_SHARED_SECRET") != nil || Environment.value("APPSTORE_SHARED_SECRET_FILE") != nil
+    }
+
     static func load() throws -> String {
         if let secret = Environment.value("APPSTORE_SHARED_SECRET") {
             return secret.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -1,7 +1,20 @@
 import Foundation
 
+/// Which of Apple's APIs read a receipt: stored per receipt, written on every change event.
+public enum CheckSource: String, Sendable, Hashable, Codable, CaseIterable {
+    /// The deprecated `verifyReceipt` endpoint, keyed by the stored receipt.
+    case verifyReceipt = "verify_receipt"
+    /// The App Store Server API (Get All Subscription Statuses), keyed by an original transaction id.
+    case serverAPI = "server_api"
+}
+
 /// The facts of one valid Apple answer, in Apple-neutral terms: no status codes, no wire format.
 public struct AppleEvidence: Sendable, Hashable {
+    /// The API that answered.
+    public var source: CheckSource
+    /// The transaction id the answer was asked by (Server API), or the one a later Server API check
+    /// can ask by (verifyReceipt: the subscription that ends last). Nil when the answer holds none.
+    public var lookupTransactionID: String?
     /// The environment that answered (`Production`, `Sandbox`).
     public var environment: AppStoreEnvironment?
     /// The app the receipt belongs to, when the answer says.
@@ -16,8 +29,13 @@ public struct AppleEvidence: Sendable, Hashable {
 
     public init(
         environment: AppStoreEnvironment?, bundleID: String?, latestReceipt: String?,
-        subscriptions: [SubscriptionEvidence], otherPurchases: Int = 0
+        subscriptions: [SubscriptionEvidence], otherPurchases: Int = 0, source: CheckSource = .verifyReceipt,
+        lookupTransactionID: String? = nil
     ) {
+        self.source = source
+        self.lookupTransactionID =
+            lookupTransactionID
+            ?? subscriptions.max { ($0.expiresAt ?? .distantPast) < ($1.expiresAt ?? .distantPast) }?.originalTransactionID
         self.environment = environment
         self.bundleID = bundleID
         self.latestReceipt = latestReceipt

@@ -23,7 +23,7 @@ extension StoredReport {
         var firstChange = true
         try await forEachChangePage(of: run.id) { page in
             for change in page {
-                let element = ReportChange(userID: change.userID, event: change.event, ownershipType: change.ownershipType)
+                let element = ReportChange(userID: change.userID, event: change.event, ownershipType: change.ownershipType, source: change.source)
                 try output.write((firstChange ? "\n" : ",\n") + Self.json(element))
                 firstChange = false
             }
@@ -52,7 +52,7 @@ extension StoredReport {
 
     static let csvColumns = [
         "run_id", "occurred_at", "user_id", "original_transaction_id", "product_id", "kind", "from_state", "to_state",
-        "old_expires_at", "new_expires_at", "environment", "ownership_type", "entitled",
+        "old_expires_at", "new_expires_at", "environment", "ownership_type", "entitled", "source",
     ]
 
     /// One change per line: JSON Lines, or CSV with a header.
@@ -67,6 +67,7 @@ extension StoredReport {
                         event.kind.rawValue, event.fromState.rawValue, event.toState.rawValue,
                         event.oldExpiresAt.map(Timestamp.string), event.newExpiresAt.map(Timestamp.string),
                         event.environment?.rawValue, change.ownershipType, event.toState.grantsAccess ? "true" : "false",
+                        change.source,
                     ]
                     if csv {
                         try output.write(values.map { Self.csvField($0 ?? "") }.joined(separator: ",") + "\r\n")
@@ -139,7 +140,7 @@ struct LineChange: Encodable {
     var change: RecordedChange
 
     func encode(to encoder: any Encoder) throws {
-        try ReportChange(userID: change.userID, event: change.event, ownershipType: change.ownershipType).encode(to: encoder)
+        try ReportChange(userID: change.userID, event: change.event, ownershipType: change.ownershipType, source: change.source).encode(to: encoder)
         var c = encoder.container(keyedBy: ReportKey.self)
         try c.encode(runID, forKey: ReportKey("run_id"))
         try c.encode(Timestamp.string(change.occurredAt), forKey: ReportKey("occurred_at"))

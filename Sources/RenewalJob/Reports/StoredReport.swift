@@ -128,6 +128,7 @@ public struct StoredReport: Sendable {
         counts.skipped = run.skipped
         counts.leaseLost = run.leaseLost
         counts.recoveredLeases = run.recoveredLeases
+        counts.migrated = run.migrated
         counts.dueLeft = run.dueLeft
         counts.dueAtStart = run.dueAtStart
         return counts

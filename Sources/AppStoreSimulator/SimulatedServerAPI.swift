@@ -1,0 +1,177 @@
+import Crypto
+import Foundation
+import RenewalCore
+import RenewalServerAPI
+
+/// The simulator's App Store Server API identity: a chain shaped like Apple's that signs every JWS
+/// it sends (its root is what clients trust instead of Apple's), and the one API key it accepts.
+public struct SimulatedServerAPI: Sendable {
+    public let chain: SigningChain
+    public let keyID: String
+    public let issuerID: String
+    /// The API key clients sign their tokens with; the simulator checks tokens with its public half.
+    public let apiKey: P256.Signing.PrivateKey
+
+    public init(chain: SigningChain, keyID: String, issuerID: String, apiKey: P256.Signing.PrivateKey) {
+        self.chain = chain
+        self.keyID = keyID
+        self.issuerID = issuerID
+        self.apiKey = apiKey
+    }
+
+    /// A fresh chain and key, made at start.
+    public static func generate() throws -> SimulatedServerAPI {
+        SimulatedServerAPI(
+            chain: try SigningChain.generate(), keyID: "SIMKEY0001", issuerID: "57246542-96fe-1a63-e053-0824d011072a",
+            apiKey: P256.Signing.PrivateKey())
+    }
+
+    /// The API key as a .p8 file holds it (PKCS#8 PEM).
+    public var privateKeyPEM: String { apiKey.pemRepresentation }
+
+    /// Whether `authorization` carries a token Apple would accept from this key: ES256 by the key,
+    /// `kid`, `iss`, `aud` = `appstoreconnect-v1`, `bid` = the app, not expired, at most an hour long.
+    func accepts(authorization: String?, now: Date = Date()) -> Bool {
+        guard let authorization, authorization.hasPrefix("Bearer ") else { return false }
+        let parts = authorization.dropFirst(7).split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let headerData = Self.base64URL(parts[0]), let claimsData = Self.base64URL(parts[1]),
+              let signatureData = Self.base64URL(parts[2]),
+              let header = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any],
+              let claims = (try? JSONSerialization.jsonObject(with: claimsData)) as? [String: Any],
+              let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
+              apiKey.publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
+        else { return false }
+        guard header["alg"] as? String == "ES256", header["kid"] as? String == keyID,
+              claims["iss"] as? String == issuerID, claims["aud"] as? String == "appstoreconnect-v1",
+              claims["bid"] as? String == SimulatedReceipt.bundleID,
+              let issued = (claims["iat"] as? NSNumber)?.doubleValue, let expires = (claims["exp"] as? NSNumber)?.doubleValue
+        else { return false }
+        let wall = now.timeIntervalSince1970
+        return expires > wall && expires - issued <= 3_600 && issued <= wall + 60
+    }
+
+    static func base64URL(_ text: Substring) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64)
+    }
+}
+
+/// What the simulator sends back for one Server API request.
+enum ServerAPIAnswer: Sendable {
+    /// HTTP 200 with a JSON body.
+    case json(Data)
+    /// An Apple error: HTTP status with `{"errorCode": N, "errorMessage": …}`.
+    case error(httpStatus: Int, code: Int, message: String)
+    /// A body that is not Apple's.
+    case raw(httpStatus: Int, contentType: String, body: Data)
+
+    static let notFound = ServerAPIAnswer.error(httpStatus: 404, code: 4_040_010, message: "Transaction id not found.")
+}
+
+extension SimulatedReceipt {
+    /// The Get All Subscription Statuses answer at `now`, built from the same timeline as the
+    /// verifyReceipt answer so both sources tell the same history.
+    func statusAnswer(at now: Date, sandboxEndpoint: Bool, attempt: Int, signer: SigningChain) -> ServerAPIAnswer {
+        let isSandbox = scenario == .sandbox
+        guard isSandbox == sandboxEndpoint else { return .notFound }
+        switch scenario {
+        case .accountNotFound, .notAuthentic, .malformed: return .notFound
+        case .transient21005 where attempt <= 2:
+            return .error(httpStatus: 500, code: 5_000_001, message: "An unknown error occurred. Please try again.")
+        case .outage:
+            return .raw(httpStatus: 503, contentType: "text/html; charset=utf-8", body: Data("<html><body><h1>Service Unavailable</h1></body></html>".utf8))
+        case .html200:
+            return .raw(httpStatus: 200, contentType: "text/html; charset=utf-8", body: Data("<!DOCTYPE html><html><body>We'll be right back.</body></html>".utf8))
+        default: break
+        }
+        let response = self.response(at: now)
+        let environment = isSandbox ? "Sandbox" : "Production"
+        var groups: [String: [[String: Any]]] = [:]
+        var order: [String] = []
+        let byOriginal = Dictionary(grouping: response.latestReceiptInfo) { $0.originalTransactionID ?? "" }
+        for original in byOriginal.keys.sorted() {
+            guard let rows = byOriginal[original] else { continue }
+            let current = rows.filter { $0.isUpgraded != true }.max { ($0.expiresDate ?? .distantPast) < ($1.expiresDate ?? .distantPast) }
+                ?? rows.max { ($0.expiresDate ?? .distantPast) < ($1.expiresDate ?? .distantPast) }
+            guard let current else { continue }
+            let pending = response.pendingRenewalInfo.first { $0.originalTransactionID == original }
+            let status = Self.status(of: current, pending: pending, now: now)
+            guard let transaction = try? signer.sign(Self.json(transactionPayload(current, environment: environment, now: now))),
+                  let renewal = try? signer.sign(Self.json(renewalPayload(pending, current: current, environment: environment, now: now)))
+            else { continue }
+            let group = current.subscriptionGroupIdentifier ?? "20000001"
+            if groups[group] == nil { order.append(group) }
+            groups[group, default: []].append([
+                "status": status, "originalTransactionId": original,
+                "signedTransactionInfo": transaction, "signedRenewalInfo": renewal,
+            ])
+        }
+        let body: [String: Any] = [
+            "environment": environment, "bundleId": Self.bundleID, "appAppleId": 1_234_567_890,
+            "data": order.map { ["subscriptionGroupIdentifier": $0, "lastTransactions": groups[$0] ?? []] },
+        ]
+        let data = Self.json(body)
+        if scenario == .truncatedJSON { return .raw(httpStatus: 200, contentType: "application/json", body: data.prefix(data.count / 2)) }
+        return .json(data)
+    }
+
+    /// Apple's summary: 5 revoked, 1 active, 4 grace period, 3 billing retry, 2 expired.
+    static func status(of current: LatestReceiptInfo, pending: PendingRenewalInfo?, now: Date) -> Int {
+        if current.cancellationDate != nil, current.isUpgraded != true { return 5 }
+        if let expires = current.expiresDate, expires > now { return 1 }
+        if pending?.isInBillingRetryPeriod == true {
+            if let grace = pending?.gracePeriodExpiresDate, grace > now { return 4 }
+            return 3
+        }
+        return 2
+    }
+
+    private func transactionPayload(_ row: LatestReceiptInfo, environment: String, now: Date) -> [String: Any] {
+        var payload: [String: Any] = [
+            "bundleId": Self.bundleID, "environment": environment, "signedDate": Self.ms(now), "quantity": 1,
+            "type": "Auto-Renewable Subscription", "storefront": "USA", "storefrontId": "143441",
+            "inAppOwnershipType": row.inAppOwnershipType ?? "PURCHASED",
+            "transactionReason": row.transactionID == row.originalTransactionID ? "PURCHASE" : "RENEWAL",
+        ]
+        payload["transactionId"] = row.transactionID
+        payload["originalTransactionId"] = row.originalTransactionID
+        payload["webOrderLineItemId"] = row.webOrderLineItemID
+        payload["productId"] = row.productID
+        payload["subscriptionGroupIdentifier"] = row.subscriptionGroupIdentifier
+        payload["purchaseDate"] = row.purchaseDate.map(Self.ms)
+        payload["originalPurchaseDate"] = row.originalPurchaseDate.map(Self.ms)
+        payload["expiresDate"] = row.expiresDate.map(Self.ms)
+        if row.isTrialPeriod == true {
+            payload["offerType"] = 1
+            payload["offerDiscountType"] = "FREE_TRIAL"
+        }
+        if row.isUpgraded == true { payload["isUpgraded"] = true }
+        if let cancelled = row.cancellationDate, row.isUpgraded != true {
+            payload["revocationDate"] = Self.ms(cancelled)
+            payload["revocationReason"] = Int(row.cancellationReason ?? "0") ?? 0
+            payload["revocationType"] = "REFUND_FULL"
+        }
+        return payload
+    }
+
+    private func renewalPayload(_ pending: PendingRenewalInfo?, current: LatestReceiptInfo, environment: String, now: Date) -> [String: Any] {
+        var payload: [String: Any] = ["environment": environment, "signedDate": Self.ms(now)]
+        payload["originalTransactionId"] = current.originalTransactionID
+        payload["productId"] = pending?.productID ?? current.productID
+        payload["autoRenewProductId"] = pending?.autoRenewProductID ?? pending?.productID ?? current.productID
+        payload["autoRenewStatus"] = (pending?.autoRenewStatus ?? false) ? 1 : 0
+        payload["expirationIntent"] = pending?.expirationIntent.flatMap { Int($0) }
+        payload["isInBillingRetryPeriod"] = pending?.isInBillingRetryPeriod ?? false
+        payload["gracePeriodExpiresDate"] = pending?.gracePeriodExpiresDate.map(Self.ms)
+        payload["recentSubscriptionStartDate"] = Self.ms(start)
+        if pending?.autoRenewStatus == true { payload["renewalDate"] = current.expiresDate.map(Self.ms) }
+        return payload
+    }
+
+    static func ms(_ date: Date) -> Int64 { AppleDateFormat.milliseconds(date) }
+
+    static func json(_ object: [String: Any]) -> Data {
+        (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+    }
+}

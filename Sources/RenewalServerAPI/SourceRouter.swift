@@ -1,0 +1,56 @@
+import Logging
+import RenewalAppStore
+import RenewalCore
+
+/// Which of Apple's APIs a run asks (`--source`).
+public enum SourceMode: String, Sendable, CaseIterable {
+    /// The Server API where credentials are configured and the row has (or its receipt yields) a
+    /// transaction id Apple knows; verifyReceipt otherwise.
+    case auto
+    /// verifyReceipt only, as before the Server API.
+    case verifyReceipt = "verify-receipt"
+    /// The Server API only; a row without a transaction id fails (`no_transaction_id`) and keeps its state.
+    case serverAPI = "server-api"
+}
+
+/// Sends each check to the API `mode` chooses. In `auto`, a transaction id neither environment of
+/// the Server API knows (or none at all) falls back to verifyReceipt for that check; any other
+/// Server API failure is the answer, so an outage never doubles the requests.
+public struct SourceRouter: ReceiptVerifier {
+    public let mode: SourceMode
+    public let verifyReceipt: any ReceiptVerifier
+    public let serverAPI: ServerAPIClient?
+
+    public init(mode: SourceMode, verifyReceipt: any ReceiptVerifier, serverAPI: ServerAPIClient?) {
+        self.mode = mode
+        self.verifyReceipt = verifyReceipt
+        self.serverAPI = serverAPI
+    }
+
+    public func verify(receipt: String, logger: Logger) async -> AppleAnswer {
+        await verify(ReceiptCheck(receipt: receipt), logger: logger)
+    }
+
+    public func verify(_ check: ReceiptCheck, logger: Logger) async -> AppleAnswer {
+        switch mode {
+        case .verifyReceipt:
+            return await verifyReceipt.verify(check, logger: logger)
+        case .serverAPI:
+            guard let serverAPI else { return .misconfigured(Self.noCredentials) }
+            return await serverAPI.verify(check, logger: logger)
+        case .auto:
+            guard let serverAPI, let id = ServerAPIClient.lookupID(for: check) else {
+                return await verifyReceipt.verify(check, logger: logger)
+            }
+            let answer = await serverAPI.statuses(transactionID: id, preferring: check.environment, logger: logger)
+            if case .transient(let failure, _) = answer, failure.reason == ServerAPIError.notFound.reason {
+                return await verifyReceipt.verify(check, logger: logger)
+            }
+            return answer
+        }
+    }
+
+    static let noCredentials = CheckFailure(
+        reason: "server_api_not_configured",
+        message: "--source server-api needs APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE.")
+}
