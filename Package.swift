@@ -134,6 +134,7 @@ let package = Package(
             name: "appstore-simulator",
             dependencies: [
                 "AppStoreSimulator",
+                "RenewalServerAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -185,6 +186,7 @@ let package = Package(
             name: "RenewalJobTests",
             dependencies: [
                 "RenewalJob", "RenewalSQLite", "RenewalPostgres", "RenewalAppStore", "AppStoreSimulator", "RenewalTesting",
+                "RenewalServerAPI",
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
@@ -193,7 +195,7 @@ let package = Package(
         .testTarget(
             name: "RenewalCLITests",
             dependencies: [
-                "renewal", "AppStoreSimulator", "RenewalSQLite", "RenewalStorage", "RenewalTesting",
+                "renewal", "AppStoreSimulator", "RenewalSQLite", "RenewalStorage", "RenewalTesting", "RenewalServerAPI",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]

@@ -201,6 +201,8 @@ extension EntitlementDecision {
     ) -> EntitlementDecision {
         var update = update
         let next = now.addingTimeInterval(schedule.dormantInterval)
+        // Only verifyReceipt rejects a receipt (the Server API answers about transactions).
+        update.source = .verifyReceipt
         update.status = .invalid
         update.environment = receipt.environment ?? environment
         update.verifiedAt = now

@@ -16,9 +16,10 @@ public struct RequestBucket: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(endpoint)/\(environment.rawValue.lowercased())" }
 }
 
-/// Admits requests at a budgeted rate. Implementations space requests `1/rate` apart (a token
-/// bucket holding one token), so no window of one second ever holds more than `rate` requests
-/// sent: Apple's published limits are per second, and bursts are what trip them.
+/// Admits requests at a budgeted rate. Implementations space requests evenly (a token bucket
+/// holding one token) at `RequestRates.headroom` of the rate, so no second ever holds more than the
+/// budget even when the network delays some requests more than others: Apple's published limits
+/// are per second, and bursts are what trip them.
 public protocol RequestBudget: Sendable {
     /// Waits until one request to `bucket` may be sent. Throws `CancellationError` when cancelled.
     func admit(_ bucket: RequestBucket) async throws
@@ -30,7 +31,7 @@ public struct RequestRates: Sendable, Hashable {
     public var production: Double
     public var sandbox: Double
 
-    public init(production: Double = 40, sandbox: Double = 10) {
+    public init(production: Double = 45, sandbox: Double = 10) {
         self.production = production
         self.sandbox = sandbox
     }
@@ -40,9 +41,14 @@ public struct RequestRates: Sendable, Hashable {
         environment == .sandbox ? sandbox : production
     }
 
-    /// The spacing between two requests at `environment`'s rate.
+    /// The share of the budget requests are scheduled at: the rest absorbs the jitter between
+    /// sending a request and Apple receiving it: at 0.8, one request must be held up 250 ms longer
+    /// than one sent a second later before any second holds more than the budget.
+    public static let headroom = 0.8
+
+    /// The spacing between two requests at `environment`'s budget.
     public func interval(for environment: AppStoreEnvironment) -> Duration {
-        let rate = rate(for: environment)
+        let rate = rate(for: environment) * Self.headroom
         guard rate > 0, rate.isFinite else { return .zero }
         return .nanoseconds(Int64((1e9 / rate).rounded(.up)))
     }

@@ -22,13 +22,13 @@ extension SQLSubscriptionStore {
                     s.state AS state, s.entitled AS entitled, s.expires_at AS expires_at, s.auto_renew AS auto_renew,
                     s.environment AS environment, s.grace_period_expires_at AS grace_period_expires_at,
                     s.last_verified_at AS last_verified_at, s.next_check_at AS next_check_at,
-                    s.ownership_type AS ownership_type, r.last_failure_reason AS last_failure
+                    s.ownership_type AS ownership_type, r.last_failure_reason AS last_failure, r.source AS source
                 FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
                 UNION ALL
                 SELECT r.user_id, '', r.imported_product_id,
                     CASE WHEN r.status = 'verified' AND r.no_subscription_since IS NOT NULL THEN 'no_subscription'
                         WHEN r.status = 'verified' THEN 'expired' ELSE r.status END, 0, NULL, NULL,
-                    r.environment, NULL, r.last_verified_at, r.next_check_at, NULL, r.last_failure_reason
+                    r.environment, NULL, r.last_verified_at, r.next_check_at, NULL, r.last_failure_reason, r.source
                 FROM receipts r WHERE NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.receipt_id = r.id)
             ) status_rows
             \(whereClause)
@@ -52,7 +52,8 @@ extension SQLSubscriptionStore {
                     lastVerifiedAt: try row.optionalDate("last_verified_at"),
                     nextCheckAt: try row.optionalDate("next_check_at"),
                     ownershipType: try row.optionalText("ownership_type"),
-                    lastFailure: try row.optionalText("last_failure")
+                    lastFailure: try row.optionalText("last_failure"),
+                    source: try row.optionalText("source")
                 )
             }
         }

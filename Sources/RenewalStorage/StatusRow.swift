@@ -27,12 +27,15 @@ public struct StatusRow: Sendable, Hashable {
     public var nextCheckAt: Date?
     public var ownershipType: String?
     public var lastFailure: String?
+    /// The API that read the receipt last (`verify_receipt`, `server_api`); nil when none has.
+    public var source: String?
 
     public init(
         userID: String, originalTransactionID: String?, productID: String?, state: SubscriptionState, entitled: Bool,
         expiresAt: Date?, autoRenew: Bool?, environment: AppStoreEnvironment?, gracePeriodExpiresAt: Date?,
-        lastVerifiedAt: Date?, nextCheckAt: Date?, ownershipType: String?, lastFailure: String?
+        lastVerifiedAt: Date?, nextCheckAt: Date?, ownershipType: String?, lastFailure: String?, source: String? = nil
     ) {
+        self.source = source
         self.userID = userID
         self.originalTransactionID = originalTransactionID
         self.productID = productID

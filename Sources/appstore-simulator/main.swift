@@ -3,12 +3,13 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import RenewalServerAPI
 
 /// `appstore-simulator`: a verifyReceipt simulator on loopback, and a generator of sample receipts.
 struct AppStoreSimulatorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "appstore-simulator",
-        abstract: "A simulator of Apple's verifyReceipt endpoints, for tests, demos and benchmarks.",
+        abstract: "A simulator of Apple's verifyReceipt endpoints and App Store Server API, for tests, demos and benchmarks.",
         subcommands: [Serve.self, Receipts.self],
         defaultSubcommand: Serve.self)
 }
@@ -43,6 +44,14 @@ extension AppStoreSimulatorCommand {
         var slowDelayMS = 10_000
         @Option(help: "Seconds added to the wall clock to make the simulator clock.")
         var clockOffsetSeconds: Double = 0
+        @Option(help: ArgumentHelp(
+            "Write the Server API's credentials here at start: AuthKey.p8 (the API key the simulator accepts), root.pem (the root its signed data chains to) and server-api.env (the APPSTORE_* variables for renewal).",
+            valueName: "dir"))
+        var exportDir: String?
+        @Option(help: ArgumentHelp(
+            "Import lines ({\"user_id\", \"latest_receipt\"} JSON Lines, as `receipts` prints) whose transactions the Server API knows from the start; verifyReceipt requests and POST /_simulator/receipts add more.",
+            valueName: "file"))
+        var register: [String] = []
 
         func validate() throws {
             guard (0...65_535).contains(port) else { throw ValidationError("--port must be 0...65535, got \(port).") }
@@ -61,16 +70,67 @@ extension AppStoreSimulatorCommand {
                 latency: .milliseconds(latencyMS), slowDelay: .milliseconds(slowDelayMS),
                 state: SimulatorState(offset: clockOffsetSeconds))
             logger.info("Starting App Store simulator", metadata: ["configuration": "\(configuration)"])
+            for file in register {
+                let receipts = try Self.receipts(inImportFile: file)
+                configuration.state.register(receipts)
+                logger.info("Registered receipts", metadata: ["file": "\(file)", "receipts": "\(receipts.count)"])
+            }
+            let exportDir = self.exportDir
+            let serverAPI = configuration.serverAPI
             let application = buildSimulator(configuration: configuration, logger: logger) { endpoints in
-                let lines = """
+                var lines = """
                     production: \(endpoints.productionURL)
                     sandbox:    \(endpoints.sandboxURL)
+                    server api: \(endpoints.serverAPIURL) (sandbox \(endpoints.sandboxServerAPIURL))
                     control:    \(endpoints.controlURL)
 
                     """
+                if let exportDir, let serverAPI {
+                    do {
+                        try Self.export(serverAPI, endpoints: endpoints, to: exportDir)
+                        lines += "credentials: \(exportDir)/server-api.env\n"
+                    } catch {
+                        lines += "credentials: not written to \(exportDir) (\(error))\n"
+                    }
+                }
                 FileHandle.standardOutput.write(Data(lines.utf8))
             }
             try await application.runService()  // SIGTERM and SIGINT shut it down gracefully
+        }
+
+        /// The receipts of an import file; lines that hold none are skipped.
+        static func receipts(inImportFile path: String) throws -> [SimulatedReceipt] {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw ValidationError("--register: cannot read \(path).")
+            }
+            struct Line: Decodable {
+                var latestReceipt: String
+                enum CodingKeys: String, CodingKey { case latestReceipt = "latest_receipt" }
+            }
+            return data.split(separator: UInt8(ascii: "\n")).compactMap { line in
+                (try? JSONDecoder().decode(Line.self, from: Data(line))).flatMap { SimulatedReceipt(encoded: $0.latestReceipt) }
+            }
+        }
+
+        /// Writes the key (0600), the root and an env file for `renewal`.
+        static func export(_ serverAPI: SimulatedServerAPI, endpoints: SimulatorEndpoints, to directory: String) throws {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let key = directory + "/AuthKey.p8"
+            FileManager.default.createFile(atPath: key, contents: Data(serverAPI.privateKeyPEM.utf8), attributes: [.posixPermissions: 0o600])
+            try serverAPI.chain.rootPEM().write(toFile: directory + "/root.pem", atomically: true, encoding: .utf8)
+            let env = """
+                APPSTORE_KEY_ID=\(serverAPI.keyID)
+                APPSTORE_ISSUER_ID=\(serverAPI.issuerID)
+                APPSTORE_BUNDLE_ID=\(SimulatedReceipt.bundleID)
+                APPSTORE_PRIVATE_KEY_FILE=\(key)
+                APPSTORE_ROOT_CERTIFICATES=\(directory)/root.pem
+                APPSTORE_SERVER_API_URL=\(endpoints.serverAPIURL)
+                APPSTORE_SANDBOX_SERVER_API_URL=\(endpoints.sandboxServerAPIURL)
+                APPSTORE_VERIFY_RECEIPT_URL=\(endpoints.productionURL)
+                APPSTORE_SANDBOX_VERIFY_RECEIPT_URL=\(endpoints.sandboxURL)
+
+                """
+            try env.write(toFile: directory + "/server-api.env", atomically: true, encoding: .utf8)
         }
     }
 

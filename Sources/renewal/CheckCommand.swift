@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import RenewalAppStore
 import RenewalCore
+import RenewalServerAPI
 import RenewalStorage
 
 struct CheckCommand: AsyncParsableCommand {
@@ -18,15 +19,26 @@ struct CheckCommand: AsyncParsableCommand {
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var appStore: AppStoreOptions
+    @OptionGroup var serverAPI: ServerAPIOptions
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
         try await ExitMapping.run {
             let logger = logging.makeLogger()
-            let secret = try SharedSecret.load()
+            let serverAPIConfiguration = try serverAPI.configuration(
+                bundleID: appStore.resolvedBundleID, timeout: appStore.timeout, maxAttempts: 1, connections: 2)
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
             print("database: ok (\(store.backendName), schema current)")
+            if let serverAPIConfiguration {
+                try await Self.checkServerAPI(serverAPIConfiguration, store: store, logger: logger)
+                // A team that finished migrating may have no shared secret any more.
+                guard SharedSecret.isSet else {
+                    print("shared secret: not set; verifyReceipt is not used (rows the Server API cannot check will fail)")
+                    return
+                }
+            }
+            let secret = try SharedSecret.load()
             print("shared secret: set (\(secret.count) characters)")
             let identity = try await appStore.identity(store: store)
             if let bundleID = identity.bundleID {
@@ -43,6 +55,38 @@ struct CheckCommand: AsyncParsableCommand {
                 await client.verify(receipt: probe, logger: logger)
             }
             try Self.report(answer, sample: sample, identity: identity, url: appStore.resolvedProductionURL)
+        }
+    }
+
+    /// The key parses (it did, to get here); a signed request reaches both environments and the
+    /// token is accepted: 401 from both is exit 78. Asks by a stored receipt's transaction id when
+    /// there is one (and reports what Apple says of it), else by a made-up id Apple answers 404.
+    static func checkServerAPI(_ configuration: ServerAPIClient.Configuration, store: any SubscriptionStore, logger: Logger) async throws {
+        print("server api: key \(configuration.keyID) of issuer \(configuration.issuerID) for \(configuration.bundleID) (key file parses)")
+        let sample = try await sampleReceipt(in: store)
+        let id = sample.flatMap { ServerAPIClient.lookupID(for: ReceiptCheck(
+            receipt: $0.latestReceipt, originalTransactionID: $0.originalTransactionID,
+            subscriptionIDs: $0.subscriptions.map(\.snapshot.originalTransactionID), environment: $0.environment)) }
+        let answer = try await ServerAPIClient.withServerAPIClient(configuration: configuration) { client in
+            await client.statuses(transactionID: id ?? "0", preferring: sample?.environment, logger: logger)
+        }
+        let whose = id == nil ? "a made-up transaction id" : "the transaction id of user \(sample?.userID ?? "")"
+        switch answer {
+        case .misconfigured(let failure):
+            throw ConfigurationError("server api: \(failure.message)")
+        case .verified(let evidence):
+            print("server api: ok (\(configuration.productionURL) accepts the token; signed answer for \(whose) verified to the trusted root, \(evidence.subscriptions.count) subscription(s), \(evidence.environment?.rawValue ?? "unknown environment"))")
+        case .transient(let failure, let isOutage):
+            if failure.reason == ServerAPIError.notFound.reason {
+                print("server api: ok (the token is accepted; Apple knows no transaction by \(whose))")
+            } else if isOutage {
+                FileHandle.standardError.write(Data("renewal: server api: \(failure.message)\n".utf8))
+                throw ExitCode(4)
+            } else {
+                throw ConfigurationError("server api: \(failure.message)")
+            }
+        case .rejected(let rejection):
+            print("server api: ok (answered \(rejection.reason))")
         }
     }
 

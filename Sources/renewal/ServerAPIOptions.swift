@@ -19,12 +19,12 @@ struct ServerAPIOptions: ParsableArguments {
     var sandboxServerAPIURL: String?
 
     @Option(name: .long, help: ArgumentHelp(
-        "Server API requests per second in production for all workers on this database together (Apple allows 50). Env: RENEWAL_SERVER_API_RATE.",
+        "Server API requests per second in production for all workers on this database together, a ceiling: requests are spaced at 80% of it to absorb network jitter (Apple allows 50). Env: RENEWAL_SERVER_API_RATE. Default: 45.",
         valueName: "n"))
     var serverAPIRate: Double?
 
     @Option(name: .long, help: ArgumentHelp(
-        "Server API requests per second in sandbox, for all workers together. Env: RENEWAL_SERVER_API_SANDBOX_RATE.", valueName: "n"))
+        "Server API requests per second in sandbox, for all workers together (spaced at 80% of it). Env: RENEWAL_SERVER_API_SANDBOX_RATE. Default: 10.", valueName: "n"))
     var serverAPISandboxRate: Double?
 
     var resolvedSource: SourceMode? {
@@ -33,7 +33,7 @@ struct ServerAPIOptions: ParsableArguments {
 
     var rates: RequestRates {
         RequestRates(
-            production: serverAPIRate ?? Environment.value("RENEWAL_SERVER_API_RATE").flatMap(Double.init) ?? 40,
+            production: serverAPIRate ?? Environment.value("RENEWAL_SERVER_API_RATE").flatMap(Double.init) ?? 45,
             sandbox: serverAPISandboxRate ?? Environment.value("RENEWAL_SERVER_API_SANDBOX_RATE").flatMap(Double.init) ?? 10)
     }
 

@@ -10,7 +10,8 @@ struct StatusCommand: AsyncParsableCommand {
         discussion: """
             --json prints a JSON array of objects with user_id, original_transaction_id, product_id, state, \
             entitled, expires_at, auto_renew, environment, grace_period_expires_at, last_verified_at, \
-            next_check_at (RFC 3339 UTC or null), ownership_type and last_failure. Rows are streamed, so it \
+            next_check_at (RFC 3339 UTC or null), ownership_type, last_failure and source (verify_receipt, \
+            server_api, or null before the first valid answer). Rows are streamed, so it \
             works on any table size.
             """)
 
@@ -96,7 +97,7 @@ struct StatusJSON: Encodable {
         case userID = "user_id", originalTransactionID = "original_transaction_id", productID = "product_id"
         case state, entitled, expiresAt = "expires_at", autoRenew = "auto_renew", environment
         case gracePeriodExpiresAt = "grace_period_expires_at", lastVerifiedAt = "last_verified_at"
-        case nextCheckAt = "next_check_at", ownershipType = "ownership_type", lastFailure = "last_failure"
+        case nextCheckAt = "next_check_at", ownershipType = "ownership_type", lastFailure = "last_failure", source
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -114,5 +115,6 @@ struct StatusJSON: Encodable {
         try c.encode(row.nextCheckAt.map(Timestamp.string), forKey: .nextCheckAt)
         try c.encode(row.ownershipType, forKey: .ownershipType)
         try c.encode(row.lastFailure, forKey: .lastFailure)
+        try c.encode(row.source, forKey: .source)
     }
 }

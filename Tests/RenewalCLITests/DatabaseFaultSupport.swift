@@ -335,3 +335,14 @@ extension DatabaseInvariants {
         return status
     }
 }
+
+/// `tool` waited on a GCD thread: a child that runs for seconds (a browser, promtool, psql) must not
+/// hold one of the few Swift concurrency threads the in-process simulators of other tests answer on.
+@discardableResult
+func toolOffPool(_ path: String, _ arguments: [String], stdin: String? = nil) async throws -> String {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            continuation.resume(with: Result { try tool(path, arguments, stdin: stdin) })
+        }
+    }
+}

@@ -370,19 +370,19 @@ struct DeployFilesTests {
         let packages = Set(afterInstall.components(separatedBy: "&&")[0].split(separator: " ").map(String.init).filter { !$0.hasPrefix("-") })
         #expect(packages.isSuperset(of: ["libsqlite3-0", "libpq5", "ca-certificates"]), "\(packages)")
         let inSlimImage: Set<String> = ["libc6", "libgcc-s1", "libstdc++6", "zlib1g"]
-        let ldd = try tool("/usr/bin/ldd", [CLI.binary.path])
+        let ldd = try await toolOffPool("/usr/bin/ldd", [CLI.binary.path])
         let resolved = Dictionary(ldd.split(separator: "\n").compactMap { line -> (String, String)? in
             guard let match = line.firstMatch(of: /^\s*(\S+) => (\S+)/) else { return nil }
             return (String(match.1), String(match.2))
         }, uniquingKeysWith: { first, _ in first })
-        let needed = try tool("/usr/bin/readelf", ["-d", CLI.binary.path]).split(separator: "\n").compactMap { line in
+        let needed = try await toolOffPool("/usr/bin/readelf", ["-d", CLI.binary.path]).split(separator: "\n").compactMap { line in
             line.firstMatch(of: /\(NEEDED\)\s+Shared library: \[(.+)\]/).map { String($0.1) }
         }
         #expect(needed.contains("libsqlite3.so.0") && needed.contains("libpq.so.5"), "\(needed)")
         for library in needed where !library.hasPrefix("ld-linux") {
             let path = resolved[library] ?? ""
             if path.contains("/lib/swift/") { continue }
-            let owners = try tool("/usr/bin/dpkg", ["-S", "*/" + library]).split(separator: "\n").compactMap { line -> String? in
+            let owners = try await toolOffPool("/usr/bin/dpkg", ["-S", "*/" + library]).split(separator: "\n").compactMap { line -> String? in
                 guard line.hasSuffix("/" + library), !line.contains("-dev"), !line.contains(":i386") else { return nil }
                 return line.split(separator: ":").first.map(String.init)
             }
@@ -397,9 +397,9 @@ struct DeployFilesTests {
     func alertRulesAndDashboardMetrics() async throws {
         let promtool = try #require(ObservabilityTools.promtool)
         let rules = DeployFiles.root + "/Deploy/prometheus/alerts.yml"
-        let check = try tool(promtool, ["check", "rules", rules])
+        let check = try await toolOffPool(promtool, ["check", "rules", rules])
         #expect(check.contains("SUCCESS: 5 rules found"), "\(check)")
-        let unitTests = try tool(promtool, ["test", "rules", DeployFiles.root + "/Deploy/prometheus/alerts.test.yml"])
+        let unitTests = try await toolOffPool(promtool, ["test", "rules", DeployFiles.root + "/Deploy/prometheus/alerts.test.yml"])
         #expect(unitTests.contains("SUCCESS"), "\(unitTests)")
         let ruleText = try DeployFiles.text("Deploy/prometheus/alerts.yml")
         for alert in ["RenewalJobNotSucceeding", "RenewalAppleOutage", "RenewalHighFailureRate"] {
@@ -475,7 +475,7 @@ struct DeployFilesTests {
         let base = try #require(PostgresKillEnvironment.baseURL)
         let psql = try #require(PostgresKillTests.psqlPath, "psql is needed to create the test schema")
         let schema = "renewal_grafana_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        _ = try PostgresKillTests.sql("CREATE SCHEMA \(schema)", url: base, psql: psql)
+        _ = try await PostgresKillTests.sqlOffPool("CREATE SCHEMA \(schema)", url: base, psql: psql)
         defer { _ = try? PostgresKillTests.sql("DROP SCHEMA \(schema) CASCADE", url: base, psql: psql) }
         let url = base + (base.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)"
         let (_, sql) = try Self.dashboardPanels()
@@ -484,7 +484,7 @@ struct DeployFilesTests {
             #expect(run.status == 3, "\(run.stderr.suffix(1_000))")
             var rows: [String] = []
             for (title, query) in sql {
-                let output = try PostgresKillTests.sql(query, url: url, psql: psql)
+                let output = try await PostgresKillTests.sqlOffPool(query, url: url, psql: psql)
                 let count = output.isEmpty ? 0 : output.split(separator: "\n").count
                 rows.append("\(title) \(count)")
                 // One first run: its changes are `verified` (a refund seen first is not a `refunded` change) and no Apple ID is shared.

@@ -219,7 +219,7 @@ struct KillLoopTests {
                 let rows = try await database.withConnection { try $0.execute(query, []) }
                 return rows.map { row in row.values.map(\.plain).joined(separator: "|") }
             }
-            let output = try PostgresKillTests.sql(
+            let output = try await PostgresKillTests.sqlOffPool(
                 query.replacingOccurrences(of: "FROM ", with: "FROM \(schema ?? "public")."), url: base ?? "", psql: psql ?? "psql")
             return output.split(separator: "\n").map(String.init)
         }

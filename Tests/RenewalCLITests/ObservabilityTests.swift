@@ -97,7 +97,7 @@ struct MetricsAndLogsTests {
 
             // The textfile: promtool's lint passes, every promised family is there.
             let text = try String(contentsOfFile: textfile, encoding: .utf8)
-            let lint = try? tool(promtool, ["check", "metrics"], stdin: text)
+            let lint = try? await toolOffPool(promtool, ["check", "metrics"], stdin: text)
             #expect(lint != nil, "promtool check metrics failed on:\n\(text)")
             for name in Self.metricNames {
                 #expect(text.contains("\n\(name){") || text.hasPrefix("\(name){"), "no \(name) in the textfile")

@@ -121,7 +121,7 @@ final class PostgresFaultFixture: @unchecked Sendable {
         let schema = "renewal_fault_\(id)"
         let baselineSchema = schema + "_base"
         let applicationName = "renewal-fault-\(id)"
-        try PostgresKillTests.sql("CREATE SCHEMA \(schema); CREATE SCHEMA \(baselineSchema)", url: base, psql: psql)
+        try await PostgresKillTests.sqlOffPool("CREATE SCHEMA \(schema); CREATE SCHEMA \(baselineSchema)", url: base, psql: psql)
         defer { _ = try? PostgresKillTests.sql("DROP SCHEMA \(schema) CASCADE; DROP SCHEMA \(baselineSchema) CASCADE", url: base, psql: psql) }
         let directory = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }

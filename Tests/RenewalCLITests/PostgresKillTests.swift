@@ -30,7 +30,7 @@ struct PostgresKillTests {
         let base = try #require(PostgresKillEnvironment.baseURL)
         let psql = try #require(Self.psqlPath, "psql is needed to create the test schema")
         let schema = "renewal_cli_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        try Self.sql("CREATE SCHEMA \(schema)", url: base, psql: psql)
+        try await Self.sqlOffPool("CREATE SCHEMA \(schema)", url: base, psql: psql)
         defer { _ = try? Self.sql("DROP SCHEMA \(schema) CASCADE", url: base, psql: psql) }
         let url = base + (base.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)"
         let directory = try CLI.temporaryDirectory()
@@ -66,9 +66,9 @@ struct PostgresKillTests {
             kill(victim.processIdentifier, SIGKILL)
             let reason = await Self.waitForExit(victim)
             #expect(reason == .uncaughtSignal)
-            let verifiedBeforeKill = try Self.sql(
+            let verifiedBeforeKill = try await Self.sqlOffPool(
                 "SELECT count(*) FROM \(schema).receipts WHERE status = 'verified'", url: base, psql: psql)
-            let leasedAtKill = try Self.sql(
+            let leasedAtKill = try await Self.sqlOffPool(
                 "SELECT count(*) FROM \(schema).receipts WHERE lease_owner IS NOT NULL", url: base, psql: psql)
             #expect((Int(verifiedBeforeKill) ?? 0) < Self.receipts, "the killed run had already finished")
 
@@ -79,8 +79,8 @@ struct PostgresKillTests {
             let rows = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
             #expect(rows.count == Self.receipts)
             #expect(rows.allSatisfy { $0["state"] as? String == "active" && $0["entitled"] as? Bool == true }, "\(status.stdout)")
-            #expect(try Self.sql("SELECT count(*) FROM \(schema).receipts WHERE lease_owner IS NOT NULL", url: base, psql: psql) == "0")
-            #expect(try Self.sql("SELECT count(*) FROM \(schema).runs WHERE status = 'abandoned'", url: base, psql: psql) == "1")
+            #expect(try await Self.sqlOffPool("SELECT count(*) FROM \(schema).receipts WHERE lease_owner IS NOT NULL", url: base, psql: psql) == "0")
+            #expect(try await Self.sqlOffPool("SELECT count(*) FROM \(schema).runs WHERE status = 'abandoned'", url: base, psql: psql) == "1")
             // Every receipt reached Apple; only those in flight when the first run died went twice
             let attempts = accounts.map { state.attempts(account: $0) }
             #expect(attempts.allSatisfy { (1...2).contains($0) }, "\(attempts)")
@@ -122,6 +122,16 @@ struct PostgresKillTests {
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
         let bundled = versions.sorted { $0.compare($1, options: .numeric) == .orderedDescending }.map { "/usr/lib/postgresql/\($0)/bin/psql" }
         return (onPath + bundled).first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// `sql` waited on a GCD thread (see `toolOffPool`).
+    @discardableResult
+    static func sqlOffPool(_ statement: String, url: String, psql: String) async throws -> String {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try sql(statement, url: url, psql: psql) })
+            }
+        }
     }
 
     /// Runs one statement with psql and returns its unaligned, tuples-only output.

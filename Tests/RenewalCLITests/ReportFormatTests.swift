@@ -91,7 +91,7 @@ struct ReportFormatTests {
             }
             // A proxy that refuses everything: any fetch would fail.
             let browser = ["--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9", "--window-size=1200,2000"]
-            let dom = try tool(chromium, browser + ["--dump-dom", "file://" + html])
+            let dom = try await toolOffPool(chromium, browser + ["--dump-dom", "file://" + html])
             let attribute = try #require(dom.range(of: #"data-charts="[^"]*""#, options: .regularExpression).map { String(dom[$0]) }, "no data-charts in the DOM")
             let json = attribute.dropFirst("data-charts=\"".count).dropLast().replacingOccurrences(of: "&quot;", with: "\"")
             let charts = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]])
@@ -101,7 +101,7 @@ struct ReportFormatTests {
                 #expect(width > 100 && height > 20 && marks > 0, "chart \(chart)")
             }
             let screenshot = observed.directory + "/report.png"
-            _ = try tool(chromium, browser + ["--screenshot=" + screenshot, "file://" + html])
+            _ = try await toolOffPool(chromium, browser + ["--screenshot=" + screenshot, "file://" + html])
             let size = (try? FileManager.default.attributesOfItem(atPath: screenshot)[.size] as? Int) ?? 0
             #expect(size > 20_000, "screenshot of \(size) bytes")
             print("figures[html report]: \(page.utf8.count) bytes, charts \(charts.map { "\($0["id"] ?? "?") \($0["width"] ?? 0)x\($0["height"] ?? 0) marks \($0["marks"] ?? 0)" }.joined(separator: ", ")), screenshot \(size) bytes")

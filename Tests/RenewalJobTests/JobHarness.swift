@@ -6,6 +6,7 @@ import RenewalAppStore
 import RenewalCore
 import RenewalJob
 import RenewalPostgres
+import RenewalServerAPI
 import RenewalSQLite
 import RenewalStorage
 import Testing
@@ -34,6 +35,8 @@ struct JobHarness {
     let client: AppStoreClient
     let logs: InMemoryLogHandler
     let directory: String
+    /// The simulator's Server API identity: its API key and the root its JWS chain to.
+    let serverAPI: SimulatedServerAPI
 
     var logger: Logger {
         let handler = logs
@@ -88,9 +91,35 @@ struct JobHarness {
             try await AppStoreClient.withAppStoreClient(configuration: clientConfiguration) { client in
                 try await body(JobHarness(
                     store: store, state: state, endpoints: endpoints, client: client, logs: InMemoryLogHandler(),
-                    directory: directory))
+                    directory: directory, serverAPI: try #require(configuration.serverAPI)))
             }
         }
+    }
+
+    /// A Server API client for the simulator, trusting only its root.
+    func withServerAPIClient<T>(
+        rates: RequestRates = RequestRates(production: 1_000, sandbox: 1_000), maxAttempts: Int = 2,
+        _ body: (ServerAPIClient) async throws -> T
+    ) async throws -> T {
+        let configuration = ServerAPIClient.Configuration(
+            keyID: serverAPI.keyID, issuerID: serverAPI.issuerID, bundleID: SimulatedReceipt.bundleID, privateKey: serverAPI.apiKey,
+            productionURL: endpoints.serverAPIURL, sandboxURL: endpoints.sandboxServerAPIURL, rootCertificates: [serverAPI.chain.root],
+            requestTimeout: .seconds(5), maxAttempts: maxAttempts, retryBaseDelay: .milliseconds(1), retryMaxDelay: .milliseconds(5))
+        return try await ServerAPIClient.withServerAPIClient(configuration: configuration, budget: LocalRequestBudget(rates: rates), body)
+    }
+
+    /// A run over `store` (default the harness's) asking `verifier`.
+    func run(
+        _ command: RenewalRun.Command = .run, store: (any SubscriptionStore)? = nil, verifier: any ReceiptVerifier,
+        configure: (inout RenewalRun.Configuration) -> Void = { _ in }
+    ) async throws -> RenewalOutcome {
+        var configuration = RenewalRun.Configuration(command: command)
+        configuration.concurrency = 4
+        configure(&configuration)
+        let state = self.state
+        return try await RenewalRun(
+            configuration: configuration, store: store ?? self.store, verifier: verifier, logger: logger, now: { state.now }
+        ).run()
     }
 
     func receipt(_ account: String, _ scenario: Scenario, daysAgo: Double = 10, periodDays: Double = 30) -> SimulatedReceipt {
@@ -100,6 +129,8 @@ struct JobHarness {
     }
 
     func importReceipts(_ receipts: [(user: String, receipt: SimulatedReceipt)]) async throws {
+        // Apple knows every transaction it issued: the simulator's Server API can look these up.
+        state.register(receipts.map(\.receipt))
         _ = try await store.importReceipts(
             receipts.map { ReceiptImport(userID: $0.user, latestReceipt: $0.receipt.encoded, productID: $0.receipt.productID) },
             now: state.now)
