@@ -6,6 +6,7 @@ import RenewalAppStore
 import RenewalCore
 import RenewalJob
 import RenewalSQLite
+import RenewalServerAPI
 import RenewalStorage
 
 struct DemoCommand: AsyncParsableCommand {
@@ -41,6 +42,8 @@ struct DemoCommand: AsyncParsableCommand {
                 let store = try SQLiteSubscriptionStore.open(path: databasePath, create: true)
                 _ = try await store.migrate()
                 let customers = DemoData.customers(at: state.now)
+                // Apple knows every transaction it issued: the Server API can look these up.
+                state.register(customers.map(\.receipt))
                 _ = try await store.importReceipts(DemoData.imports(customers), now: state.now)
                 let output = DemoOutput()
                 output.header(endpoints: endpoints, databasePath: databasePath, customers: customers)
@@ -63,6 +66,26 @@ struct DemoCommand: AsyncParsableCommand {
                             configuration: configuration, store: store, verifier: client, logger: logger, now: { state.now }
                         ).run()
                         try output.run(number: index + 1, title: step.title, outcome: outcome)
+                    }
+                    // Run 5: the same database moves to the App Store Server API, row by row.
+                    guard let identity = simulator.serverAPI else { return }
+                    let serverAPI = ServerAPIClient.Configuration(
+                        keyID: identity.keyID, issuerID: identity.issuerID, bundleID: SimulatedReceipt.bundleID,
+                        privateKey: identity.apiKey, productionURL: endpoints.serverAPIURL, sandboxURL: endpoints.sandboxServerAPIURL,
+                        rootCertificates: [identity.chain.root], requestTimeout: .milliseconds(1500), maxAttempts: 3,
+                        retryBaseDelay: .milliseconds(50))
+                    try await ServerAPIClient.withServerAPIClient(configuration: serverAPI) { serverAPIClient in
+                        var configuration = RenewalRun.Configuration(command: .backfill(BackfillSelector(all: true)))
+                        configuration.concurrency = 8
+                        configuration.reportPath = (directory as NSString).appendingPathComponent("report-run-5.json")
+                        let outcome = try await RenewalRun(
+                            configuration: configuration, store: store,
+                            verifier: SourceRouter(mode: .auto, verifyReceipt: client, serverAPI: serverAPIClient), logger: logger,
+                            now: { state.now }
+                        ).run()
+                        try output.run(
+                            number: 5, title: "Day 15: backfill --all through the App Store Server API (--source auto)", outcome: outcome)
+                        output.migration(outcome: outcome, cacheHits: serverAPIClient.verifier.cacheStatistics.hits)
                     }
                 }
                 // The HTML report of the four runs: charts and tables, one file that opens with no network.

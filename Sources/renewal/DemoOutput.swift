@@ -14,6 +14,13 @@ struct DemoOutput {
         }
     }
 
+    /// The migration run's summary: rows moved, and what stayed on verifyReceipt.
+    func migration(outcome: RenewalOutcome, cacheHits: Int) {
+        let c = outcome.counts
+        print("  migrated \(c.migrated) receipts to the App Store Server API (signed answers verified, \(cacheHits) from the chain cache);")
+        print("  the rest stay on verifyReceipt: receipts with no transaction id Apple knows, or that failed this time")
+    }
+
     func run(number: Int, title: String, outcome: RenewalOutcome) throws {
         let c = outcome.counts
         print("")
@@ -43,7 +50,7 @@ struct DemoOutput {
     func footer(directory: String, databasePath: String, htmlPath: String) {
         print("")
         print("Database: \(databasePath)")
-        print("Reports:  \(directory)/report-run-{1,2,3,4}.json")
+        print("Reports:  \(directory)/report-run-{1,2,3,4,5}.json")
         print("HTML report: \(htmlPath)")
         print("Render any run again: renewal report --database \(databasePath) --format table --since 2000-01-01")
         print("Look at it: swift run renewal status --database \(databasePath)")

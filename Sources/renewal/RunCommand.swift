@@ -69,7 +69,7 @@ struct JobRunner {
                 "appstore.source": "\(mode.rawValue)",
                 "appstore.server_api": "\(serverAPIConfiguration.map { "\($0)" } ?? "not configured")",
             ])
-            let budget = FleetRequestBudget(store: store, rates: serverAPI.rates)
+            let budget = FleetRequestBudget(store: store, rates: serverAPI.rates, logger: logger)
             let clock = options.clock
             let metricsOutput = MetricsOutput(
                 textfile: options.metricsTextfile, pushgateway: options.resolvedPushgateway, interval: options.pushInterval,

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Crypto
 import Foundation
+import Logging
 import RenewalServerAPI
 import RenewalStorage
 
@@ -94,22 +95,38 @@ struct ServerAPIOptions: ParsableArguments {
 
 /// Spaces Server API requests for every worker on the database: PostgreSQL reserves each slot in
 /// one atomic statement; on SQLite (one run at a time) the process's own budget is the fleet's.
+/// When the database cannot reserve a slot, the request waits and tries again rather than go out
+/// unbudgeted; after three failures the check fails (the row keeps its state).
 struct FleetRequestBudget: RequestBudget {
     let store: (any RequestSlotStore)?
     let rates: RequestRates
     let local: LocalRequestBudget
+    let logger: Logger
 
-    init(store: any SubscriptionStore, rates: RequestRates) {
+    init(store: any SubscriptionStore, rates: RequestRates, logger: Logger) {
         self.store = store as? any RequestSlotStore
         self.rates = rates
         self.local = LocalRequestBudget(rates: rates)
+        self.logger = logger
     }
 
     func admit(_ bucket: RequestBucket) async throws {
-        if let store, let wait = try? await store.reserveRequestSlot(bucket: bucket.description, interval: rates.interval(for: bucket.environment)) {
-            if wait > .zero { try await Task.sleep(for: wait) }
-            return
+        guard let store else { return try await local.admit(bucket) }
+        let interval = rates.interval(for: bucket.environment)
+        for attempt in 1...3 {
+            do {
+                guard let wait = try await store.reserveRequestSlot(bucket: bucket.description, interval: interval) else {
+                    return try await local.admit(bucket)
+                }
+                if wait > .zero { try await Task.sleep(for: wait) }
+                return
+            } catch let error as SubscriptionStoreError {
+                logger.warning("Could not reserve a Server API request slot in the database; waiting", metadata: [
+                    "renewal.bucket": "\(bucket)", "renewal.attempt": "\(attempt)", "error": "\(error)",
+                ])
+                if attempt == 3 { throw error }
+                try await Task.sleep(for: interval * 4)
+            }
         }
-        try await local.admit(bucket)
     }
 }

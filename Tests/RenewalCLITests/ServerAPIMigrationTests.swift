@@ -182,7 +182,9 @@ struct ServerAPIMigrationTests {
                 while arrivals[high].timeIntervalSince(arrivals[low]) >= 1 { low += 1 }
                 busiest = max(busiest, high - low + 1)
             }
-            #expect(busiest <= budget, "busiest second held \(busiest) requests; the budget is \(budget)")
+            let logs = (0..<3).map { (try? String(contentsOfFile: directory + "/worker-\($0).log", encoding: .utf8)) ?? "" }
+            let warnings = logs.flatMap { $0.split(separator: "\n") }.filter { $0.contains("warning") || $0.contains("error") }
+            #expect(busiest <= budget, "busiest second held \(busiest) requests; the budget is \(budget); worker warnings: \(warnings.prefix(5))")
             #expect(state.serverAPIStats.rateLimited == 0)
             let verified = try await PostgresKillTests.sqlOffPool("SELECT count(*) FROM \(schema).receipts WHERE source = 'server_api'", url: base, psql: psql)
             #expect(verified == "\(count)")

@@ -134,3 +134,40 @@ struct ServerAPIParityTests {
         }
     }
 }
+
+@Suite("Server API answers that do not verify change nothing")
+struct ServerAPISignedDataJobTests {
+    @Test("Signed data chaining to a root the job does not trust fails every check with jws_untrusted_chain and keeps every state; the trusted root then records the change")
+    func untrustedChainChangesNothing() async throws {
+        try await JobHarness.with { h in
+            let receipts = [("refunded", h.receipt("sig-refund", .refund, daysAgo: 40)), ("renewing", h.receipt("sig-renew", .renewal, daysAgo: 25))]
+            try await h.importReceipts(receipts)
+            _ = try await h.run(verifier: h.client)
+            let before = try await ServerAPIParityTests.facts(in: h.store)
+            // The refund happens at 1.5 periods (45 days) and the renewal at 30 days: both would change.
+            h.state.advance(by: 8 * 86_400)
+
+            let foreignRoot = try SigningChain.generate(name: "not apple").root
+            var configuration = ServerAPIClient.Configuration(
+                keyID: h.serverAPI.keyID, issuerID: h.serverAPI.issuerID, bundleID: SimulatedReceipt.bundleID, privateKey: h.serverAPI.apiKey,
+                productionURL: h.endpoints.serverAPIURL, sandboxURL: h.endpoints.sandboxServerAPIURL, rootCertificates: [foreignRoot],
+                requestTimeout: .seconds(5), maxAttempts: 1)
+            let rejected = try await ServerAPIClient.withServerAPIClient(configuration: configuration) { client in
+                try await h.run(.backfill(BackfillSelector(all: true)), verifier: SourceRouter(mode: .serverAPI, verifyReceipt: h.client, serverAPI: client))
+            }
+            #expect(rejected.counts.failed == 2 && rejected.counts.changed == 0)
+            let reasons = try await EvidenceRulesTests.failures(h, run: rejected).map(\.failure.reason)
+            #expect(reasons == ["jws_untrusted_chain", "jws_untrusted_chain"])
+            #expect(try await ServerAPIParityTests.facts(in: h.store) == before)
+            #expect(h.state.stats.requests == 2, "verifyReceipt was not asked instead")
+
+            configuration.rootCertificates = [h.serverAPI.chain.root]
+            let accepted = try await ServerAPIClient.withServerAPIClient(configuration: configuration) { client in
+                try await h.run(.backfill(BackfillSelector(all: true)), verifier: SourceRouter(mode: .serverAPI, verifyReceipt: h.client, serverAPI: client))
+            }
+            #expect(accepted.counts.failed == 0 && accepted.counts.migrated == 2)
+            let after = try await ServerAPIParityTests.facts(in: h.store)
+            #expect(after["refunded"]?.values.contains { $0.hasPrefix("revoked") } == true, "\(after)")
+        }
+    }
+}
