@@ -195,7 +195,11 @@ let package = Package(
         .testTarget(
             name: "RenewalCLITests",
             dependencies: [
-                "renewal", "AppStoreSimulator", "RenewalSQLite", "RenewalStorage", "RenewalTesting", "RenewalServerAPI",
+                "renewal", "appstore-simulator", "AppStoreSimulator", "RenewalSQLite", "RenewalStorage", "RenewalTesting",
+                "RenewalServerAPI",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]

@@ -27,6 +27,9 @@ public func buildSimulator(
     }
     router.post("_simulator/receipts") { request, _ in try await routes.registerReceipts(request) }
     router.get("_simulator/server-api/stats") { _, _ in routes.json(configuration.state.serverAPIStats) }
+    router.get("_simulator/server-api/arrivals") { _, _ in
+        routes.json(["arrivals_ms": configuration.state.serverAPIArrivals.map(AppleDateFormat.milliseconds)])
+    }
     router.post("_simulator/server-api/rate-limit") { request, _ in try await routes.changeRateLimit(request) }
     router.get("_simulator/clock") { _, _ in routes.clock() }
     router.post("_simulator/clock") { request, _ in try await routes.changeClock(request) }

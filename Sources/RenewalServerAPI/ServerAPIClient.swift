@@ -82,6 +82,7 @@ public final class ServerAPIClient: Sendable {
         var unauthorized: Set<AppStoreEnvironment> = []
         var notFound: Set<AppStoreEnvironment> = []
         var attempt = 1
+        var rateLimitedRetries = 0
         var lastAnswer = AppleAnswer.transient(ServerAPIError.timeout.checkFailure, isOutage: true)
 
         while true {
@@ -108,10 +109,19 @@ public final class ServerAPIClient: Sendable {
                 environment = other
                 continue
             case .failure(.rateLimited(let until)):
-                let wait = until - ContinuousClock.now
-                guard wait <= configuration.maxRetryAfter else { return Self.failed(.rateLimited(until: until)) }
-                lastAnswer = Self.failed(.rateLimited(until: until))
-                retryable = true
+                // A 429 costs no attempt: the request waits out Retry-After plus up to a second of
+                // jitter (so the checks it paused do not all return at once), at most eight times.
+                rateLimitedRetries += 1
+                guard until - ContinuousClock.now <= configuration.maxRetryAfter, rateLimitedRetries <= 8 else {
+                    return Self.failed(.rateLimited(until: until))
+                }
+                let jitter = Duration.milliseconds(Int64.random(in: 0...1_000))
+                do {
+                    try await cancelWhenGracefulShutdown { try await Task.sleep(until: until + jitter, clock: .continuous) }
+                } catch {
+                    return Self.failed(.rateLimited(until: until))
+                }
+                continue
             case .failure(let error):
                 lastAnswer = Self.failed(error)
                 retryable = error.isRetryable

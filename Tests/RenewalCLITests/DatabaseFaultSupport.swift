@@ -340,9 +340,14 @@ extension DatabaseInvariants {
 /// hold one of the few Swift concurrency threads the in-process simulators of other tests answer on.
 @discardableResult
 func toolOffPool(_ path: String, _ arguments: [String], stdin: String? = nil) async throws -> String {
+    try await offPool { try tool(path, arguments, stdin: stdin) }
+}
+
+/// Runs blocking work (waiting for a child process) on a GCD thread and awaits its result.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         DispatchQueue.global().async {
-            continuation.resume(with: Result { try tool(path, arguments, stdin: stdin) })
+            continuation.resume(with: Result { try body() })
         }
     }
 }

@@ -59,7 +59,7 @@ struct PostgresFaultTests {
             let reached = await poll(timeout: 30) { fixture.state.stats.requests - start >= 12 || !child.isRunning }
             #expect(reached && child.isRunning, "the run ended before the server could be restarted")
             let restartStarted = Date()
-            try cluster.restart()
+            try await cluster.restart()
             let restartSeconds = Date().timeIntervalSince(restartStarted)
             let run = await child.finish()
             fixture.runs.append(run)
@@ -246,8 +246,10 @@ final class PrivateCluster: @unchecked Sendable {
             chown(directory + "/data", owner.pointee.pw_uid, owner.pointee.pw_gid)
         }
         let cluster = PrivateCluster(directory: directory, port: try freePort(), binaries: binaries)
-        try cluster.control(["initdb", "-D", directory + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
-        try cluster.control(["pg_ctl", "-D", directory + "/data", "-l", directory + "/log", "-w", "-o", cluster.serverOptions, "start"])
+        // initdb and pg_ctl take seconds: waited for off the Swift concurrency threads the
+        // in-process simulators of other tests answer on.
+        try await offPool { try cluster.control(["initdb", "-D", directory + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"]) }
+        try await offPool { try cluster.control(["pg_ctl", "-D", directory + "/data", "-l", directory + "/log", "-w", "-o", cluster.serverOptions, "start"]) }
         return cluster
     }
 
@@ -256,7 +258,11 @@ final class PrivateCluster: @unchecked Sendable {
     }
 
     /// `pg_ctl restart -m fast`: every session is ended, the server comes back on the same port.
-    func restart() throws {
+    func restart() async throws {
+        try await offPool { try self.restartBlocking() }
+    }
+
+    private func restartBlocking() throws {
         try control(["pg_ctl", "-D", directory + "/data", "-l", directory + "/log", "-w", "-m", "fast", "-o", serverOptions, "restart"])
     }
 

@@ -127,11 +127,7 @@ struct PostgresKillTests {
     /// `sql` waited on a GCD thread (see `toolOffPool`).
     @discardableResult
     static func sqlOffPool(_ statement: String, url: String, psql: String) async throws -> String {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try sql(statement, url: url, psql: psql) })
-            }
-        }
+        try await offPool { try sql(statement, url: url, psql: psql) }
     }
 
     /// Runs one statement with psql and returns its unaligned, tuples-only output.

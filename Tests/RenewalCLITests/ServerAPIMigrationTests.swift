@@ -1,6 +1,9 @@
 import AppStoreSimulator
+import AsyncHTTPClient
 import Foundation
 import Logging
+import NIOCore
+import NIOHTTP1
 import RenewalServerAPI
 import Testing
 
@@ -29,6 +32,20 @@ struct ServerAPIMigrationTests {
 
     static func importLines(_ receipts: [(String, SimulatedReceipt)]) -> String {
         receipts.map { #"{"user_id": "\#($0.0)", "latest_receipt": "\#($0.1.encoded)"}"# }.joined(separator: "\n") + "\n"
+    }
+
+    /// A GET (or POST of `post`) to the simulator's control routes, decoded as a JSON object.
+    static func http(_ url: String, post: String? = nil) async throws -> [String: Any] {
+        try await HTTPClient.withHTTPClient { client in
+            var request = HTTPClientRequest(url: url)
+            if let post {
+                request.method = .POST
+                request.body = .bytes(ByteBuffer(string: post))
+            }
+            let response = try await client.execute(request, timeout: .seconds(10))
+            let body = try await response.body.collect(upTo: 16 << 20)
+            return try #require(try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any])
+        }
     }
 
     static func json(_ path: String) throws -> [String: Any] {
@@ -151,46 +168,68 @@ struct ServerAPIMigrationTests {
         let budget = 20
         let count = 150
 
-        let state = SimulatorState()
-        let configuration = SimulatorConfiguration(sharedSecret: Self.secret, latency: .milliseconds(30), state: state)
-        let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
-        try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
-            let receipts = (0..<count).map { ("user-\($0)", SimulatedReceipt(account: "b-\($0)", scenario: .renewal, start: state.now.addingTimeInterval(-3 * 86_400))) }
-            state.register(receipts.map(\.1))
-            // Apple's own limit, simulated at the budget: any burst over it would be answered 429.
-            state.serverAPIRateLimit = budget
-            let environment = try Self.environment(configuration, endpoints, directory: directory)
-            #expect(try await CLI.run(["migrate", "--database", url]).status == 0)
-            #expect(try await CLI.run(["import", "-", "--database", url], stdin: Self.importLines(receipts)).status == 0)
-
-            let arguments = ["run", "--database", url, "--concurrency", "16", "--server-api-rate", "\(budget)", "--source", "server-api"]
-            let started = Date()
-            let workers = try (0..<3).map { try PostgresKillTests.start(arguments, environment: environment, log: directory + "/worker-\($0).log") }
-            var reasons: [Process.TerminationReason] = []
-            for worker in workers { reasons.append(await PostgresKillTests.waitForExit(worker)) }
-            let seconds = Date().timeIntervalSince(started)
-            for (index, worker) in workers.enumerated() {
-                let log = (try? String(contentsOfFile: directory + "/worker-\(index).log", encoding: .utf8)) ?? ""
-                #expect(reasons[index] == .exit && worker.terminationStatus == 0, "worker \(index): \(log)")
-            }
-
-            let arrivals = state.serverAPIArrivals.sorted()
-            #expect(arrivals.count == count, "one request per receipt: \(arrivals.count)")
-            var busiest = 0
-            var low = 0
-            for high in arrivals.indices {
-                while arrivals[high].timeIntervalSince(arrivals[low]) >= 1 { low += 1 }
-                busiest = max(busiest, high - low + 1)
-            }
-            let logs = (0..<3).map { (try? String(contentsOfFile: directory + "/worker-\($0).log", encoding: .utf8)) ?? "" }
-            let warnings = logs.flatMap { $0.split(separator: "\n") }.filter { $0.contains("warning") || $0.contains("error") }
-            #expect(busiest <= budget, "busiest second held \(busiest) requests; the budget is \(budget); worker warnings: \(warnings.prefix(5))")
-            #expect(state.serverAPIStats.rateLimited == 0)
-            let verified = try await PostgresKillTests.sqlOffPool("SELECT count(*) FROM \(schema).receipts WHERE source = 'server_api'", url: base, psql: psql)
-            #expect(verified == "\(count)")
-            let perWorker = try await PostgresKillTests.sqlOffPool("SELECT string_agg(checked::text, ',' ORDER BY checked) FROM \(schema).runs", url: base, psql: psql)
-            print(String(format: "figures[server api fleet budget]: 3 workers, %d receipts, budget %d/s: %.2f s (floor %.2f s), busiest second %d requests, checked per worker %@",
-                         count, budget, seconds, Double(count - 1) / (Double(budget) * RequestRates.headroom), busiest, perWorker))
+        // The simulator runs as its own process here: arrivals are stamped by a process the test
+        // runner's other suites do not stall, so a burst it records is a burst the workers sent.
+        let receipts = (0..<count).map { ("user-\($0)", SimulatedReceipt(account: "b-\($0)", scenario: .renewal, start: Date().addingTimeInterval(-3 * 86_400))) }
+        try Self.importLines(receipts).write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
+        let simulatorBinary = CLI.binary.deletingLastPathComponent().appendingPathComponent("appstore-simulator").path
+        let simulator = Process()
+        simulator.executableURL = URL(fileURLWithPath: simulatorBinary)
+        simulator.arguments = ["serve", "--port", "0", "--latency-ms", "30", "--export-dir", directory + "/credentials", "--register", directory + "/lines.jsonl"]
+        simulator.environment = ["APPSTORE_SHARED_SECRET": Self.secret, "PATH": "/usr/bin:/bin"]
+        FileManager.default.createFile(atPath: directory + "/simulator.log", contents: nil)
+        let simulatorLog = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/simulator.log"))
+        simulator.standardOutput = simulatorLog
+        simulator.standardError = simulatorLog
+        try simulator.run()
+        defer {
+            simulator.terminate()
+            simulator.waitUntilExit()
         }
+        let ready = await poll(timeout: 30) {
+            ((try? String(contentsOfFile: directory + "/simulator.log", encoding: .utf8)) ?? "").contains("credentials: " + directory)
+        }
+        let log = (try? String(contentsOfFile: directory + "/simulator.log", encoding: .utf8)) ?? ""
+        try #require(ready, "the simulator did not start: \(log)")
+        var environment = ["APPSTORE_SHARED_SECRET": Self.secret]
+        for line in try String(contentsOfFile: directory + "/credentials/server-api.env", encoding: .utf8).split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+            if parts.count == 2 { environment[parts[0]] = parts[1] }
+        }
+        let control = try #require(environment["APPSTORE_SERVER_API_URL"]) + "/_simulator"
+
+        // Apple's own limit, simulated at the budget: any burst over it would be answered 429.
+        _ = try await Self.http(control + "/server-api/rate-limit", post: #"{"per_second": \#(budget)}"#)
+        #expect(try await CLI.run(["migrate", "--database", url]).status == 0)
+        #expect(try await CLI.run(["import", directory + "/lines.jsonl", "--database", url]).status == 0)
+
+        let arguments = ["run", "--database", url, "--concurrency", "16", "--server-api-rate", "\(budget)", "--source", "server-api"]
+        let started = Date()
+        let workers = try (0..<3).map { try PostgresKillTests.start(arguments, environment: environment, log: directory + "/worker-\($0).log") }
+        var reasons: [Process.TerminationReason] = []
+        for worker in workers { reasons.append(await PostgresKillTests.waitForExit(worker)) }
+        let seconds = Date().timeIntervalSince(started)
+        let logs = (0..<3).map { (try? String(contentsOfFile: directory + "/worker-\($0).log", encoding: .utf8)) ?? "" }
+        for (index, worker) in workers.enumerated() {
+            #expect(reasons[index] == .exit && worker.terminationStatus == 0, "worker \(index): \(logs[index])")
+        }
+
+        let arrivals = try #require(try await Self.http(control + "/server-api/arrivals")["arrivals_ms"] as? [Int64]).sorted()
+        let stats = try await Self.http(control + "/server-api/stats")
+        #expect(arrivals.count == count, "one request per receipt: \(arrivals.count)")
+        var busiest = 0
+        var low = 0
+        for high in arrivals.indices {
+            while arrivals[high] - arrivals[low] >= 1_000 { low += 1 }
+            busiest = max(busiest, high - low + 1)
+        }
+        let warnings = logs.flatMap { $0.split(separator: "\n") }.filter { $0.contains("warning") || $0.contains("error") }
+        #expect(busiest <= budget, "busiest second held \(busiest) requests; the budget is \(budget); worker warnings: \(warnings.prefix(5))")
+        #expect(stats["rateLimited"] as? Int == 0, "\(stats)")
+        let verified = try await PostgresKillTests.sqlOffPool("SELECT count(*) FROM \(schema).receipts WHERE source = 'server_api'", url: base, psql: psql)
+        #expect(verified == "\(count)")
+        let perWorker = try await PostgresKillTests.sqlOffPool("SELECT string_agg(checked::text, ',' ORDER BY checked) FROM \(schema).runs", url: base, psql: psql)
+        print(String(format: "figures[server api fleet budget]: 3 workers, %d receipts, budget %d/s: %.2f s (floor %.2f s), busiest second %d requests, checked per worker %@",
+                     count, budget, seconds, Double(count - 1) / (Double(budget) * RequestRates.headroom), busiest, perWorker))
     }
 }

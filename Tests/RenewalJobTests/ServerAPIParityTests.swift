@@ -171,3 +171,25 @@ struct ServerAPISignedDataJobTests {
         }
     }
 }
+
+@Suite("Server API rate limiting from Apple's side")
+struct ServerAPIRetryAfterTests {
+    @Test("HTTP 429 pauses the environment until Retry-After (UNIX ms), then the checks go through")
+    func retryAfterIsHonoured() async throws {
+        try await JobHarness.with { h in
+            let receipts = (0..<6).map { ("ra-\($0)", h.receipt("ra-\($0)", .renewal)) }
+            try await h.importReceipts(receipts)
+            h.state.serverAPIRateLimit = 2
+            let started = ContinuousClock.now
+            let outcome = try await h.withServerAPIClient(maxAttempts: 4) { client in
+                try await h.run(verifier: SourceRouter(mode: .serverAPI, verifyReceipt: h.client, serverAPI: client))
+            }
+            let elapsed = ContinuousClock.now - started
+            #expect(outcome.counts.failed == 0 && outcome.counts.migrated == 6, "\(outcome.counts)")
+            #expect(h.state.serverAPIStats.rateLimited > 0, "the simulated limit was reached")
+            // Six requests at two per second: the last ones waited out at least one Retry-After.
+            #expect(elapsed >= .seconds(1), "\(elapsed)")
+            #expect(h.state.stats.requests == 0, "verifyReceipt was never asked")
+        }
+    }
+}

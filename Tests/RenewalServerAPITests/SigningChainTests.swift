@@ -1,4 +1,7 @@
 import Crypto
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import SwiftASN1
 import Testing
@@ -84,5 +87,66 @@ struct SigningChainTests {
         #expect(claims?["exp"] as? Int == 1_800_003_600, "a 2-hour request is capped at 60 minutes")
         let signature = try P256.Signing.ECDSASignature(rawRepresentation: #require(CompactJWS.base64URL(parts[2])))
         #expect(key.publicKey.isValidSignature(signature, for: Data(parts[0...1].joined(separator: ".").utf8)))
+    }
+}
+
+@Suite("Verified chains are cached, and what one answer costs")
+struct SignedDataCostTests {
+    @Test("Only the first answer of a chain builds and checks it; the rest reuse it (figures: CPU per answer, cache hit rate)")
+    func warmCache() async throws {
+        let chain = try SigningChain.generate()
+        let verifier = SignedDataVerifier(rootCertificates: [chain.root], bundleID: "com.example.app")
+        let now = Date()
+        let answers = try (0..<400).map { _ in try chain.sign(SigningChainTests.payload(signedAt: now)) }
+        // clock(): this process's CPU time in microseconds (CLOCKS_PER_SEC is 1,000,000 on Linux).
+        let cold = clock()
+        _ = try await verifier.transaction(answers[0], environment: "Production")
+        let start = clock()
+        for jws in answers.dropFirst() {
+            _ = try await verifier.transaction(jws, environment: "Production")
+        }
+        let end = clock()
+        let statistics = verifier.cacheStatistics
+        #expect(statistics.misses == 1 && statistics.hits == answers.count - 1)
+        func micros(_ a: clock_t, _ b: clock_t) -> Double { Double(b - a) }
+        // Process CPU time: other suites running in parallel inflate it, so it is an upper bound.
+        print(String(format: "figures[jws verify]: first answer (chain built and checked) %.0f µs CPU, then %.0f µs CPU per answer with a warm cache (process CPU, debug build, an upper bound); cache hits %d of %d",
+                     micros(cold, start), micros(start, end) / Double(answers.count - 1), statistics.hits, answers.count))
+    }
+}
+
+@Suite("Credentials from files: the .p8 key and the trusted roots")
+struct ServerAPICredentialsTests {
+    @Test("A .p8 (PKCS#8 PEM) key loads; a file that is not a key, or is missing, is named with the fix")
+    func privateKey() throws {
+        let directory = NSTemporaryDirectory() + "renewal-credentials-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let key = P256.Signing.PrivateKey()
+        try key.pemRepresentation.write(toFile: directory + "/AuthKey.p8", atomically: true, encoding: .utf8)
+        #expect(try ServerAPICredentials.privateKey(file: directory + "/AuthKey.p8").publicKey.rawRepresentation == key.publicKey.rawRepresentation)
+        try "-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n".write(toFile: directory + "/cert.p8", atomically: true, encoding: .utf8)
+        #expect(throws: ServerAPICredentials.LoadError.notAKey(path: directory + "/cert.p8")) { try ServerAPICredentials.privateKey(file: directory + "/cert.p8") }
+        do {
+            _ = try ServerAPICredentials.privateKey(file: directory + "/missing.p8")
+            Issue.record("a missing file loaded")
+        } catch {
+            #expect("\(error)".contains(directory + "/missing.p8"))
+            #expect(!"\(error)".contains("PRIVATE KEY"))
+        }
+    }
+
+    @Test("Roots load from PEM (several per file) and DER; Apple Root CA - G3 is built in")
+    func roots() throws {
+        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/jws")
+        let der = fixtures.appendingPathComponent("apple-pki/AppleRootCA-G3.cer").path
+        let pem = fixtures.appendingPathComponent("test-pki/testCA.pem").path
+        let loaded = try ServerAPICredentials.certificates(files: [der, pem])
+        #expect(loaded.count == 2)
+        #expect(AppleRoots.certificates.count == 1)
+        #expect(AppleRoots.certificates.first == loaded.first, "the built-in root is the file Apple publishes")
+        #expect(throws: ServerAPICredentials.LoadError.notACertificate(path: fixtures.appendingPathComponent("decoded-transaction.apple-lib.json").path)) {
+            try ServerAPICredentials.certificates(files: [fixtures.appendingPathComponent("decoded-transaction.apple-lib.json").path])
+        }
     }
 }
