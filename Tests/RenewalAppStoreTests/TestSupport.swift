@@ -27,7 +27,7 @@ enum TestSupport {
     static func clientConfiguration(_ endpoints: SimulatorEndpoints, secret: String? = TestSupport.secret) -> AppStoreClient.Configuration {
         AppStoreClient.Configuration(
             productionURL: endpoints.productionURL, sandboxURL: endpoints.sandboxURL, sharedSecret: secret,
-            requestTimeout: .seconds(5), maxAttempts: 4,
+            requestTimeout: .seconds(30), maxAttempts: 4,
             retryBaseDelay: .milliseconds(1), retryMaxDelay: .milliseconds(2))
     }
 

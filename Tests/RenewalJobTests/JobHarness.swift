@@ -86,7 +86,7 @@ struct JobHarness {
         try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
             let clientConfiguration = AppStoreClient.Configuration(
                 productionURL: endpoints.productionURL, sandboxURL: endpoints.sandboxURL, sharedSecret: clientSecret,
-                requestTimeout: .seconds(5), maxAttempts: maxAttempts, retryBaseDelay: .milliseconds(1),
+                requestTimeout: .seconds(30), maxAttempts: maxAttempts, retryBaseDelay: .milliseconds(1),
                 retryMaxDelay: .milliseconds(5))
             try await AppStoreClient.withAppStoreClient(configuration: clientConfiguration) { client in
                 try await body(JobHarness(
@@ -104,7 +104,7 @@ struct JobHarness {
         let configuration = ServerAPIClient.Configuration(
             keyID: serverAPI.keyID, issuerID: serverAPI.issuerID, bundleID: SimulatedReceipt.bundleID, privateKey: serverAPI.apiKey,
             productionURL: endpoints.serverAPIURL, sandboxURL: endpoints.sandboxServerAPIURL, rootCertificates: [serverAPI.chain.root],
-            requestTimeout: .seconds(5), maxAttempts: maxAttempts, retryBaseDelay: .milliseconds(1), retryMaxDelay: .milliseconds(5))
+            requestTimeout: .seconds(30), maxAttempts: maxAttempts, retryBaseDelay: .milliseconds(1), retryMaxDelay: .milliseconds(5))
         return try await ServerAPIClient.withServerAPIClient(configuration: configuration, budget: LocalRequestBudget(rates: rates), body)
     }
 

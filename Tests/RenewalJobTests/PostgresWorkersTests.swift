@@ -264,7 +264,7 @@ struct PostgresWorkersHarness: Sendable {
         try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
             let clientConfiguration = AppStoreClient.Configuration(
                 productionURL: endpoints.productionURL, sandboxURL: endpoints.sandboxURL, sharedSecret: secret,
-                requestTimeout: .seconds(5), maxAttempts: 2, retryBaseDelay: .milliseconds(1), retryMaxDelay: .milliseconds(5))
+                requestTimeout: .seconds(30), maxAttempts: 2, retryBaseDelay: .milliseconds(1), retryMaxDelay: .milliseconds(5))
             try await AppStoreClient.withAppStoreClient(configuration: clientConfiguration) { client in
                 try await body(PostgresWorkersHarness(url: url, store: store, state: state, client: client))
             }
