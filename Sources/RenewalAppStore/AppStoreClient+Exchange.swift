@@ -39,17 +39,17 @@ extension AppStoreClient {
         logger[metadataKey: LogKey.appStoreEndpoint] = isSandbox ? "sandbox" : "production"
         logger.trace("Sending verifyReceipt", metadata: [LogKey.requestBytes: "\(body.count)"])
 
-        let deadline = NIODeadline.now() + .nanoseconds(max(1, configuration.requestTimeout.nanoseconds))
         let response: HTTPClientResponse
         let buffer: ByteBuffer
-        do {
-            response = try await httpClient.execute(request, deadline: deadline, logger: logger)
-            buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
-        } catch is NIOTooManyBytesError {
+        switch await AppleHTTP.fetch(
+            request, on: httpClient, timeout: configuration.requestTimeout, maxBytes: configuration.maxResponseBytes, logger: logger)
+        {
+        case .success(let fetched):
+            (response, buffer) = fetched
+        case .failure(.tooLarge):
             logger.trace("verifyReceipt answer over the size cap", metadata: [LogKey.responseBytes: "\(configuration.maxResponseBytes)+"])
             return .failure(.responseTooLarge(limit: configuration.maxResponseBytes))
-        } catch {
-            let failure = Self.clientError(error)
+        case .failure(.transport(let failure)):
             logger.trace("verifyReceipt request failed", metadata: [LogKey.appStoreFailure: "\(failure.reason)"])
             return .failure(failure)
         }

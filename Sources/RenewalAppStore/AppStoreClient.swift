@@ -34,14 +34,8 @@ public final class AppStoreClient: ReceiptVerifier {
         observer: (any AppStoreObserver)? = nil,
         _ body: (AppStoreClient) async throws -> T
     ) async throws -> T {
-        var httpConfiguration = HTTPClient.Configuration()
-        httpConfiguration.redirectConfiguration = .disallow
-        // AHC keeps retrying a refused connection until the connect timeout: keep it within one request.
-        let connectTimeout = min(configuration.requestTimeout, .seconds(10))
-        httpConfiguration.timeout = .init(connect: .nanoseconds(max(1, connectTimeout.nanoseconds)))
-        httpConfiguration.connectionPool = HTTPClient.Configuration.ConnectionPool(
-            idleTimeout: .seconds(60),
-            concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, configuration.maxConnectionsPerHost))
+        let httpConfiguration = AppleHTTP.configuration(
+            requestTimeout: configuration.requestTimeout, connectionsPerHost: configuration.maxConnectionsPerHost)
         return try await HTTPClient.withHTTPClient(configuration: httpConfiguration) { httpClient in
             try await body(AppStoreClient(httpClient: httpClient, configuration: configuration, observer: observer))
         }

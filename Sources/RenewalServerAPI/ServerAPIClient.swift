@@ -49,12 +49,8 @@ public final class ServerAPIClient: Sendable {
         configuration: Configuration, budget: (any RequestBudget)? = nil, observer: (any AppStoreObserver)? = nil,
         _ body: (ServerAPIClient) async throws -> T
     ) async throws -> T {
-        var httpConfiguration = HTTPClient.Configuration()
-        httpConfiguration.redirectConfiguration = .disallow
-        let connectTimeout = min(configuration.requestTimeout, .seconds(10))
-        httpConfiguration.timeout = .init(connect: .nanoseconds(max(1, connectTimeout.nanoseconds)))
-        httpConfiguration.connectionPool = HTTPClient.Configuration.ConnectionPool(
-            idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, configuration.maxConnectionsPerHost))
+        let httpConfiguration = AppleHTTP.configuration(
+            requestTimeout: configuration.requestTimeout, connectionsPerHost: configuration.maxConnectionsPerHost)
         return try await HTTPClient.withHTTPClient(configuration: httpConfiguration) { httpClient in
             try await body(ServerAPIClient(httpClient: httpClient, configuration: configuration, budget: budget, observer: observer))
         }
@@ -207,20 +203,21 @@ public final class ServerAPIClient: Sendable {
     }
 
     private func send(_ request: HTTPClientRequest, environment: AppStoreEnvironment, logger: Logger) async -> Exchange {
-        let deadline = NIODeadline.now() + .nanoseconds(max(1, configuration.requestTimeout.nanoseconds))
         let response: HTTPClientResponse
         let buffer: ByteBuffer
-        do {
-            response = try await httpClient.execute(request, deadline: deadline, logger: logger)
-            buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
-        } catch is NIOTooManyBytesError {
+        switch await AppleHTTP.fetch(
+            request, on: httpClient, timeout: configuration.requestTimeout, maxBytes: configuration.maxResponseBytes, logger: logger)
+        {
+        case .success(let fetched):
+            (response, buffer) = fetched
+        case .failure(.tooLarge):
             return .failure(.responseTooLarge(limit: configuration.maxResponseBytes))
-        } catch {
-            switch AppStoreClient.clientError(error) {
-            case .timeout: return .failure(.timeout)
-            case .connection(let detail): return .failure(.connection(detail))
-            default: return .failure(.connection("request failed"))
-            }
+        case .failure(.transport(.timeout)):
+            return .failure(.timeout)
+        case .failure(.transport(.connection(let detail))):
+            return .failure(.connection(detail))
+        case .failure(.transport):
+            return .failure(.connection("request failed"))
         }
         let code = Int(response.status.code)
         let body = Data(buffer.readableBytesView)

@@ -30,6 +30,20 @@ struct ServerAPIMigrationTests {
         ]
     }
 
+    /// A fresh directory with a SQLite path, and the in-process simulator, for `body`.
+    static func withSQLiteAndSimulator(
+        _ body: (String, String, SimulatorState, SimulatorConfiguration, SimulatorEndpoints) async throws -> Void
+    ) async throws {
+        let directory = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let state = SimulatorState()
+        let configuration = SimulatorConfiguration(sharedSecret: secret, state: state)
+        let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
+        try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
+            try await body(directory, directory + "/renewal.sqlite", state, configuration, endpoints)
+        }
+    }
+
     static func importLines(_ receipts: [(String, SimulatedReceipt)]) -> String {
         receipts.map { #"{"user_id": "\#($0.0)", "latest_receipt": "\#($0.1.encoded)"}"# }.joined(separator: "\n") + "\n"
     }
@@ -55,13 +69,7 @@ struct ServerAPIMigrationTests {
 
     @Test("SQLite: receipt-only rows are read for their transaction ids, confirmed through the Server API and checked there from then on; rows Apple's Server API does not know stay on verifyReceipt")
     func migratesSQLite() async throws {
-        let directory = try CLI.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let database = directory + "/renewal.sqlite"
-        let state = SimulatorState()
-        let configuration = SimulatorConfiguration(sharedSecret: Self.secret, state: state)
-        let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
-        try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
+        try await Self.withSQLiteAndSimulator { directory, database, state, configuration, endpoints in
             let scenarios: [Scenario] = [.renewal, .billingRetry, .gracePeriod, .refund, .upgrade, .familyShared, .sandbox, .multipleSubscriptions, .voluntaryExpiry, .trial]
             var receipts: [(String, SimulatedReceipt)] = (0..<120).map { n in
                 let scenario = scenarios[n % scenarios.count]
@@ -121,13 +129,7 @@ struct ServerAPIMigrationTests {
 
     @Test("A wrong API key: 401 from production and sandbox stops the run with exit 78 and changes nothing")
     func wrongKeyIsConfigurationError() async throws {
-        let directory = try CLI.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let database = directory + "/renewal.sqlite"
-        let state = SimulatorState()
-        let configuration = SimulatorConfiguration(sharedSecret: Self.secret, state: state)
-        let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
-        try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
+        try await Self.withSQLiteAndSimulator { directory, database, state, configuration, endpoints in
             let receipts = (0..<5).map { ("user-\($0)", SimulatedReceipt(account: "k-\($0)", scenario: .renewal, start: state.now.addingTimeInterval(-3 * 86_400))) }
             state.register(receipts.map(\.1))
             var environment = try Self.environment(configuration, endpoints, directory: directory)
