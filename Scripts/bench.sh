@@ -1,53 +1,190 @@
 #!/usr/bin/env bash
-# Benchmark: import N receipts, then one `renewal run` against the App Store simulator with L ms of
-# latency per answer. Prints receipts/second, CPU time and peak memory (GNU time) for import and run.
+# Benchmarks of the release build against the project's App Store simulator on loopback.
+# Every figure is of the job process alone (GNU time on it); the simulator runs as its own process
+# and its CPU is printed beside, so a saturated simulator shows.
 #
-#   Scripts/bench.sh [N=10000] [LATENCY_MS=50]      env: CONFIG=release|debug, CONCURRENCY=16,
-#                                                        SCRATCH=.build-release (a separate build folder)
+#   Scripts/bench.sh verify [N=3000] [LATENCY_MS=100] [CONCURRENCY=64]
+#       import N simulator receipts into a fresh SQLite file, then one `renewal run`: receipts/s,
+#       Apple requests/s against the limit concurrency / latency (efficiency), CPU ms per 1,000
+#       receipts, peak RSS.
+#   Scripts/bench.sh scale [N=100000] [DUE_PERCENT=1]
+#       N stored receipts, DUE_PERCENT of them due: import rate and memory, time to the first claim
+#       (`run --limit 1`, process start included), then run / status --json / report / backfill
+#       memory. PostgreSQL too when RENEWAL_BENCH_POSTGRES_URL is set (a database it may wipe).
+#   Scripts/bench.sh workers [N=6000] [LATENCY_MS=100] [CONCURRENCY=16]
+#       PostgreSQL (RENEWAL_BENCH_POSTGRES_URL): N due receipts taken by 1, 2 and 4 workers at once;
+#       wall time and speed-up against one worker.
+#
+# env: BIN (a folder holding renewal and appstore-simulator; default: build the release),
+#      KEEP=1 keeps the scratch folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-count=${1:-10000}
-latency=${2:-50}
-config=${CONFIG:-release}
-concurrency=${CONCURRENCY:-16}
+mode=${1:-verify}
+shift || true
 
-build=(swift build -c "$config")
-[ -n "${SCRATCH:-}" ] && build+=(--scratch-path "$SCRATCH")
-"${build[@]}" --product renewal >/dev/null
-"${build[@]}" --product appstore-simulator >/dev/null
-bin=$("${build[@]}" --show-bin-path)
+if [ -z "${BIN:-}" ]; then
+  swift build -c release --product renewal >/dev/null
+  swift build -c release --product appstore-simulator >/dev/null
+  BIN=$(swift build -c release --show-bin-path)
+fi
 dir=$(mktemp -d /tmp/renewal-bench.XXXXXX)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+simulator=
+cleanup() {
+  [ -n "$simulator" ] && kill "$simulator" 2>/dev/null || true
+  [ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
+}
+trap cleanup EXIT
 
-export APPSTORE_SHARED_SECRET=bench-secret
-"$bin/appstore-simulator" serve --port "$port" --latency-ms "$latency" >"$dir/simulator.log" 2>&1 &
-simulator=$!
-trap 'kill $simulator 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-  curl -s "http://127.0.0.1:$port/_simulator/stats" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
 
-export RENEWAL_DATABASE="$dir/bench.sqlite"
-export APPSTORE_VERIFY_RECEIPT_URL="http://127.0.0.1:$port/verifyReceipt"
-export APPSTORE_SANDBOX_VERIFY_RECEIPT_URL="http://127.0.0.1:$port/sandbox/verifyReceipt"
-export RENEWAL_LOG_LEVEL=warning
-
-"$bin/renewal" migrate >/dev/null
-"$bin/appstore-simulator" receipts --count "$count" \
-  --scenario renewal --scenario voluntary_expiry --scenario billing_retry --scenario grace_period \
-  --scenario refund --scenario upgrade --scenario sandbox --scenario family_shared >"$dir/receipts.jsonl"
-
-measure() {
-  local label=$1; shift
-  /usr/bin/time -f "%e %U %S %M" -o "$dir/time.$label" "$@" >"$dir/out.$label" 2>"$dir/err.$label" || true
-  read -r wall user sys rss <"$dir/time.$label"
-  echo "$label: wall ${wall}s, cpu $(python3 -c "print(round($user+$sys,2))")s (user ${user}s, sys ${sys}s), peak RSS $((rss / 1024)) MiB; $(tail -n 1 "$dir/out.$label")"
-  echo "$label receipts/s: $(python3 -c "print(round($count / max($wall, 0.001)))")"
+# start_simulator LATENCY_MS: the simulator on a free port, with the job's URLs exported.
+start_simulator() {
+  local port
+  port=$(free_port)
+  "$BIN/appstore-simulator" serve --port "$port" --latency-ms "$1" >"$dir/simulator.log" 2>&1 &
+  simulator=$!
+  for _ in $(seq 1 200); do
+    curl -sf "http://127.0.0.1:$port/_simulator/stats" >/dev/null 2>&1 && break
+    sleep 0.05
+  done
+  export APPSTORE_VERIFY_RECEIPT_URL="http://127.0.0.1:$port/verifyReceipt"
+  export APPSTORE_SANDBOX_VERIFY_RECEIPT_URL="http://127.0.0.1:$port/sandbox/verifyReceipt"
+  stats_url="http://127.0.0.1:$port/_simulator/stats"
 }
 
-echo "renewal benchmark: $count receipts, simulator latency ${latency} ms, concurrency $concurrency, $config build"
-measure import "$bin/renewal" import "$dir/receipts.jsonl"
-measure run "$bin/renewal" run --concurrency "$concurrency" --report "$dir/report.json"
-measure second-run "$bin/renewal" run --concurrency "$concurrency"
-echo "files: $dir"
+# CPU seconds (user + system) the simulator has used so far.
+simulator_cpu() { python3 -c "import os; f=open('/proc/$simulator/stat').read().rsplit(')',1)[1].split(); print((int(f[11])+int(f[12]))/os.sysconf('SC_CLK_TCK'))"; }
+requests() { curl -sf "$stats_url" | python3 -c 'import json,sys; print(json.load(sys.stdin)["requests"])'; }
+
+# receipts FILE N: N simulator receipts of every scenario (1 in 8 sandbox, so two requests).
+receipts() {
+  "$BIN/appstore-simulator" receipts --count "$2" \
+    --scenario renewal --scenario voluntary_expiry --scenario billing_retry --scenario grace_period \
+    --scenario refund --scenario upgrade --scenario sandbox --scenario family_shared >"$1"
+}
+
+# measure LABEL COMMAND...: runs it under GNU time; sets wall, cpu, rss_mib and prints a line.
+measure() {
+  local label=$1
+  shift
+  local code=0
+  /usr/bin/time -f "%e %U %S %M" -o "$dir/time.$label" "$@" >"$dir/out.$label" 2>"$dir/err.$label" || code=$?
+  read -r wall user sys rss <"$dir/time.$label"
+  cpu=$(python3 -c "print(round($user + $sys, 3))")
+  rss_mib=$((rss / 1024))
+  printf '%-22s exit %s  wall %7.2f s  cpu %7.2f s (user %s, sys %s)  peak RSS %4d MiB\n' \
+    "$label" "$code" "$wall" "$cpu" "$user" "$sys" "$rss_mib"
+}
+
+export APPSTORE_SHARED_SECRET=bench-secret RENEWAL_LOG_LEVEL=error
+
+bench_verify() {
+  local count=${1:-3000} latency=${2:-100} concurrency=${3:-64}
+  echo "verify: $count receipts, simulator latency $latency ms, concurrency $concurrency, $(nproc) cores"
+  start_simulator "$latency"
+  export RENEWAL_DATABASE="$dir/bench.sqlite"
+  "$BIN/renewal" migrate >/dev/null
+  receipts "$dir/receipts.jsonl" "$count"
+  measure import "$BIN/renewal" import "$dir/receipts.jsonl"
+  echo "  import: $(python3 -c "print(round($count / max($wall, 0.001)))") rows/s"
+  local before_requests before_cpu
+  before_requests=$(requests)
+  before_cpu=$(simulator_cpu)
+  measure run "$BIN/renewal" run --concurrency "$concurrency"
+  local sent sim_cpu
+  sent=$(($(requests) - before_requests))
+  sim_cpu=$(python3 -c "print(round($(simulator_cpu) - $before_cpu, 2))")
+  python3 - "$count" "$sent" "$wall" "$cpu" "$concurrency" "$latency" "$sim_cpu" <<'EOF'
+import sys
+count, sent, wall, cpu, concurrency, latency, sim = map(float, sys.argv[1:])
+limit = concurrency / (latency / 1000)
+print(f"  receipts/s {count / wall:.0f}; Apple requests {sent:.0f} ({sent / count:.3f} per receipt), {sent / wall:.0f}/s "
+      f"against a limit of {limit:.0f}/s: efficiency {sent / wall / limit:.3f}")
+print(f"  job CPU {cpu * 1e6 / count:.0f} ms per 1,000 receipts; simulator CPU {sim:.2f} s "
+      f"({sim / wall:.2f} of a core while the run lasted)")
+EOF
+  tail -n 1 "$dir/out.run" | sed 's/^/  /'
+}
+
+# seed_due STORE_URL_OR_FILE N PERCENT: makes all but PERCENT % of the rows due in a week.
+make_mostly_not_due() {
+  local kind=$1 target=$2 percent=$3
+  local sql="UPDATE receipts SET next_check_at = next_check_at + 7 * 86400000 WHERE id % 100 >= $percent"
+  if [ "$kind" = sqlite ]; then
+    python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()" "$target" "$sql"
+  else
+    psql -q "$target" -c "$sql" -c "ANALYZE receipts" >/dev/null
+  fi
+}
+
+bench_scale_one() {
+  local kind=$1 count=$2 percent=$3
+  echo "scale on $kind: $count stored receipts, $percent % due"
+  "$BIN/renewal" migrate >/dev/null
+  measure "import" "$BIN/renewal" import "$dir/receipts.jsonl"
+  echo "  import: $(python3 -c "print(round($count / max($wall, 0.001)))") rows/s"
+  make_mostly_not_due "$kind" "$RENEWAL_DATABASE" "$percent"
+  measure "first-claim" "$BIN/renewal" run --limit 1
+  echo "  time to the first claim (process start, schema check, due count, claim, one answer): ${wall} s"
+  measure "run" "$BIN/renewal" run --concurrency 64
+  echo "  run over the due rows: $(tail -n 1 "$dir/out.run")"
+  measure "status" "$BIN/renewal" status --json
+  measure "report" "$BIN/renewal" report --format json
+  measure "backfill-all" "$BIN/renewal" backfill --all --concurrency 64 --limit 20000
+}
+
+bench_scale() {
+  local count=${1:-100000} percent=${2:-1}
+  start_simulator 0
+  receipts "$dir/receipts.jsonl" "$count"
+  export RENEWAL_DATABASE="$dir/scale.sqlite"
+  bench_scale_one sqlite "$count" "$percent"
+  if [ -n "${RENEWAL_BENCH_POSTGRES_URL:-}" ]; then
+    psql -q "$RENEWAL_BENCH_POSTGRES_URL" -c "DROP SCHEMA public CASCADE" -c "CREATE SCHEMA public" >/dev/null
+    export RENEWAL_DATABASE=$RENEWAL_BENCH_POSTGRES_URL
+    bench_scale_one postgres "$count" "$percent"
+  fi
+}
+
+bench_workers() {
+  local count=${1:-6000} latency=${2:-100} concurrency=${3:-16}
+  : "${RENEWAL_BENCH_POSTGRES_URL:?set RENEWAL_BENCH_POSTGRES_URL to a PostgreSQL database the benchmark may wipe}"
+  export RENEWAL_DATABASE=$RENEWAL_BENCH_POSTGRES_URL
+  start_simulator "$latency"
+  receipts "$dir/receipts.jsonl" "$count"
+  echo "workers: $count due receipts on PostgreSQL, latency $latency ms, concurrency $concurrency per worker"
+  local one=
+  for workers in 1 2 4; do
+    psql -q "$RENEWAL_BENCH_POSTGRES_URL" -c "DROP SCHEMA public CASCADE" -c "CREATE SCHEMA public" >/dev/null
+    "$BIN/renewal" migrate >/dev/null
+    "$BIN/renewal" import "$dir/receipts.jsonl" >/dev/null
+    local start end pids=()
+    start=$(date +%s.%N)
+    for w in $(seq 1 "$workers"); do
+      /usr/bin/time -f "%e %U %S %M" -o "$dir/time.w$workers.$w" \
+        "$BIN/renewal" run --concurrency "$concurrency" --worker-id "bench-$w" >"$dir/out.w$workers.$w" 2>&1 &
+      pids+=($!)
+    done
+    wait "${pids[@]}" || true
+    end=$(date +%s.%N)
+    local elapsed
+    elapsed=$(python3 -c "print(round($end - $start, 2))")
+    [ -z "$one" ] && one=$elapsed
+    python3 - "$workers" "$elapsed" "$one" "$count" "$concurrency" "$latency" "$dir" <<'EOF'
+import sys, glob
+workers, elapsed, one, count, concurrency, latency, folder = sys.argv[1:]
+workers, elapsed, one, count = int(workers), float(elapsed), float(one), int(count)
+limit = workers * int(concurrency) / (int(latency) / 1000)
+cpu = sum(float(p.split()[1]) + float(p.split()[2]) for p in (open(f).read() for f in glob.glob(f"{folder}/time.w{workers}.*")))
+print(f"  {workers} worker(s): {elapsed:.2f} s, {count / elapsed:.0f} receipts/s, speed-up {one / elapsed:.2f}x "
+      f"(ideal {workers}x; request limit {limit:.0f}/s), job CPU {cpu * 1e6 / count:.0f} ms per 1,000")
+EOF
+  done
+}
+
+case $mode in
+  verify) bench_verify "$@" ;;
+  scale) bench_scale "$@" ;;
+  workers) bench_workers "$@" ;;
+  *) echo "usage: Scripts/bench.sh verify|scale|workers [args]" >&2; exit 64 ;;
+esac

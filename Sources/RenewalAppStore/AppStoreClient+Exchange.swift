@@ -65,18 +65,18 @@ extension AppStoreClient {
             return .failure(.httpStatus(Int(response.status.code)))
         }
         let decoded: VerifyReceiptResponse
-        do {
-            decoded = try JSONDecoder().decode(VerifyReceiptResponse.self, from: Data(buffer.readableBytesView))
-        } catch let error as DecodingError {
-            // A field path means Apple sent JSON with a status and one field the job needs is odd:
-            // Apple answered, so it is not an outage. No path: not JSON, or no status at all.
-            guard let field = Self.fieldPath(of: error) else {
-                return .failure(.notJSON(contentType: contentType, bytes: buffer.readableBytes))
-            }
-            logger.trace("verifyReceipt answer has an unreadable field", metadata: [LogKey.appStoreFailure: "\(field.path)"])
-            return .failure(.unreadableField(path: field.path, detail: field.detail))
+        do throws(AppleAnswerError) {
+            decoded = try VerifyReceiptResponse(json: buffer.readableBytesView)
         } catch {
-            return .failure(.notJSON(contentType: contentType, bytes: buffer.readableBytes))
+            switch error {
+            case .notJSON:
+                return .failure(.notJSON(contentType: contentType, bytes: buffer.readableBytes))
+            case .unreadableField(let path, let detail):
+                // Apple sent JSON with a status and one field the job needs is odd: Apple answered,
+                // so it is not an outage.
+                logger.trace("verifyReceipt answer has an unreadable field", metadata: [LogKey.appStoreFailure: "\(path)"])
+                return .failure(.unreadableField(path: path, detail: detail))
+            }
         }
         logger.trace(
             "verifyReceipt status",
@@ -85,42 +85,6 @@ extension AppStoreClient {
                 LogKey.appStoreEnvironment: "\(decoded.environment?.rawValue ?? environment.rawValue)",
             ])
         return .answer(decoded)
-    }
-
-    /// The dotted path (`latest_receipt_info[0].expires_date_ms`) and a short reason of a decoding
-    /// error inside a JSON object; nil when the body is not JSON or has no readable status.
-    static func fieldPath(of error: DecodingError) -> (path: String, detail: String)? {
-        let context: DecodingError.Context
-        var path: [any CodingKey]
-        switch error {
-        case .typeMismatch(_, let c), .valueNotFound(_, let c), .dataCorrupted(let c):
-            context = c
-            path = c.codingPath
-        case .keyNotFound(let key, let c):
-            context = c
-            path = c.codingPath + [key]
-        @unknown default:
-            return nil
-        }
-        guard !path.isEmpty, path.first?.stringValue != "status" else { return nil }
-        var text = ""
-        for key in path {
-            if let index = key.intValue {
-                text += "[\(index)]"
-            } else if key.stringValue.hasPrefix("Index "), let index = Int(key.stringValue.dropFirst(6)) {
-                text += "[\(index)]"
-            } else {
-                text += text.isEmpty ? key.stringValue : "." + key.stringValue
-            }
-        }
-        let detail: String
-        switch error {
-        case .typeMismatch: detail = "unexpected type"
-        case .valueNotFound: detail = "null where a value is needed"
-        case .keyNotFound: detail = "missing"
-        default: detail = context.debugDescription.count > 120 ? "unreadable value" : context.debugDescription
-        }
-        return (text, detail)
     }
 
     /// Maps a transport error onto the module's error, keeping only a short, secret-free description.

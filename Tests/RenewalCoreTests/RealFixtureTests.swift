@@ -53,8 +53,8 @@ import Testing
         #expect(receipt.bundleID == "com.some.thing")
         // `in_app` is read only when the answer has no `latest_receipt_info` to go by.
         #expect(receipt.inApp.isEmpty)
-        let full = try JSONDecoder().decode(ReceiptInfo.self, from: JSONSerialization.data(
-            withJSONObject: try #require((Fixture.json(Fixture.exceptOld) as? [String: Any])?["receipt"])))
+        let full = try ReceiptInfo(json: JSONDocument(JSONSerialization.data(
+            withJSONObject: try #require((Fixture.json(Fixture.exceptOld) as? [String: Any])?["receipt"]))).root, readInApp: true)
         #expect(full.inApp.count == 42)
         let first = try #require(full.inApp.first)
         #expect(first.transactionID == "1000000739289145")
@@ -265,7 +265,7 @@ import Testing
 
     @Test("The V1 notification's unified_receipt decodes as a verifyReceipt answer with 54 rows")
     func unifiedReceiptDecodes() throws {
-        let notification = try JSONDecoder().decode(Fixture.V1Notification.self, from: Fixture.data(Fixture.v1Notification))
+        let notification = try Fixture.V1Notification.load()
         let response = notification.unifiedReceipt
 
         #expect(notification.notificationType == "DID_CHANGE_RENEWAL_STATUS")
@@ -290,7 +290,7 @@ import Testing
 
     @Test("The unified_receipt subscription is active until its latest row expires, then expired")
     func unifiedReceiptDerivation() throws {
-        let notification = try JSONDecoder().decode(Fixture.V1Notification.self, from: Fixture.data(Fixture.v1Notification))
+        let notification = try Fixture.V1Notification.load()
         let response = notification.unifiedReceipt
 
         let atNotification = DerivedAnswer(response: response, answeredBy: nil, now: Self.notificationDate)
@@ -312,7 +312,7 @@ import Testing
 
     @Test("Shuffling the 54 unified_receipt rows changes nothing", arguments: [7, 11, 13] as [UInt64])
     func unifiedReceiptOrder(seed: UInt64) throws {
-        let notification = try JSONDecoder().decode(Fixture.V1Notification.self, from: Fixture.data(Fixture.v1Notification))
+        let notification = try Fixture.V1Notification.load()
         var response = notification.unifiedReceipt
         let expected = DerivedAnswer(response: response, answeredBy: nil, now: Self.notificationDate)
 

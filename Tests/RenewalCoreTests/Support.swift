@@ -21,7 +21,7 @@ enum Fixture {
     }
 
     static func response(_ path: String) throws -> VerifyReceiptResponse {
-        try JSONDecoder().decode(VerifyReceiptResponse.self, from: data(path))
+        try VerifyReceiptResponse(json: data(path))
     }
 
     /// The raw JSON of a fixture, for checks that compare the decoded values with what Apple sent.
@@ -52,29 +52,33 @@ enum Fixture {
         var response: Response
 
         func decodedBody() throws -> VerifyReceiptResponse {
-            try JSONDecoder().decode(VerifyReceiptResponse.self, from: Data(response.body.utf8))
+            try VerifyReceiptResponse(json: Data(response.body.utf8))
         }
     }
 
     /// A V1 server notification; its `unified_receipt` is a verifyReceipt-shaped answer.
-    struct V1Notification: Decodable {
+    struct V1Notification {
         var notificationType: String
         var autoRenewStatus: String
         var autoRenewStatusChangeDateMs: String
         var unifiedReceipt: VerifyReceiptResponse
 
-        enum CodingKeys: String, CodingKey {
-            case notificationType = "notification_type"
-            case autoRenewStatus = "auto_renew_status"
-            case autoRenewStatusChangeDateMs = "auto_renew_status_change_date_ms"
-            case unifiedReceipt = "unified_receipt"
+        /// The fixture's fields; `unified_receipt` read by the job's own answer reader.
+        static func load() throws -> V1Notification {
+            let object = try #require(JSONSerialization.jsonObject(with: Fixture.data(Fixture.v1Notification)) as? [String: Any])
+            let unified = try JSONSerialization.data(withJSONObject: try #require(object["unified_receipt"]))
+            return V1Notification(
+                notificationType: try #require(object["notification_type"] as? String),
+                autoRenewStatus: try #require(object["auto_renew_status"] as? String),
+                autoRenewStatusChangeDateMs: try #require(object["auto_renew_status_change_date_ms"] as? String),
+                unifiedReceipt: try VerifyReceiptResponse(json: unified))
         }
     }
 }
 
 /// Decodes a synthetic answer written as a JSON string.
 func decodeAnswer(_ json: String) throws -> VerifyReceiptResponse {
-    try JSONDecoder().decode(VerifyReceiptResponse.self, from: Data(json.utf8))
+    try VerifyReceiptResponse(json: Data(json.utf8))
 }
 
 /// Decodes a synthetic answer and derives its subscriptions at `now`.

@@ -24,11 +24,27 @@ public enum AppleDateFormat {
 
     /// Parses a decimal millisecond string ("1700000000000"; Xcode sends fractions).
     static func date(milliseconds text: String) -> Date? {
+        // What Apple sends: plain digits. Read them directly; anything else takes the careful path.
+        if let value = text.utf8.withContiguousStorageIfAvailable(wholeMilliseconds).flatMap({ $0 }) {
+            return Date(timeIntervalSince1970: Double(value) / 1000)
+        }
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty, trimmed.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
             let value = Double(trimmed), value.isFinite
         else { return nil }
         return Date(timeIntervalSince1970: value / 1000)
+    }
+
+    /// 1 to 15 ASCII digits (up to year 33658), as an integer; nil for anything else.
+    private static func wholeMilliseconds(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+        guard (1...15).contains(bytes.count) else { return nil }
+        var value: Int64 = 0
+        for byte in bytes {
+            let digit = byte &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            value = value * 10 + Int64(digit)
+        }
+        return value
     }
 
     /// `yyyy-MM-dd HH:mm:ss` in UTC: Foundation's ISO 8601 style with a space between date and time.

@@ -7,7 +7,7 @@ import Foundation
 /// trial/intro/upgrade flags, ownership, group), so odd values in `quantity`,
 /// `web_order_line_item_id`, `original_purchase_date*` or `cancellation_reason` never fail an
 /// answer; those properties exist so the simulator can write complete answers.
-public struct LatestReceiptInfo: Sendable, Hashable, Codable {
+public struct LatestReceiptInfo: Sendable, Hashable, Encodable {
     public var productID: String?
     public var transactionID: String?
     public var originalTransactionID: String?
@@ -53,19 +53,47 @@ public struct LatestReceiptInfo: Sendable, Hashable, Codable {
         self.subscriptionGroupIdentifier = subscriptionGroupIdentifier
     }
 
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: AppleKey.self)
-        productID = try c.appleString("product_id")
-        transactionID = try c.appleString("transaction_id")
-        originalTransactionID = try c.appleString("original_transaction_id")
-        purchaseDate = try c.appleDate("purchase_date")
-        expiresDate = try c.appleDate("expires_date")
-        cancellationDate = try c.appleDate("cancellation_date")
-        isTrialPeriod = try c.appleBool("is_trial_period")
-        isInIntroOfferPeriod = try c.appleBool("is_in_intro_offer_period")
-        isUpgraded = try c.appleBool("is_upgraded")
-        inAppOwnershipType = try c.appleString("in_app_ownership_type")
-        subscriptionGroupIdentifier = try c.appleString("subscription_group_identifier")
+    enum Field: Int, AppleField {
+        case productID, transactionID, originalTransactionID, purchaseDateMS, purchaseDate, expiresDateMS, expiresDate
+        case cancellationDateMS, cancellationDate, isTrialPeriod, isInIntroOfferPeriod, isUpgraded, inAppOwnershipType
+        case subscriptionGroupIdentifier
+
+        var key: String {
+            switch self {
+            case .productID: "product_id"
+            case .transactionID: "transaction_id"
+            case .originalTransactionID: "original_transaction_id"
+            case .purchaseDateMS: "purchase_date_ms"
+            case .purchaseDate: "purchase_date"
+            case .expiresDateMS: "expires_date_ms"
+            case .expiresDate: "expires_date"
+            case .cancellationDateMS: "cancellation_date_ms"
+            case .cancellationDate: "cancellation_date"
+            case .isTrialPeriod: "is_trial_period"
+            case .isInIntroOfferPeriod: "is_in_intro_offer_period"
+            case .isUpgraded: "is_upgraded"
+            case .inAppOwnershipType: "in_app_ownership_type"
+            case .subscriptionGroupIdentifier: "subscription_group_identifier"
+            }
+        }
+
+        static let keys = makeKeys()
+    }
+
+    /// Reads one transaction object of an answer.
+    init(json value: JSONValue) throws(AppleAnswerError) {
+        let f = try AppleFields<Field>(value)
+        productID = try f.string(.productID)
+        transactionID = try f.string(.transactionID)
+        originalTransactionID = try f.string(.originalTransactionID)
+        purchaseDate = try f.date(.purchaseDateMS, or: .purchaseDate)
+        expiresDate = try f.date(.expiresDateMS, or: .expiresDate)
+        cancellationDate = try f.date(.cancellationDateMS, or: .cancellationDate)
+        isTrialPeriod = try f.bool(.isTrialPeriod)
+        isInIntroOfferPeriod = try f.bool(.isInIntroOfferPeriod)
+        isUpgraded = try f.bool(.isUpgraded)
+        inAppOwnershipType = try f.string(.inAppOwnershipType)
+        subscriptionGroupIdentifier = try f.string(.subscriptionGroupIdentifier)
         webOrderLineItemID = nil
         quantity = nil
         originalPurchaseDate = nil

@@ -1,7 +1,7 @@
 import Foundation
 
 /// One element of `pending_renewal_info`: the upcoming (or failed) renewal of one subscription.
-public struct PendingRenewalInfo: Sendable, Hashable, Codable {
+public struct PendingRenewalInfo: Sendable, Hashable, Encodable {
     public var originalTransactionID: String?
     public var productID: String?
     /// The product billed at the next renewal (differs after a downgrade or crossgrade).
@@ -31,15 +31,36 @@ public struct PendingRenewalInfo: Sendable, Hashable, Codable {
         self.priceIncreaseStatus = priceIncreaseStatus
     }
 
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: AppleKey.self)
-        originalTransactionID = try c.appleString("original_transaction_id")
-        productID = try c.appleString("product_id")
-        autoRenewProductID = try c.appleString("auto_renew_product_id")
-        autoRenewStatus = try c.appleBool("auto_renew_status")
-        expirationIntent = try c.appleString("expiration_intent")
-        isInBillingRetryPeriod = try c.appleBool("is_in_billing_retry_period")
-        gracePeriodExpiresDate = try c.appleDate("grace_period_expires_date")
+    enum Field: Int, AppleField {
+        case originalTransactionID, productID, autoRenewProductID, autoRenewStatus, expirationIntent
+        case isInBillingRetryPeriod, gracePeriodExpiresDateMS, gracePeriodExpiresDate
+
+        var key: String {
+            switch self {
+            case .originalTransactionID: "original_transaction_id"
+            case .productID: "product_id"
+            case .autoRenewProductID: "auto_renew_product_id"
+            case .autoRenewStatus: "auto_renew_status"
+            case .expirationIntent: "expiration_intent"
+            case .isInBillingRetryPeriod: "is_in_billing_retry_period"
+            case .gracePeriodExpiresDateMS: "grace_period_expires_date_ms"
+            case .gracePeriodExpiresDate: "grace_period_expires_date"
+            }
+        }
+
+        static let keys = makeKeys()
+    }
+
+    /// Reads one element of `pending_renewal_info`.
+    init(json value: JSONValue) throws(AppleAnswerError) {
+        let f = try AppleFields<Field>(value)
+        originalTransactionID = try f.string(.originalTransactionID)
+        productID = try f.string(.productID)
+        autoRenewProductID = try f.string(.autoRenewProductID)
+        autoRenewStatus = try f.bool(.autoRenewStatus)
+        expirationIntent = try f.string(.expirationIntent)
+        isInBillingRetryPeriod = try f.bool(.isInBillingRetryPeriod)
+        gracePeriodExpiresDate = try f.date(.gracePeriodExpiresDateMS, or: .gracePeriodExpiresDate)
         // Not used by the job, so never read: an odd value there cannot fail an answer.
         priceIncreaseStatus = nil
     }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The decoded `receipt` object of a verifyReceipt answer (only the parts the job uses).
-public struct ReceiptInfo: Sendable, Hashable, Codable {
+public struct ReceiptInfo: Sendable, Hashable, Encodable {
     /// `Production`, `ProductionSandbox`, `ProductionVPP`, `ProductionVPPSandbox`.
     public var receiptType: String?
     public var bundleID: String?
@@ -13,20 +13,28 @@ public struct ReceiptInfo: Sendable, Hashable, Codable {
         self.inApp = inApp
     }
 
-    public init(from decoder: any Decoder) throws {
-        try self.init(from: decoder.container(keyedBy: AppleKey.self), readInApp: true)
+    enum Field: Int, AppleField {
+        case receiptType, bundleID, bid, inApp
+
+        var key: String {
+            switch self {
+            case .receiptType: "receipt_type"
+            case .bundleID: "bundle_id"
+            case .bid: "bid"
+            case .inApp: "in_app"
+            }
+        }
+
+        static let keys = makeKeys()
     }
 
     /// Reads `receipt_type`, the bundle id (`bundle_id`, or iOS 6's `bid`) and, when asked, `in_app`.
-    init(from c: KeyedDecodingContainer<AppleKey>, readInApp: Bool) throws {
-        receiptType = try c.appleString("receipt_type")
-        bundleID = try c.appleString("bundle_id") ?? c.appleString("bid")
-        let inAppKey = AppleKey("in_app")
-        if readInApp, c.contains(inAppKey), try !c.decodeNil(forKey: inAppKey) {
-            inApp = try c.decode([LatestReceiptInfo].self, forKey: inAppKey)
-        } else {
-            inApp = []
-        }
+    init(json value: JSONValue, readInApp: Bool) throws(AppleAnswerError) {
+        let f = try AppleFields<Field>(value)
+        receiptType = try f.string(.receiptType)
+        let bundleID = try f.string(.bundleID)
+        self.bundleID = bundleID == nil ? try f.string(.bid) : bundleID
+        inApp = readInApp ? try f.array(.inApp, LatestReceiptInfo.init(json:)) : []
     }
 
     public func encode(to encoder: any Encoder) throws {

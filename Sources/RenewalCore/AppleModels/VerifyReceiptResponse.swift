@@ -1,14 +1,13 @@
-import Foundation
 
 /// A verifyReceipt answer, in both shapes Apple sends: app receipts (iOS 7+) and iOS 6-style
 /// transaction receipts (single-object `latest_receipt_info`, `latest_expired_receipt_info`,
 /// top-level numeric `auto_renew_status`, status 21006).
 ///
-/// Decoding reads only the fields the job uses, so an odd type in any other field (a numeric
-/// `application_version`, an object `quantity`) never fails an answer; an unreadable used field
-/// throws a `DecodingError` whose coding path names it. Answers whose status is not valid (0, 21006)
-/// are read no further than their status, environment and retry flag.
-public struct VerifyReceiptResponse: Sendable, Hashable, Codable {
+/// Reading (`init(json:)`) looks only at the fields the job uses, so an odd type in any other field
+/// (a numeric `application_version`, an object `quantity`) never fails an answer; an unreadable used
+/// field throws `AppleAnswerError.unreadableField` naming its path. Answers whose status is not
+/// valid (0, 21006) are read no further than their status, environment and retry flag.
+public struct VerifyReceiptResponse: Sendable, Hashable, Encodable {
     public var status: AppStoreStatus
     public var environment: AppStoreEnvironment?
     /// `is-retryable` or `is_retryable` (sources disagree on the spelling; both are read).
@@ -56,45 +55,84 @@ public struct VerifyReceiptResponse: Sendable, Hashable, Codable {
             expirationIntent: expirationIntent, isInBillingRetryPeriod: isInBillingRetryPeriod)
     }
 
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: AppleKey.self)
-        guard let statusText = try c.appleString("status"), let code = Int(statusText) else {
-            throw DecodingError.keyNotFound(
-                AppleKey("status"), .init(codingPath: c.codingPath, debugDescription: "No numeric status in the answer."))
+    enum Field: Int, AppleField {
+        case status, environment, isRetryableHyphen, isRetryable, latestReceipt, latestReceiptInfo
+        case latestExpiredReceiptInfo, pendingRenewalInfo, receipt, autoRenewStatus, expirationIntent
+        case isInBillingRetryPeriod
+
+        var key: String {
+            switch self {
+            case .status: "status"
+            case .environment: "environment"
+            case .isRetryableHyphen: "is-retryable"
+            case .isRetryable: "is_retryable"
+            case .latestReceipt: "latest_receipt"
+            case .latestReceiptInfo: "latest_receipt_info"
+            case .latestExpiredReceiptInfo: "latest_expired_receipt_info"
+            case .pendingRenewalInfo: "pending_renewal_info"
+            case .receipt: "receipt"
+            case .autoRenewStatus: "auto_renew_status"
+            case .expirationIntent: "expiration_intent"
+            case .isInBillingRetryPeriod: "is_in_billing_retry_period"
+            }
+        }
+
+        static let keys = makeKeys()
+    }
+
+    /// Reads an answer's bytes.
+    ///
+    /// - Throws: `AppleAnswerError.notJSON` when the bytes are not a JSON object with a numeric
+    ///   `status`; `.unreadableField` when a field the job uses cannot be read.
+    public init(json bytes: some Sequence<UInt8>) throws(AppleAnswerError) {
+        let document: JSONDocument
+        do throws(JSONSyntaxError) {
+            document = try JSONDocument(bytes)
+        } catch {
+            throw .notJSON(error.description)
+        }
+        try self.init(json: document.root)
+    }
+
+    init(json root: JSONValue) throws(AppleAnswerError) {
+        guard root.kind == .object else { throw .notJSON("not a JSON object") }
+        let f: AppleFields<Field>
+        do throws(AppleAnswerError) {
+            f = try AppleFields<Field>(root)
+        } catch {
+            if case .unreadableField(path: "status", _) = error { throw .notJSON("status given twice") }
+            throw error
+        }
+        guard let statusText = try? f.string(.status), let code = Int(statusText) else {
+            throw .notJSON("no numeric status in the answer")
         }
         status = AppStoreStatus(code)
-        environment = try c.appleString("environment").map(AppStoreEnvironment.init(rawValue:))
-        isRetryable = try c.appleBool("is-retryable") ?? c.appleBool("is_retryable")
+        environment = try f.string(.environment).map(AppStoreEnvironment.init(rawValue:))
+        let hyphenated = try f.bool(.isRetryableHyphen)
+        isRetryable = hyphenated == nil ? try f.bool(.isRetryable) : hyphenated
         latestReceiptInfo = []
         pendingRenewalInfo = []
         guard status.disposition(isRetryableFlag: isRetryable) == .valid else { return }
 
-        latestReceipt = try c.appleString("latest_receipt")
-        let infoKey = AppleKey("latest_receipt_info")
-        if try !c.contains(infoKey) || c.decodeNil(forKey: infoKey) {
-            latestReceiptInfo = []
-        } else if (try? c.nestedUnkeyedContainer(forKey: infoKey)) != nil {
-            latestReceiptInfo = try c.decode([LatestReceiptInfo].self, forKey: infoKey)
+        latestReceipt = try f.string(.latestReceipt)
+        if let info = f[.latestReceiptInfo], info.kind == .object {
+            // iOS 6-style answers give one object.
+            latestReceiptInfo = [try LatestReceiptInfo(json: info)]
         } else {
-            latestReceiptInfo = [try c.decode(LatestReceiptInfo.self, forKey: infoKey)]
+            latestReceiptInfo = try f.array(.latestReceiptInfo, LatestReceiptInfo.init(json:))
         }
-        let expiredKey = AppleKey("latest_expired_receipt_info")
-        if c.contains(expiredKey), try !c.decodeNil(forKey: expiredKey) {
-            latestExpiredReceiptInfo = try c.decode(LatestReceiptInfo.self, forKey: expiredKey)
+        latestExpiredReceiptInfo = try f[.latestExpiredReceiptInfo].map { (value) throws(AppleAnswerError) in
+            try LatestReceiptInfo(json: value)
         }
-        let renewalKey = AppleKey("pending_renewal_info")
-        if c.contains(renewalKey), try !c.decodeNil(forKey: renewalKey) {
-            pendingRenewalInfo = try c.decode([PendingRenewalInfo].self, forKey: renewalKey)
-        }
-        let receiptKey = AppleKey("receipt")
-        if c.contains(receiptKey), try !c.decodeNil(forKey: receiptKey) {
+        pendingRenewalInfo = try f.array(.pendingRenewalInfo, PendingRenewalInfo.init(json:))
+        if let receiptValue = f[.receipt] {
             // `in_app` is read only when the answer has no `latest_receipt_info` to go by.
             let readInApp = latestReceiptInfo.isEmpty && latestExpiredReceiptInfo == nil
-            receipt = try ReceiptInfo(from: c.nestedContainer(keyedBy: AppleKey.self, forKey: receiptKey), readInApp: readInApp)
+            receipt = try ReceiptInfo(json: receiptValue, readInApp: readInApp)
         }
-        autoRenewStatus = try c.appleBool("auto_renew_status")
-        expirationIntent = try c.appleString("expiration_intent")
-        isInBillingRetryPeriod = try c.appleBool("is_in_billing_retry_period")
+        autoRenewStatus = try f.bool(.autoRenewStatus)
+        expirationIntent = try f.string(.expirationIntent)
+        isInBillingRetryPeriod = try f.bool(.isInBillingRetryPeriod)
     }
 
     public func encode(to encoder: any Encoder) throws {
