@@ -21,14 +21,7 @@ extension AppStoreClient {
         let payload = VerifyReceiptRequest(
             receiptData: receipt, password: configuration.sharedSecret,
             excludeOldTransactions: configuration.excludeOldTransactions)
-        let body: Data
-        do {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .withoutEscapingSlashes
-            body = try encoder.encode(payload)
-        } catch {
-            return .failure(.connection("request body could not be encoded"))
-        }
+        let body = payload.jsonBody
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
@@ -36,7 +29,7 @@ extension AppStoreClient {
         request.body = .bytes(ByteBuffer(bytes: body))
 
         var logger = logger
-        logger[metadataKey: LogKey.appStoreEndpoint] = isSandbox ? "sandbox" : "production"
+        if logger.logLevel <= .debug { logger[metadataKey: LogKey.appStoreEndpoint] = isSandbox ? "sandbox" : "production" }
         logger.trace("Sending verifyReceipt", metadata: [LogKey.requestBytes: "\(body.count)"])
 
         let response: HTTPClientResponse

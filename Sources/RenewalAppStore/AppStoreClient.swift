@@ -56,7 +56,8 @@ public final class AppStoreClient: ReceiptVerifier {
 
         while true {
             var logger = logger
-            logger[metadataKey: LogKey.appStoreAttempt] = "\(attempt)"
+            // Metadata costs a copy and a re-render of the handler's metadata: only when it can show.
+            if logger.logLevel <= .debug { logger[metadataKey: LogKey.appStoreAttempt] = "\(attempt)" }
             let retryable: Bool
             let started = ContinuousClock.now
             let exchanged = await exchange(receipt: receipt, environment: environment, logger: logger)

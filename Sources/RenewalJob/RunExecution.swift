@@ -25,6 +25,10 @@ struct RunExecution {
     /// The drain time ran out and in-flight requests were cancelled.
     private var drainExpired = false
     private var lastProbe: Date?
+    /// Results decided but not yet written: written together, one transaction per batch.
+    private var pending: [(receipt: StoredReceipt, save: PendingSave<EntitlementDecision>)] = []
+    /// A child wakes the loop to write `pending` at most `flushInterval` after the first result.
+    private var flushScheduled = false
     private var configuration: RenewalRun.Configuration { run.configuration }
     private var leaseOwner: String? { configuration.dryRun ? nil : configuration.workerID }
 
@@ -44,6 +48,8 @@ struct RunExecution {
         case shutdownRequested
         /// The drain time is over: in-flight requests are cancelled, their receipts released untouched.
         case drainExpired
+        /// Results have waited `flushInterval`: write them.
+        case flushDue
         /// A child with nothing to report (the shutdown watcher of a run that ended normally).
         case none
     }
@@ -100,13 +106,25 @@ struct RunExecution {
                     else { break }
                     rescans += 1
                     claimedThisPass = 0
+                    try await flush()
                     try await probeForDeadWorkers(every: 0)
                     source = makeSource()
                     continue
                 }
+                if !pending.isEmpty, !flushScheduled {
+                    flushScheduled = true
+                    group.addTask {
+                        try? await Task.sleep(for: Self.flushInterval)
+                        return .flushDue
+                    }
+                }
                 guard let event = try await group.next() else { break }
                 switch event {
                 case .none:
+                    continue
+                case .flushDue:
+                    flushScheduled = false
+                    try await flush()
                     continue
                 case .shutdownRequested:
                     draining = true
@@ -136,10 +154,13 @@ struct RunExecution {
                         stop = failure.reason == "apple_status_21004" ? .sharedSecretRejected : .credentialsRejected
                     }
                     try await handle(receipt, answer)
+                    // About half the window answered since the last write, or nothing left in flight.
+                    if pending.count >= min(Self.maximumBatch, max(1, inFlight)) { try await flush() }
                 }
             }
             group.cancelAll()
         }
+        try await flush()
 
         counts.skipped += try await source.releaseUnstarted()
         if stop == nil {
@@ -149,6 +170,7 @@ struct RunExecution {
             heldOutages.removeAll()
             for (receipt, _) in held { try await release(receipt) }
         }
+        try await flush()
         if let leaseOwner {
             // Nothing of this run is still in flight: a lease left now is a stray (a claim whose
             // answer was lost with a dropped connection) and must not hold its row back.
@@ -174,6 +196,27 @@ struct RunExecution {
 
     /// At most this many extra passes over the due rows (each pass must still be finding work).
     static var maximumRescans: Int { 3 }
+
+    /// Results written in one transaction at most.
+    static var maximumBatch: Int { 64 }
+
+    /// The longest a decided result waits for the others of its batch.
+    static var flushInterval: Duration { .milliseconds(100) }
+
+    /// Writes the pending results in one transaction, then counts, logs and reports each.
+    private mutating func flush() async throws {
+        guard !pending.isEmpty else { return }
+        let batch = pending
+        pending.removeAll(keepingCapacity: true)
+        let results = try await run.store.saveBatch(batch.map(\.save))
+        for ((receipt, _), decision) in zip(batch, results) {
+            guard let decision else {
+                recordLeaseLost(receipt)
+                continue
+            }
+            try await record(receipt, decision)
+        }
+    }
 
     /// Takes back the leases of dead workers (and marks their runs `abandoned`), at most once per
     /// `interval` seconds. Dry runs take nothing.
@@ -261,7 +304,15 @@ struct RunExecution {
 
     /// The pure decision for one receipt.
     private func decide(_ receipt: StoredReceipt, _ answer: AppleAnswer, owners: [String: SubscriptionOwner]) -> EntitlementDecision {
-        EntitlementDecision(
+        Self.decide(receipt, answer, owners: owners, run: run, runID: runID, leaseOwner: leaseOwner)
+    }
+
+    private static func decide(
+        _ receipt: StoredReceipt, _ answer: AppleAnswer, owners: [String: SubscriptionOwner], run: RenewalRun,
+        runID: String, leaseOwner: String?
+    ) -> EntitlementDecision {
+        let configuration = run.configuration
+        return EntitlementDecision(
             receipt: receipt, answer: answer, owners: owners, now: run.now(), rules: configuration.rules,
             random: run.random(), runID: configuration.dryRun ? nil : runID, leaseOwner: leaseOwner)
     }
@@ -283,34 +334,26 @@ struct RunExecution {
     }
 
     /// Decides with the owners read in the writing transaction (dry runs: read without one) and
-    /// writes, so exactly one receipt ends up owning each subscription.
+    /// writes (with the batch), so exactly one receipt ends up owning each subscription.
     private mutating func commit(_ receipt: StoredReceipt, deciding answer: AppleAnswer, claiming ids: [String]) async throws {
-        let decision: EntitlementDecision
         if configuration.dryRun {
-            decision = decide(receipt, answer, owners: try await run.store.owners(ofOriginalTransactionIDs: ids))
-        } else {
-            let execution = self
-            do {
-                decision = try await run.store.save(claiming: ids, forReceipt: receipt.id) { owners in
-                    let decision = execution.decide(receipt, answer, owners: owners)
-                    return (decision.update, decision)
-                }
-            } catch SubscriptionStoreError.leaseLost {
-                return recordLeaseLost(receipt)
-            }
+            let decision = decide(receipt, answer, owners: try await run.store.owners(ofOriginalTransactionIDs: ids))
+            try await record(receipt, decision)
+            return
         }
-        try await record(receipt, decision)
+        let (run, runID, leaseOwner) = (self.run, self.runID, self.leaseOwner)
+        pending.append((receipt, PendingSave(receiptID: receipt.id, leaseOwner: leaseOwner, claiming: ids) { owners in
+            let decision = Self.decide(receipt, answer, owners: owners, run: run, runID: runID, leaseOwner: leaseOwner)
+            return (decision.update, decision)
+        }))
     }
 
     private mutating func commit(_ receipt: StoredReceipt, _ decision: EntitlementDecision) async throws {
-        if !configuration.dryRun {
-            do {
-                try await run.store.save(decision.update)
-            } catch SubscriptionStoreError.leaseLost {
-                return recordLeaseLost(receipt)
-            }
+        if configuration.dryRun {
+            try await record(receipt, decision)
+            return
         }
-        try await record(receipt, decision)
+        pending.append((receipt, PendingSave(receiptID: receipt.id, leaseOwner: decision.update.leaseOwner) { _ in (decision.update, decision) }))
     }
 
     /// The row's lease passed to another worker before this result could be written: nothing was

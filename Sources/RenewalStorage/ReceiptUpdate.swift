@@ -90,3 +90,24 @@ public struct OwnershipConflict: Sendable, Hashable, Codable {
         self.productID = productID
     }
 }
+
+/// One check's result waiting to be written with others (`SubscriptionStore.saveBatch`).
+public struct PendingSave<Decision: Sendable>: Sendable {
+    public var receiptID: Int64
+    /// The worker whose lease must still hold the row (nil: not fenced).
+    public var leaseOwner: String?
+    /// Subscriptions of the answer the receipt does not hold yet.
+    public var claiming: [String]
+    /// Decides with the owners of the claimed subscriptions another receipt already holds.
+    public var decide: @Sendable ([String: SubscriptionOwner]) -> (ReceiptUpdate, Decision)
+
+    public init(
+        receiptID: Int64, leaseOwner: String?, claiming: [String] = [],
+        decide: @escaping @Sendable ([String: SubscriptionOwner]) -> (ReceiptUpdate, Decision)
+    ) {
+        self.receiptID = receiptID
+        self.leaseOwner = leaseOwner
+        self.claiming = claiming
+        self.decide = decide
+    }
+}

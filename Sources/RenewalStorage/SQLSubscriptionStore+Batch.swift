@@ -9,14 +9,7 @@ extension SQLSubscriptionStore {
         """
     }
 
-    static var subscriptionColumns: String {
-        """
-        original_transaction_id, receipt_id, user_id, product_id, state, entitled, expires_at, auto_renew, \
-        auto_renew_product_id, grace_period_expires_at, billing_retry, cancelled_at, expiration_intent, is_trial, \
-        is_intro_offer, ownership_type, environment, latest_transaction_id, subscription_group_id, last_verified_at, \
-        next_check_at, updated_at
-        """
-    }
+    static var subscriptionColumns: String { SaveSQL.columnList }
 
     public func nextBatch(
         _ selection: ReceiptSelection, after: ReceiptCursor?, limit: Int, lease: Lease?

@@ -20,14 +20,62 @@ extension SQLSubscriptionStore {
             let (update, decision) = decide(owners)
             try Self.fence(update, on: connection, dialect: dialect)
             try Self.write(update, on: connection)
-            // Claims the decision did not use (it failed, say) are given back.
-            let written = Set(update.subscriptions.map(\.snapshot.originalTransactionID))
-            for id in claimed where !written.contains(id) {
-                _ = try connection.execute(
-                    "DELETE FROM subscriptions WHERE original_transaction_id = $1 AND receipt_id = $2 AND state = 'unverified'",
-                    [.text(id), .int64(receiptID)])
-            }
+            try Self.giveBack(claimed, unusedBy: update, on: connection)
             return decision
+        }
+    }
+
+    public func saveBatch<Decision: Sendable>(_ items: [PendingSave<Decision>]) async throws -> [Decision?] {
+        guard !items.isEmpty else { return [] }
+        let dialect = database.dialect
+        if items.count > 1 {
+            do {
+                return try await inTransaction { connection in
+                    try items.map { try Self.saveFenced($0, on: connection, dialect: dialect) }
+                }
+            } catch let error as CancellationError {
+                throw error
+            } catch {
+                // One transaction each below: the same work, without what made the batch fail.
+            }
+        }
+        var results: [Decision?] = []
+        for item in items {
+            do {
+                results.append(try await inTransaction { connection in try Self.saveFenced(item, on: connection, dialect: dialect) })
+            } catch SubscriptionStoreError.leaseLost {
+                results.append(nil)
+            }
+        }
+        return results
+    }
+
+    /// Fences, claims, decides and writes one item on a connection inside a transaction; nil
+    /// (nothing written) when its worker no longer holds the lease.
+    private static func saveFenced<Decision: Sendable>(
+        _ item: PendingSave<Decision>, on connection: any SQLConnection, dialect: SQLDialect
+    ) throws -> Decision? {
+        if let owner = item.leaseOwner {
+            let rows = try connection.execute(
+                "SELECT lease_owner FROM receipts WHERE id = $1 \(dialect.rowLockClause)", [.int64(item.receiptID)])
+            guard let row = rows.first else { throw SubscriptionStoreError.query("receipt \(item.receiptID) does not exist") }
+            guard try row.optionalText("lease_owner") == owner else { return nil }
+        }
+        let (claimed, owners) = try claim(item.claiming, forReceipt: item.receiptID, on: connection)
+        let (update, decision) = item.decide(owners)
+        try write(update, on: connection)
+        try giveBack(claimed, unusedBy: update, on: connection)
+        return decision
+    }
+
+    /// Claims the decision did not use (it failed, say) are given back.
+    private static func giveBack(_ claimed: [String], unusedBy update: ReceiptUpdate, on connection: any SQLConnection) throws {
+        guard !claimed.isEmpty else { return }
+        let written = Set(update.subscriptions.map(\.snapshot.originalTransactionID))
+        for id in claimed where !written.contains(id) {
+            _ = try connection.execute(
+                "DELETE FROM subscriptions WHERE original_transaction_id = $1 AND receipt_id = $2 AND state = 'unverified'",
+                [.text(id), .int64(update.receiptID)])
         }
     }
 
@@ -216,18 +264,7 @@ extension SQLSubscriptionStore {
             SQLValue(snapshot.latestTransactionID), SQLValue(snapshot.subscriptionGroupIdentifier),
             SQLValue(subscription.lastVerifiedAt), SQLValue(subscription.nextCheckAt), SQLValue(write.checkedAt),
         ]
-        let columns = subscriptionColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-        let updated = columns.filter { $0 != "original_transaction_id" && $0 != "receipt_id" }
-        _ = try connection.execute(
-            """
-            INSERT INTO subscriptions (\(subscriptionColumns))
-            VALUES (\(placeholders(values.count)))
-            ON CONFLICT (original_transaction_id) DO UPDATE SET
-                \(updated.map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
-            WHERE subscriptions.receipt_id = excluded.receipt_id
-            """,
-            values
-        )
+        _ = try connection.execute(SaveSQL.upsertSubscription, values)
     }
 
     private static func insert(
@@ -295,4 +332,29 @@ extension SQLSubscriptionStore {
     static func placeholders(_ count: Int) -> String {
         (1...max(count, 1)).map { "$\($0)" }.joined(separator: ", ")
     }
+}
+
+/// Statement texts built once (the store is generic, so they cannot be its static stored properties).
+enum SaveSQL {
+    /// The columns of `subscriptions`, in the order rows are written and read.
+    static let columnList = """
+        original_transaction_id, receipt_id, user_id, product_id, state, entitled, expires_at, auto_renew, \
+        auto_renew_product_id, grace_period_expires_at, billing_retry, cancelled_at, expiration_intent, is_trial, \
+        is_intro_offer, ownership_type, environment, latest_transaction_id, subscription_group_id, last_verified_at, \
+        next_check_at, updated_at
+        """
+
+    /// Inserts a subscription, or updates it when this receipt owns it.
+    static let upsertSubscription: String = {
+        let columns = columnList.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        let updated = columns.filter { $0 != "original_transaction_id" && $0 != "receipt_id" }
+        return """
+            INSERT INTO subscriptions (\(columnList))
+            VALUES (\((1...columns.count).map { "$\($0)" }.joined(separator: ", ")))
+            ON CONFLICT (original_transaction_id) DO UPDATE SET
+                \(updated.map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
+            WHERE subscriptions.receipt_id = excluded.receipt_id
+            """
+    }()
+
 }

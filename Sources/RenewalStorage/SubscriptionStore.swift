@@ -41,6 +41,15 @@ public protocol SubscriptionStore: Sendable {
         _ decide: ([String: SubscriptionOwner]) -> (ReceiptUpdate, Decision)
     ) async throws -> Decision
 
+    /// Writes several checks' results in one transaction (one commit instead of one per receipt;
+    /// a crash before it loses only answers, whose rows keep their old state and lease and are
+    /// checked again). Each item is fenced first: an item whose lease its worker no longer holds
+    /// writes nothing and gives nil; the others are claimed, decided and written as
+    /// `save(claiming:forReceipt:_:)` does. If the shared transaction fails (a PostgreSQL deadlock
+    /// between two workers claiming the same subscriptions, say), the items are written one
+    /// transaction each.
+    func saveBatch<Decision: Sendable>(_ items: [PendingSave<Decision>]) async throws -> [Decision?]
+
     /// Records failures of receipts whose state stays exactly as it was (the circuit breaker opened
     /// before they could be written) in `run_failures`, and releases their leases. A receipt whose
     /// lease `owner` no longer holds is skipped; returns how many were.

@@ -53,6 +53,40 @@ extension SubscriptionStoreConformance {
         #expect(try await store.nextBatch(backfill, after: nil, limit: 1, lease: lease("B", now: now)).map(\.id) == [receipt.id])
     }
 
+    public static func saveBatchWritesHeldLeasesOnly(_ store: any RunHistoryStore) async throws {
+        try await migrate(store)
+        for user in ["u1", "u2", "u3"] { try await importReceipt(store, user: user) }
+        let now = at(minutes: 1)
+        // Given three receipts leased by A, the second then taken over by B (A's lease ended)
+        let leased = try await store.nextBatch(.due(asOf: now), after: nil, limit: 3, lease: lease("A", now: now))
+        #expect(leased.count == 3)
+        let later = now.addingTimeInterval(601)
+        let taken = try await store.nextBatch(.due(asOf: later), after: nil, limit: 1, lease: lease("B", now: later))
+        let lost = try #require(taken.first)
+        // When A writes all three in one batch, each claiming its own new subscription
+        let items = leased.map { receipt in
+            let id = "otid-\(receipt.userID)"
+            return PendingSave(receiptID: receipt.id, leaseOwner: "A", claiming: [id]) { owners in
+                let write = verifiedWrite(
+                    receipt, subscriptions: [subscription(id, product: "p", state: .active, expiresAt: at(minutes: 40_000), verifiedAt: now)],
+                    runID: "run-1", checkedAt: now, leaseOwner: "A")
+                return (write, owners.isEmpty ? receipt.userID : "owned elsewhere")
+            }
+        }
+        let results = try await store.saveBatch(items)
+        // Then the two it still held are written, the lost one gives nil and is untouched
+        #expect(results == leased.map { $0.id == lost.id ? nil : $0.userID })
+        for receipt in leased {
+            let saved = try await stored(store, user: receipt.userID)
+            if receipt.id == lost.id {
+                #expect(saved.status == .unverified && saved.subscriptions.isEmpty)
+            } else {
+                #expect(saved.status == .verified && saved.subscriptions.map(\.snapshot.originalTransactionID) == ["otid-\(receipt.userID)"])
+            }
+        }
+        #expect(try await store.owners(ofOriginalTransactionIDs: ["otid-\(lost.userID)"]).isEmpty, "the lost item claimed nothing")
+    }
+
     public static func saveIsAtomic(_ store: any RunHistoryStore) async throws {
         try await migrate(store)
         let receipt = try await importReceipt(store, user: "u")

@@ -41,6 +41,7 @@ public enum SubscriptionStoreConformance {
         Check("a batch without a lease writes nothing", batchWithoutLeaseWritesNothing),
         Check("save writes receipt, subscriptions, changes, failure and conflicts and releases the lease", saveWritesEverything),
         Check("save is atomic: a failing write leaves nothing behind", saveIsAtomic),
+        Check("saveBatch writes the items whose lease holds in one go and skips a lost one untouched", saveBatchWritesHeldLeasesOnly),
         Check("latest_receipt is replaced only when a new one is given", latestReceiptReplacedOnlyWhenGiven),
         Check("a subscription owned by another receipt is never overwritten", foreignSubscriptionIsNotOverwritten),
         Check("owners maps original transaction ids to their receipt and user", ownersMapsTransactionIDs),

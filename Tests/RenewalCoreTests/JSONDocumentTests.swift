@@ -79,6 +79,17 @@ struct JSONDocumentTests {
         #expect(try VerifyReceiptResponse(json: Data(unused.utf8)).status == .valid)
     }
 
+    @Test("The verifyReceipt request body is JSON that Foundation reads back to the same request, whatever the strings hold")
+    func requestBody() throws {
+        for secret in ["plain", "quo\"te\\back\nline\u{01}\u{1F}é😀", ""] {
+            let request = VerifyReceiptRequest(receiptData: "MIIT+/=\"x", password: secret, excludeOldTransactions: false)
+            let decoded = try JSONDecoder().decode(VerifyReceiptRequest.self, from: Data(request.jsonBody))
+            #expect(decoded == request)
+        }
+        let plain = VerifyReceiptRequest(receiptData: "AB/c=", password: nil)
+        #expect(String(decoding: plain.jsonBody, as: UTF8.self) == #"{"receipt-data":"AB/c=","exclude-old-transactions":true}"#)
+    }
+
     @Test("Integers read exactly up to Int64; larger ones or fractions are not integers")
     func integers() throws {
         let document = try JSONDocument(Data("[9223372036854775807, -9223372036854775808, 9223372036854775808, 1.5, 1e3]".utf8))
