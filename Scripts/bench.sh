@@ -16,6 +16,7 @@
 #       wall time and speed-up against one worker.
 #
 # env: BIN (a folder holding renewal and appstore-simulator; default: build the release),
+#      SIMULATOR_CPUS / JOB_CPUS (taskset lists, e.g. 1 and 0: each process on its own core),
 #      KEEP=1 keeps the scratch folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,7 +42,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 start_simulator() {
   local port
   port=$(free_port)
-  "$BIN/appstore-simulator" serve --port "$port" --latency-ms "$1" >"$dir/simulator.log" 2>&1 &
+  ${SIMULATOR_CPUS:+taskset -c "$SIMULATOR_CPUS"} "$BIN/appstore-simulator" serve --port "$port" --latency-ms "$1" >"$dir/simulator.log" 2>&1 &
   simulator=$!
   for _ in $(seq 1 200); do
     curl -sf "http://127.0.0.1:$port/_simulator/stats" >/dev/null 2>&1 && break
@@ -68,7 +69,7 @@ measure() {
   local label=$1
   shift
   local code=0
-  /usr/bin/time -f "%e %U %S %M" -o "$dir/time.$label" "$@" >"$dir/out.$label" 2>"$dir/err.$label" || code=$?
+  /usr/bin/time -f "%e %U %S %M" -o "$dir/time.$label" ${JOB_CPUS:+taskset -c "$JOB_CPUS"} "$@" >"$dir/out.$label" 2>"$dir/err.$label" || code=$?
   read -r wall user sys rss <"$dir/time.$label"
   cpu=$(python3 -c "print(round($user + $sys, 3))")
   rss_mib=$((rss / 1024))
@@ -90,7 +91,7 @@ bench_verify() {
   local before_requests before_cpu
   before_requests=$(requests)
   before_cpu=$(simulator_cpu)
-  measure run "$BIN/renewal" run --concurrency "$concurrency"
+  measure run "$BIN/renewal" run --concurrency "$concurrency" --metrics-textfile "$dir/metrics.prom"
   local sent sim_cpu
   sent=$(($(requests) - before_requests))
   sim_cpu=$(python3 -c "print(round($(simulator_cpu) - $before_cpu, 2))")
@@ -103,6 +104,14 @@ print(f"  receipts/s {count / wall:.0f}; Apple requests {sent:.0f} ({sent / coun
 print(f"  job CPU {cpu * 1e6 / count:.0f} ms per 1,000 receipts; simulator CPU {sim:.2f} s "
       f"({sim / wall:.2f} of a core while the run lasted)")
 EOF
+  python3 - "$dir/metrics.prom" <<'PY'
+import sys, re
+text = open(sys.argv[1]).read()
+total = sum(float(v) for v in re.findall(r'^renewal_apple_request_duration_seconds_sum\{[^}]*\} (\S+)', text, re.M))
+count = sum(float(v) for v in re.findall(r'^renewal_apple_request_duration_seconds_count\{[^}]*\} (\S+)', text, re.M))
+if count:
+    print(f"  mean Apple request as the job timed it: {total / count * 1000:.1f} ms over {count:.0f} requests")
+PY
   tail -n 1 "$dir/out.run" | sed 's/^/  /'
 }
 

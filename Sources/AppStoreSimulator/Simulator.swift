@@ -55,10 +55,20 @@ struct SimulatorRoutes: Sendable {
 
     var state: SimulatorState { configuration.state }
 
+    /// Answers after the configured latency, counted from the request's arrival: the answer is
+    /// worked out while the latency runs, so a burst of requests costs no queueing on top of it
+    /// (the simulator's own CPU never stretches the latency a benchmark measures against).
     func verify(_ request: Request, sandbox: Bool) async throws -> Response {
+        let arrived = ContinuousClock.now
         state.recordRequest(sandbox: sandbox)
         let delay = configuration.latency + state.latency
-        if delay > .zero { try await Task.sleep(for: delay) }
+        let response = try await answer(request, sandbox: sandbox)
+        let remaining = delay - (ContinuousClock.now - arrived)
+        if remaining > .zero { try await Task.sleep(for: remaining) }
+        return response
+    }
+
+    private func answer(_ request: Request, sandbox: Bool) async throws -> Response {
         let body = try await request.body.collect(upTo: Self.maxRequestBytes)
         let verifyRequest = try? JSONDecoder().decode(VerifyReceiptRequest.self, from: Data(body.readableBytesView))
         let receipt = verifyRequest.flatMap { SimulatedReceipt(encoded: $0.receiptData) }

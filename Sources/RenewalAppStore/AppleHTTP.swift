@@ -14,8 +14,13 @@ package enum AppleHTTP {
         configuration.timeout = .init(connect: .nanoseconds(max(1, connectTimeout.nanoseconds)))
         configuration.connectionPool = HTTPClient.Configuration.ConnectionPool(
             idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, connectionsPerHost))
+        // No spans: nothing here bootstraps a tracer, and the default one still costs a span per request.
+        configuration.tracing.tracer = nil
         return configuration
     }
+
+    /// What the HTTP client logs with when its trace lines cannot show.
+    private static let quiet = Logger(label: "renewal.http", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// Why one request gave no body to read.
     package enum Failure: Error {
@@ -31,7 +36,8 @@ package enum AppleHTTP {
     ) async -> Result<(response: HTTPClientResponse, body: ByteBuffer), Failure> {
         let deadline = NIODeadline.now() + .nanoseconds(max(1, timeout.nanoseconds))
         do {
-            let response = try await httpClient.execute(request, deadline: deadline, logger: logger)
+            // The client tags its logger per request; below trace level that only costs a re-render.
+            let response = try await httpClient.execute(request, deadline: deadline, logger: logger.logLevel <= .trace ? logger : quiet)
             let body = try await response.body.collect(upTo: maxBytes)
             return .success((response, body))
         } catch is NIOTooManyBytesError {

@@ -50,8 +50,10 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
     private static func importReceipt(
         _ item: ReceiptImport, now: Date, on connection: any SQLConnection
     ) throws -> ReceiptImportOutcome {
+        // Compared where it is stored: a receipt is kilobytes, and reading it back would copy them.
         let existing = try connection.execute(
-            "SELECT id, latest_receipt FROM receipts WHERE user_id = $1", [.text(item.userID)]
+            "SELECT id, CASE WHEN latest_receipt = $2 THEN 1 ELSE 0 END AS same FROM receipts WHERE user_id = $1",
+            [.text(item.userID), .text(item.latestReceipt)]
         )
         guard let row = existing.first else {
             _ = try connection.execute(
@@ -65,7 +67,7 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
             return .inserted
         }
         let id = try row.int64("id")
-        if try row.text("latest_receipt") == item.latestReceipt {
+        if try row.int64("same") == 1 {
             _ = try connection.execute(
                 """
                 UPDATE receipts SET next_check_at = $2, updated_at = $2,

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import RenewalCore
 import RenewalStorage
 
 struct ImportCommand: AsyncParsableCommand {
@@ -74,6 +75,9 @@ enum ImportLine {
         case failure(String)
     }
 
+    /// The members a line is read for.
+    private static let keys = JSONKeys(["user_id", "latest_receipt", "product_id"])
+
     static func parse(_ line: ImportLineBytes) -> Parsed {
         let bytes: Data
         switch line {
@@ -81,38 +85,73 @@ enum ImportLine {
             return .failure("the line is \(length) bytes, over the \(LineReader.maximumLineBytes) allowed; is this a JSON Lines file?")
         case .line(let data): bytes = data
         }
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            return .failure("the line is not UTF-8; export the file as UTF-8 JSON Lines")
+        if bytes.allSatisfy(isWhitespace) { return .skip }
+        let shape = #"each line must be {"user_id": "...", "latest_receipt": "..."}"#
+        guard let document = try? JSONDocument(bytes: Array(bytes)) else {
+            if String(validating: bytes, as: UTF8.self) == nil {
+                return .failure("the line is not UTF-8; export the file as UTF-8 JSON Lines")
+            }
+            return .failure("not valid JSON (cut short, or nested too deep?); \(shape)")
         }
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        if trimmed.isEmpty { return .skip }
-        guard let parsed = try? JSONSerialization.jsonObject(with: Data(trimmed.utf8), options: [.fragmentsAllowed]) else {
-            return .failure("not valid JSON (cut short, or nested too deep?); each line must be {\"user_id\": \"...\", \"latest_receipt\": \"...\"}")
-        }
-        guard let object = parsed as? [String: Any] else {
-            return .failure("not a JSON object; each line must be {\"user_id\": \"...\", \"latest_receipt\": \"...\"}")
+        // A name given twice: the last value counts, as most JSON readers do.
+        guard document.root.kind == .object, let fields = try? document.root.members(keys, lastWins: true) else {
+            return .failure("not a JSON object; \(shape)")
         }
         let userID: String
-        switch object["user_id"] {
-        case let text as String where !text.trimmingCharacters(in: .whitespaces).isEmpty: userID = text
-        case is Bool: return .failure("user_id must be a string or an integer, not a boolean")
-        case let number as Int: userID = String(number)
+        switch fields[0]?.kind {
+        case .string?:
+            guard let text = fields[0]?.string else { return .failure("user_id is not UTF-8; export the file as UTF-8 JSON Lines") }
+            guard text.utf8.contains(where: { !isWhitespace($0) }) else {
+                return .failure("user_id is missing or empty; give the app's user id as a string")
+            }
+            userID = text
+        case .true?, .false?: return .failure("user_id must be a string or an integer, not a boolean")
+        case .number?:
+            guard let number = fields[0]?.integer else { return .failure("user_id must be a string or an integer, not \(fields[0]?.numberText ?? "a fraction")") }
+            userID = String(number)
         default: return .failure("user_id is missing or empty; give the app's user id as a string")
         }
-        guard let rawReceipt = object["latest_receipt"] as? String else {
+        guard let value = fields[1], value.kind == .string, let rawReceipt = value.string else {
             return .failure("latest_receipt is missing or not a string; give the base64 receipt the app stored (user \(userID))")
         }
-        let receipt = rawReceipt.filter { !$0.isWhitespace }
+        let receipt = rawReceipt.utf8.contains(where: isWhitespace) ? String(decoding: rawReceipt.utf8.filter { !isWhitespace($0) }, as: UTF8.self) : rawReceipt
         guard !receipt.isEmpty else { return .failure("latest_receipt is empty (user \(userID))") }
-        guard Data(base64Encoded: receipt) != nil else {
+        guard isBase64(receipt) else {
             return .failure("latest_receipt is not valid base64 (user \(userID)); export the receipt exactly as Apple gave it")
         }
         var productID: String?
-        if let value = object["product_id"], !(value is NSNull) {
-            guard let text = value as? String else { return .failure("product_id must be a string (user \(userID))") }
+        if let value = fields[2] {
+            guard value.kind == .string, let text = value.string else { return .failure("product_id must be a string (user \(userID))") }
             productID = text.isEmpty ? nil : text
         }
         return .success(ReceiptImport(userID: userID, latestReceipt: receipt, productID: productID))
+    }
+
+    /// Space, tab, line feed, vertical tab, form feed, carriage return.
+    private static func isWhitespace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || (0x09...0x0D).contains(byte)
+    }
+
+    /// Standard base64 with padding, as `Data(base64Encoded:)` takes it: whole groups of four, the
+    /// alphabet, and at most two `=` at the very end. Checked without decoding.
+    static func isBase64(_ text: String) -> Bool {
+        text.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard bytes.count % 4 == 0 else { return false }
+            var padding = 0
+            for (index, byte) in bytes.enumerated() {
+                switch byte {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                    UInt8(ascii: "+"), UInt8(ascii: "/"):
+                    guard padding == 0 else { return false }
+                case UInt8(ascii: "="):
+                    padding += 1
+                    guard padding <= 2, index >= bytes.count - 2 else { return false }
+                default:
+                    return false
+                }
+            }
+            return true
+        } ?? (Data(base64Encoded: text) != nil)
     }
 }
 

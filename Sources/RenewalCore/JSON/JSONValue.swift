@@ -63,8 +63,8 @@ package struct JSONValue: Sendable {
     /// The values of `keys`' names in this object, found in one pass over its members.
     ///
     /// - Throws: `JSONMemberError.duplicate` when one of those names is given twice (which value
-    ///   a sender meant cannot be known); other members are not looked at.
-    package func members(_ keys: JSONKeys) throws(JSONMemberError) -> JSONMembers {
+    ///   a sender meant cannot be known) unless `lastWins`; other members are not looked at.
+    package func members(_ keys: JSONKeys, lastWins: Bool = false) throws(JSONMemberError) -> JSONMembers {
         var slots = [Int32](repeating: -1, count: keys.names.count)
         let node = self.node
         guard node.kind == .object else { return JSONMembers(document: document, slots: slots) }
@@ -72,7 +72,7 @@ package struct JSONValue: Sendable {
         for _ in 0..<node.count {
             let value = key + 1
             if let slot = keys.slot(of: key, in: document) {
-                guard slots[slot] < 0 else { throw JSONMemberError.duplicate(keys.names[slot]) }
+                guard slots[slot] < 0 || lastWins else { throw JSONMemberError.duplicate(keys.names[slot]) }
                 slots[slot] = value
             }
             key = document.nodes[Int(value)].next
