@@ -1,5 +1,8 @@
 import ArgumentParser
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import RenewalCore
 import RenewalStorage
 
@@ -114,7 +117,8 @@ enum ImportLine {
         guard let value = fields[1], value.kind == .string, let rawReceipt = value.string else {
             return .failure("latest_receipt is missing or not a string; give the base64 receipt the app stored (user \(userID))")
         }
-        let receipt = rawReceipt.utf8.contains(where: isWhitespace) ? String(decoding: rawReceipt.utf8.filter { !isWhitespace($0) }, as: UTF8.self) : rawReceipt
+        // Receipts pasted from a terminal or a wrapped export carry line breaks: those go.
+        let receipt = isBase64(rawReceipt) ? rawReceipt : String(decoding: rawReceipt.utf8.filter { !isWhitespace($0) }, as: UTF8.self)
         guard !receipt.isEmpty else { return .failure("latest_receipt is empty (user \(userID))") }
         guard isBase64(receipt) else {
             return .failure("latest_receipt is not valid base64 (user \(userID)); export the receipt exactly as Apple gave it")
@@ -137,21 +141,24 @@ enum ImportLine {
     static func isBase64(_ text: String) -> Bool {
         text.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
             guard bytes.count % 4 == 0 else { return false }
-            var padding = 0
-            for (index, byte) in bytes.enumerated() {
-                switch byte {
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                    UInt8(ascii: "+"), UInt8(ascii: "/"):
-                    guard padding == 0 else { return false }
-                case UInt8(ascii: "="):
-                    padding += 1
-                    guard padding <= 2, index >= bytes.count - 2 else { return false }
-                default:
-                    return false
+            var end = bytes.count
+            for _ in 0..<2 where end > 0 && bytes[end - 1] == UInt8(ascii: "=") { end -= 1 }
+            return base64Alphabet.withUnsafeBufferPointer { alphabet in
+                var index = 0
+                while index < end {
+                    guard alphabet[Int(bytes[index])] else { return false }
+                    index += 1
                 }
+                return true
             }
-            return true
         } ?? (Data(base64Encoded: text) != nil)
+    }
+
+    /// Which bytes are base64 digits.
+    private static let base64Alphabet: [Bool] = (0..<256).map { byte in
+        let scalar = Unicode.Scalar(UInt8(byte))
+        return ("A"..."Z").contains(scalar) || ("a"..."z").contains(scalar)
+            || ("0"..."9").contains(scalar) || scalar == "+" || scalar == "/"
     }
 }
 
@@ -182,34 +189,40 @@ struct LineReader {
 
     mutating func next() throws -> ImportLineBytes? {
         while true {
-            if let newline = buffer[scanned...].firstIndex(of: 0x0A) {
+            let found = buffer.withUnsafeBytes { bytes -> Int? in
+                guard scanned < bytes.count, let base = bytes.baseAddress,
+                    let hit = memchr(base + scanned, 0x0A, bytes.count - scanned)
+                else { return nil }
+                return base.distance(to: UnsafeRawPointer(hit))
+            }
+            if let newline = found {
                 defer {
                     start = newline + 1
                     scanned = start
                     skipped = 0
                 }
-                return skipped > 0 ? .tooLong(skipped + newline - start) : .line(Data(buffer[start..<newline]))
+                return skipped > 0 ? .tooLong(skipped + newline - start) : .line(buffer.subdata(in: start..<newline))
             }
-            scanned = buffer.endIndex
+            scanned = buffer.count
             if finished {
                 defer {
-                    start = buffer.endIndex
+                    start = buffer.count
                     scanned = start
                     skipped = 0
                 }
-                if skipped > 0 { return .tooLong(skipped + buffer.endIndex - start) }
-                return start < buffer.endIndex ? .line(Data(buffer[start...])) : nil
+                if skipped > 0 { return .tooLong(skipped + buffer.count - start) }
+                return start < buffer.count ? .line(buffer.subdata(in: start..<buffer.count)) : nil
             }
-            if skipped > 0 || buffer.endIndex - start > Self.maximumLineBytes {
+            if skipped > 0 || buffer.count - start > Self.maximumLineBytes {
                 // Over the limit: drop what is held of this line and read on to its end.
-                skipped += buffer.endIndex - start
+                skipped += buffer.count - start
                 buffer.removeAll(keepingCapacity: true)
             } else if start > 0 {
-                buffer.removeSubrange(buffer.startIndex..<start)
+                buffer.removeSubrange(0..<start)
             }
-            start = buffer.startIndex
-            scanned = buffer.endIndex
-            let chunk = try handle.read(upToCount: 1 << 16) ?? Data()
+            start = 0
+            scanned = buffer.count
+            let chunk = try handle.read(upToCount: 1 << 20) ?? Data()
             if chunk.isEmpty {
                 finished = true
             } else {
