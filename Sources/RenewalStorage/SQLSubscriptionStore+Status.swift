@@ -4,9 +4,29 @@ import RenewalCore
 extension SQLSubscriptionStore {
     public func statusPage(userID: String?, after: StatusCursor?, limit: Int) async throws -> [StatusRow] {
         guard limit > 0 else { return [] }
+        // The page's users, found on the user_id index: from the cursor's user to before the
+        // (limit + 2)th, so each page reads and sorts only its own rows, never the whole table
+        // (there are at least `limit` rows past the cursor among them, one per user at least).
+        var upperUser: String?
+        if userID == nil {
+            var rangeBinds = SQLBinds()
+            let from = after.map { "WHERE user_id >= \(rangeBinds.add(.text($0.userID)))" } ?? ""
+            let offset = rangeBinds.add(.int64(Int64(limit) + 1))
+            let rows = try await onConnection { connection in
+                try connection.execute("SELECT user_id FROM receipts \(from) ORDER BY user_id LIMIT 1 OFFSET \(offset)", rangeBinds.values)
+            }
+            upperUser = try rows.first?.text("user_id")
+        }
         var binds = SQLBinds()
         var conditions: [String] = []
-        if let userID { conditions.append("user_id = \(binds.add(.text(userID)))") }
+        var branch: [String] = []
+        if let userID {
+            conditions.append("user_id = \(binds.add(.text(userID)))")
+            branch.append("r.user_id = \(binds.add(.text(userID)))")
+        }
+        if let after { branch.append("r.user_id >= \(binds.add(.text(after.userID)))") }
+        if let upperUser { branch.append("r.user_id < \(binds.add(.text(upperUser)))") }
+        let inBranch = branch.isEmpty ? "" : branch.joined(separator: " AND ")
         if let after {
             conditions.append(
                 "(user_id, otid) > (\(binds.add(.text(after.userID))), \(binds.add(.text(after.originalTransactionID))))"
@@ -24,12 +44,14 @@ extension SQLSubscriptionStore {
                     s.last_verified_at AS last_verified_at, s.next_check_at AS next_check_at,
                     s.ownership_type AS ownership_type, r.last_failure_reason AS last_failure, r.source AS source
                 FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
+                \(inBranch.isEmpty ? "" : "WHERE " + inBranch)
                 UNION ALL
                 SELECT r.user_id, '', r.imported_product_id,
                     CASE WHEN r.status = 'verified' AND r.no_subscription_since IS NOT NULL THEN 'no_subscription'
                         WHEN r.status = 'verified' THEN 'expired' ELSE r.status END, 0, NULL, NULL,
                     r.environment, NULL, r.last_verified_at, r.next_check_at, NULL, r.last_failure_reason, r.source
                 FROM receipts r WHERE NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.receipt_id = r.id)
+                \(inBranch.isEmpty ? "" : "AND " + inBranch)
             ) status_rows
             \(whereClause)
             ORDER BY user_id, otid
