@@ -149,7 +149,7 @@ bench_scale() {
   export RENEWAL_DATABASE="$dir/scale.sqlite"
   bench_scale_one sqlite "$count" "$percent"
   if [ -n "${RENEWAL_BENCH_POSTGRES_URL:-}" ]; then
-    psql -q "$RENEWAL_BENCH_POSTGRES_URL" -c "DROP SCHEMA public CASCADE" -c "CREATE SCHEMA public" >/dev/null
+    psql -q "$RENEWAL_BENCH_POSTGRES_URL" -c "DROP SCHEMA public CASCADE" -c "CREATE SCHEMA public" >/dev/null 2>&1
     export RENEWAL_DATABASE=$RENEWAL_BENCH_POSTGRES_URL
     bench_scale_one postgres "$count" "$percent"
   fi
@@ -164,14 +164,14 @@ bench_workers() {
   echo "workers: $count due receipts on PostgreSQL, latency $latency ms, concurrency $concurrency per worker"
   local one=
   for workers in 1 2 4; do
-    psql -q "$RENEWAL_BENCH_POSTGRES_URL" -c "DROP SCHEMA public CASCADE" -c "CREATE SCHEMA public" >/dev/null
+    psql -q "$RENEWAL_BENCH_POSTGRES_URL" -c "DROP SCHEMA public CASCADE" -c "CREATE SCHEMA public" >/dev/null 2>&1
     "$BIN/renewal" migrate >/dev/null
     "$BIN/renewal" import "$dir/receipts.jsonl" >/dev/null
     local start end pids=()
     start=$(date +%s.%N)
     for w in $(seq 1 "$workers"); do
       /usr/bin/time -f "%e %U %S %M" -o "$dir/time.w$workers.$w" \
-        "$BIN/renewal" run --concurrency "$concurrency" --worker-id "bench-$w" >"$dir/out.w$workers.$w" 2>&1 &
+        "$BIN/renewal" run --concurrency "$concurrency" >"$dir/out.w$workers.$w" 2>&1 &
       pids+=($!)
     done
     wait "${pids[@]}" || true
@@ -184,7 +184,7 @@ import sys, glob
 workers, elapsed, one, count, concurrency, latency, folder = sys.argv[1:]
 workers, elapsed, one, count = int(workers), float(elapsed), float(one), int(count)
 limit = workers * int(concurrency) / (int(latency) / 1000)
-cpu = sum(float(p.split()[1]) + float(p.split()[2]) for p in (open(f).read() for f in glob.glob(f"{folder}/time.w{workers}.*")))
+cpu = sum(float(p.split()[1]) + float(p.split()[2]) for p in (open(f).read().strip().splitlines()[-1] for f in glob.glob(f"{folder}/time.w{workers}.*")))
 print(f"  {workers} worker(s): {elapsed:.2f} s, {count / elapsed:.0f} receipts/s, speed-up {one / elapsed:.2f}x "
       f"(ideal {workers}x; request limit {limit:.0f}/s), job CPU {cpu * 1e6 / count:.0f} ms per 1,000")
 EOF
