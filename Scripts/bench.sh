@@ -115,7 +115,7 @@ PY
   tail -n 1 "$dir/out.run" | sed 's/^/  /'
 }
 
-# seed_due STORE_URL_OR_FILE N PERCENT: makes all but PERCENT % of the rows due in a week.
+# make_mostly_not_due sqlite|postgres FILE_OR_URL PERCENT: all but PERCENT % of the rows become due a week later.
 make_mostly_not_due() {
   local kind=$1 target=$2 percent=$3
   local sql="UPDATE receipts SET next_check_at = next_check_at + 7 * 86400000 WHERE id % 100 >= $percent"
