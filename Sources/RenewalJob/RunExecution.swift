@@ -160,7 +160,6 @@ struct RunExecution {
             }
             group.cancelAll()
         }
-        try await flush()
 
         counts.skipped += try await source.releaseUnstarted()
         if stop == nil {

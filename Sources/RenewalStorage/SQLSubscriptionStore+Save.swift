@@ -5,23 +5,10 @@ extension SQLSubscriptionStore {
     public func save(_ update: ReceiptUpdate) async throws {
         let dialect = database.dialect
         try await inTransaction { connection in
-            try Self.fence(update, on: connection, dialect: dialect)
+            if let owner = update.leaseOwner, try !Self.holdsLease(update.receiptID, owner: owner, on: connection, dialect: dialect) {
+                throw SubscriptionStoreError.leaseLost(receiptID: update.receiptID)
+            }
             try Self.write(update, on: connection)
-        }
-    }
-
-    public func save<Decision: Sendable>(
-        claiming ids: [String], forReceipt receiptID: Int64,
-        _ decide: ([String: SubscriptionOwner]) -> (ReceiptUpdate, Decision)
-    ) async throws -> Decision {
-        let dialect = database.dialect
-        return try await inTransaction { connection in
-            let (claimed, owners) = try Self.claim(ids, forReceipt: receiptID, on: connection)
-            let (update, decision) = decide(owners)
-            try Self.fence(update, on: connection, dialect: dialect)
-            try Self.write(update, on: connection)
-            try Self.giveBack(claimed, unusedBy: update, on: connection)
-            return decision
         }
     }
 
@@ -55,11 +42,8 @@ extension SQLSubscriptionStore {
     private static func saveFenced<Decision: Sendable>(
         _ item: PendingSave<Decision>, on connection: any SQLConnection, dialect: SQLDialect
     ) throws -> Decision? {
-        if let owner = item.leaseOwner {
-            let rows = try connection.execute(
-                "SELECT lease_owner FROM receipts WHERE id = $1 \(dialect.rowLockClause)", [.int64(item.receiptID)])
-            guard let row = rows.first else { throw SubscriptionStoreError.query("receipt \(item.receiptID) does not exist") }
-            guard try row.optionalText("lease_owner") == owner else { return nil }
+        if let owner = item.leaseOwner, try !holdsLease(item.receiptID, owner: owner, on: connection, dialect: dialect) {
+            return nil
         }
         let (claimed, owners) = try claim(item.claiming, forReceipt: item.receiptID, on: connection)
         let (update, decision) = item.decide(owners)
@@ -79,20 +63,17 @@ extension SQLSubscriptionStore {
         }
     }
 
-    /// Throws `SubscriptionStoreError.leaseLost` unless the update's worker still holds the row's
-    /// lease, and keeps the row locked until the transaction ends (PostgreSQL `FOR UPDATE`; SQLite's
-    /// `BEGIN IMMEDIATE` already excludes every other writer), so no claim can slip in before the write.
-    /// Updates without a lease owner (tests writing directly) are not fenced.
-    private static func fence(_ update: ReceiptUpdate, on connection: any SQLConnection, dialect: SQLDialect) throws {
-        guard let owner = update.leaseOwner else { return }
+    /// Whether `owner` still holds the receipt's lease; the row stays locked until the transaction
+    /// ends (PostgreSQL `FOR UPDATE`; SQLite's `BEGIN IMMEDIATE` already excludes every other
+    /// writer), so no claim can slip in before the write. Writes without a lease owner (tests writing
+    /// directly) are not fenced.
+    private static func holdsLease(
+        _ receiptID: Int64, owner: String, on connection: any SQLConnection, dialect: SQLDialect
+    ) throws -> Bool {
         let rows = try connection.execute(
-            "SELECT lease_owner FROM receipts WHERE id = $1 \(dialect.rowLockClause)", [.int64(update.receiptID)])
-        guard let row = rows.first else {
-            throw SubscriptionStoreError.query("receipt \(update.receiptID) does not exist")
-        }
-        guard try row.optionalText("lease_owner") == owner else {
-            throw SubscriptionStoreError.leaseLost(receiptID: update.receiptID)
-        }
+            "SELECT lease_owner FROM receipts WHERE id = $1 \(dialect.rowLockClause)", [.int64(receiptID)])
+        guard let row = rows.first else { throw SubscriptionStoreError.query("receipt \(receiptID) does not exist") }
+        return try row.optionalText("lease_owner") == owner
     }
 
     /// Inserts a placeholder row for each id no receipt owns yet, so this transaction holds it (on

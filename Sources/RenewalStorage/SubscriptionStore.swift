@@ -31,23 +31,16 @@ public protocol SubscriptionStore: Sendable {
     /// row's lease (`SubscriptionStoreError.leaseLost`).
     func save(_ update: ReceiptUpdate) async throws
 
-    /// Settles ownership and writes one check's result in one transaction, so two receipts resolving
-    /// to the same subscription at the same moment can never both own it: claims each id in `ids`
-    /// (subscriptions of a valid answer the receipt does not hold yet) for `receiptID`, reads the
-    /// owners of those another receipt already holds, calls `decide` with them, writes the update it
-    /// returns, and returns its second value. Fenced like `save(_:)`.
-    func save<Decision: Sendable>(
-        claiming ids: [String], forReceipt receiptID: Int64,
-        _ decide: ([String: SubscriptionOwner]) -> (ReceiptUpdate, Decision)
-    ) async throws -> Decision
-
     /// Writes several checks' results in one transaction (one commit instead of one per receipt;
     /// a crash before it loses only answers, whose rows keep their old state and lease and are
     /// checked again). Each item is fenced first: an item whose lease its worker no longer holds
-    /// writes nothing and gives nil; the others are claimed, decided and written as
-    /// `save(claiming:forReceipt:_:)` does. If the shared transaction fails (a PostgreSQL deadlock
-    /// between two workers claiming the same subscriptions, say), the items are written one
-    /// transaction each.
+    /// writes nothing and gives nil. Then ownership is settled, so two receipts resolving to the
+    /// same subscription at the same moment can never both own it: each id the item claims
+    /// (subscriptions of a valid answer the receipt does not hold yet) is taken for its receipt, the
+    /// owners of those another receipt already holds are read, `decide` is called with them, and the
+    /// update it returns is written (claims it did not use are given back). If the shared
+    /// transaction fails (a PostgreSQL deadlock between two workers claiming the same
+    /// subscriptions, say), the items are written one transaction each.
     func saveBatch<Decision: Sendable>(_ items: [PendingSave<Decision>]) async throws -> [Decision?]
 
     /// Records failures of receipts whose state stays exactly as it was (the circuit breaker opened
