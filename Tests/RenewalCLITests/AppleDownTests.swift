@@ -26,6 +26,17 @@ struct AppleDownTests {
         case reset = "connections reset on accept"
         case neverAnswers = "a server that accepts and never answers"
         var testDescription: String { rawValue }
+
+        /// The job's `--timeout`: short where the outage is a silence the timeout must end, generous
+        /// where Apple answers at once, so a loaded test machine cannot turn a request that has not
+        /// reached the simulator yet into a timeout the simulator never counted.
+        var timeout: String {
+            switch self {
+            case .timeout: "2"
+            case .neverAnswers: "0.5"
+            case .html503, .html200, .reset: "20"
+            }
+        }
     }
 
     static let threshold = 3
@@ -61,7 +72,7 @@ struct AppleDownTests {
             let requestsBefore = state.stats.requests
             let started = ContinuousClock.now
             let down = try await CLI.run(
-                ["backfill", "--all", "--timeout", "0.5", "--max-attempts", "\(Self.attempts)",
+                ["backfill", "--all", "--timeout", outage.timeout, "--max-attempts", "\(Self.attempts)",
                  "--breaker-threshold", "\(Self.threshold)", "--concurrency", "\(Self.concurrency)",
                  "--report", directory + "/down.json"], environment: env)
             // Requests that reached the broken Apple: for a resetting server, connections that carried
@@ -90,7 +101,7 @@ struct AppleDownTests {
         case .html200:
             state.fault = .html200
         case .timeout:
-            state.latency = .seconds(2)
+            state.latency = .seconds(6)
         case .reset, .neverAnswers:
             let server = try RawServer(resetting: outage == .reset)
             env["APPSTORE_VERIFY_RECEIPT_URL"] = "http://127.0.0.1:\(server.port)/verifyReceipt"
