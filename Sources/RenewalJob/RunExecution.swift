@@ -26,9 +26,12 @@ struct RunExecution {
     private var drainExpired = false
     private var lastProbe: Date?
     /// Results decided but not yet written: written together, one transaction per batch.
-    private var pending: [(receipt: StoredReceipt, save: PendingSave<EntitlementDecision>)] = []
+    private var pending: [PendingResult] = []
+    private typealias PendingResult = (receipt: StoredReceipt, save: PendingSave<EntitlementDecision>)
     /// A child wakes the loop to write `pending` at most `flushInterval` after the first result.
     private var flushScheduled = false
+    /// A batch is being written by a child while the loop goes on sending requests (one at a time).
+    private var writing = false
     private var configuration: RenewalRun.Configuration { run.configuration }
     private var leaseOwner: String? { configuration.dryRun ? nil : configuration.workerID }
 
@@ -50,6 +53,8 @@ struct RunExecution {
         case drainExpired
         /// Results have waited `flushInterval`: write them.
         case flushDue
+        /// A batch the writing child has saved: its items and what each decided (nil: lease lost).
+        case written([PendingResult], [EntitlementDecision?])
         /// A child with nothing to report (the shutdown watcher of a run that ended normally).
         case none
     }
@@ -101,7 +106,7 @@ struct RunExecution {
                     }
                     inFlight += 1
                 }
-                if inFlight == 0 {
+                if inFlight == 0, !writing {
                     guard stop == nil, !draining, mayRescan, source.exhausted, claimedThisPass > 0, rescans < Self.maximumRescans
                     else { break }
                     rescans += 1
@@ -124,7 +129,12 @@ struct RunExecution {
                     continue
                 case .flushDue:
                     flushScheduled = false
-                    try await flush()
+                    startWriting(in: &group)
+                    continue
+                case .written(let batch, let results):
+                    writing = false
+                    try await record(batch, results)
+                    if pending.count >= min(Self.maximumBatch, max(1, inFlight)) { startWriting(in: &group) }
                     continue
                 case .shutdownRequested:
                     draining = true
@@ -155,7 +165,7 @@ struct RunExecution {
                     }
                     try await handle(receipt, answer)
                     // About half the window answered since the last write, or nothing left in flight.
-                    if pending.count >= min(Self.maximumBatch, max(1, inFlight)) { try await flush() }
+                    if pending.count >= min(Self.maximumBatch, max(1, inFlight)) { startWriting(in: &group) }
                 }
             }
             group.cancelAll()
@@ -207,7 +217,27 @@ struct RunExecution {
         guard !pending.isEmpty else { return }
         let batch = pending
         pending.removeAll(keepingCapacity: true)
-        let results = try await run.store.saveBatch(batch.map(\.save))
+        try await record(batch, try await run.store.saveBatch(batch.map(\.save)))
+    }
+
+    /// Hands the pending results to a child that writes them in one transaction while the loop
+    /// goes on sending requests; its `.written` event counts, logs and reports them. One batch is
+    /// written at a time; the loop never ends with one unwritten (it waits while `writing`).
+    private mutating func startWriting(in group: inout ThrowingTaskGroup<Event, any Error>) {
+        guard !pending.isEmpty, !writing else { return }
+        let batch = pending
+        pending.removeAll(keepingCapacity: true)
+        writing = true
+        let store = run.store
+        group.addTask {
+            // Not cancelled with the group when the drain time runs out: a started write finishes.
+            let write = Task { try await store.saveBatch(batch.map(\.save)) }
+            return .written(batch, try await write.value)
+        }
+    }
+
+    /// Counts, logs and reports the results of a written batch.
+    private mutating func record(_ batch: [PendingResult], _ results: [EntitlementDecision?]) async throws {
         for ((receipt, _), decision) in zip(batch, results) {
             guard let decision else {
                 recordLeaseLost(receipt)

@@ -3,7 +3,10 @@ import RenewalStorage
 import Synchronization
 
 /// A SQLite database file over the system libsqlite3: one connection in WAL mode behind a `Mutex`,
-/// with a prepared-statement cache, and a run lock on `<path>.lock`.
+/// with a prepared-statement cache, and a run lock on `<path>.lock`. Statements run on the
+/// database's own thread (`BlockingCallQueue`), never on a thread of the run's executor: a write
+/// waiting out another process's lock (`busy_timeout`) or a slow disk stalls only that thread,
+/// while the run's requests, timers and signal handling go on.
 public final class SQLiteDatabase: SQLDatabase {
     /// How long a statement waits for another process's write lock before failing, in milliseconds.
     public static let busyTimeoutMilliseconds = 5000
@@ -16,6 +19,7 @@ public final class SQLiteDatabase: SQLDatabase {
     public var runLockOwnsEveryLease: Bool { true }
 
     private let connection: Mutex<SQLiteConnection>
+    private let calls = BlockingCallQueue(label: "renewal.sqlite")
 
     /// Opens (and with `create`, creates) the database at `path` and configures the connection:
     /// `journal_mode=WAL`, `synchronous=NORMAL`, `busy_timeout`, `foreign_keys=ON`.
@@ -41,7 +45,9 @@ public final class SQLiteDatabase: SQLDatabase {
     }
 
     public func withConnection<T: Sendable>(_ body: (any SQLConnection) throws -> T) async throws -> T {
-        try connection.withLock { connection in try body(connection) }
+        try await calls.run {
+            try connection.withLock { connection in try body(connection) }
+        }
     }
 
     /// Holds an exclusive, non-blocking `flock` on `<path>.lock` while `body` runs. The kernel
