@@ -1,7 +1,9 @@
+import Dispatch
 import Foundation
 @testable import RenewalSQLite
 @testable import RenewalStorage
 import RenewalTesting
+import Synchronization
 import Testing
 
 @Suite("SQLiteSubscriptionStore")
@@ -105,6 +107,33 @@ struct SQLiteSubscriptionStoreTests {
     func placeholderRewrite() {
         let sql = "SELECT '$1', \"$2\" FROM t WHERE a = $1 AND b IN ($2, $10) AND c = '$'"
         #expect(SQLiteConnection.sqliteParameters(sql) == "SELECT '$1', \"$2\" FROM t WHERE a = ?1 AND b IN (?2, ?10) AND c = '$'")
+    }
+
+    @Test("statements waiting out another connection's write lock wait on the database's thread, not the executor's")
+    func busyWaitLeavesTheExecutorFree() async throws {
+        try await withTemporaryDatabase { path in
+            let store = try SQLiteSubscriptionStore.open(path: path, create: true)
+            try await store.database.withConnection { _ = try $0.execute("CREATE TABLE probe (x INTEGER)", []) }
+            // Given another connection holding the write lock, released from a Dispatch thread in 2 s
+            let locker = try SQLiteConnection(path: path, create: false)
+            _ = try locker.execute("BEGIN IMMEDIATE", [])
+            let releasedAt = Mutex<ContinuousClock.Instant?>(nil)
+            DispatchQueue.global().asyncAfter(deadline: .now() + 2) {
+                _ = try? locker.execute("ROLLBACK", [])
+                releasedAt.withLock { $0 = .now }
+            }
+            // When more writes than the executor has threads wait for it (busy_timeout is 5 s)
+            let writers = (0..<(ProcessInfo.processInfo.activeProcessorCount + 2)).map { value in
+                Task { try await store.database.withConnection { _ = try $0.execute("INSERT INTO probe VALUES ($1)", [.int64(Int64(value))]) } }
+            }
+            // Then a task started after them still runs while the lock is held
+            let tickedAt = await Task { ContinuousClock.now }.value
+            for writer in writers { try await writer.value }
+            let released = try #require(releasedAt.withLock { $0 })
+            #expect(tickedAt < released, "the executor waited for the lock: the task ran \(tickedAt - released) after the release")
+            let rows = try await store.database.withConnection { try $0.execute("SELECT COUNT(*) AS n FROM probe", []).first?.int64("n") }
+            #expect(rows == Int64(writers.count))
+        }
     }
 
     @Test("errors name the problem without the bound values")
