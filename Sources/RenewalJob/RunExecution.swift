@@ -97,7 +97,8 @@ struct RunExecution {
             // The first receipt goes alone: a wrong shared secret (21004) ends the run before any write.
             var window = 1
             while true {
-                while stop == nil, !draining, inFlight < window {
+                // While a slow write holds results back, at most `maximumPending` wait in memory.
+                while stop == nil, !draining, inFlight < window, pending.count < Self.maximumPending {
                     try await probeForDeadWorkers(every: configuration.livenessProbeInterval)
                     guard let receipt = try await source.next() else { break }
                     claimedThisPass += 1
@@ -106,7 +107,9 @@ struct RunExecution {
                     }
                     inFlight += 1
                 }
-                if inFlight == 0, !writing {
+                if inFlight == 0, !writing, pending.count >= Self.maximumPending {
+                    startWriting(in: &group)
+                } else if inFlight == 0, !writing {
                     guard stop == nil, !draining, mayRescan, source.exhausted, claimedThisPass > 0, rescans < Self.maximumRescans
                     else { break }
                     rescans += 1
@@ -208,6 +211,9 @@ struct RunExecution {
 
     /// Results written in one transaction at most.
     static var maximumBatch: Int { 64 }
+
+    /// Results that may wait for a write in progress before no more receipts are claimed.
+    static var maximumPending: Int { 2 * maximumBatch }
 
     /// The longest a decided result waits for the others of its batch.
     static var flushInterval: Duration { .milliseconds(100) }
