@@ -69,7 +69,8 @@ struct AppleOIDPolicy: VerifierPolicy {
 public final class SignedDataVerifier: Sendable {
     public let bundleID: String
     private let roots: [Certificate]
-    private let cache = Mutex<[String: CachedChain]>([:])
+    /// Verified chains by the JWS header segment that carried them (its `alg` and `x5c`).
+    private let cache = Mutex<[Data: CachedChain]>([:])
     private let counters = Mutex<(hits: Int, misses: Int)>((0, 0))
     static let cacheLimit = 64
 
@@ -102,6 +103,10 @@ public final class SignedDataVerifier: Sendable {
     /// The checks every signed payload gets; the payload must carry `signedDate` and `environment`.
     func verify<Payload: SignedPayload>(_ jws: String, environment: String) async throws(SignedDataFailure) -> Payload {
         let parts = try CompactJWS(jws)
+        // A header seen before with a verified chain is not parsed again; any other is checked
+        // here, before the payload, so a bad header is named first.
+        let cached = cache.withLock { $0[parts.header] }
+        let x5c = cached == nil ? try parts.certificates() : nil
         let payload: Payload
         do {
             payload = try JSONDecoder().decode(Payload.self, from: parts.payload)
@@ -112,25 +117,29 @@ public final class SignedDataVerifier: Sendable {
         guard payload.environment == environment else {
             throw .wrongEnvironment(expected: environment, found: payload.environment ?? "none")
         }
-        let key = try await leafKey(parts, at: signedDate)
+        let key: P256.Signing.PublicKey
+        if let cached, cached.validFrom <= signedDate, signedDate <= cached.validUntil {
+            counters.withLock { $0.hits += 1 }
+            key = cached.key
+        } else {
+            let certificates: [String]
+            if let x5c { certificates = x5c } else { certificates = try parts.certificates() }
+            key = try await leafKey(parts.header, certificates, at: signedDate)
+        }
         guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: parts.signature),
               key.isValidSignature(signature, for: parts.signingInput)
         else { throw .badSignature }
         return payload
     }
 
-    /// The leaf's key, from the cache when this chain was verified before for a time it covers.
-    func leafKey(_ parts: CompactJWS, at signedDate: Date) async throws(SignedDataFailure) -> P256.Signing.PublicKey {
-        let cacheKey = parts.x5c[0] + "." + parts.x5c[1]
-        if let cached = cache.withLock({ $0[cacheKey] }), cached.validFrom <= signedDate, signedDate <= cached.validUntil {
-            counters.withLock { $0.hits += 1 }
-            return cached.key
-        }
+    /// Verifies the header's chain (leaf, intermediate) at `signedDate` and caches the leaf's key
+    /// under the header, for the span of time every certificate of the chain is valid in.
+    func leafKey(_ header: Data, _ x5c: [String], at signedDate: Date) async throws(SignedDataFailure) -> P256.Signing.PublicKey {
         counters.withLock { $0.misses += 1 }
         let leaf: Certificate, intermediate: Certificate
         do {
-            leaf = try Certificate(derEncoded: Array(Self.standardBase64(parts.x5c[0])))
-            intermediate = try Certificate(derEncoded: Array(Self.standardBase64(parts.x5c[1])))
+            leaf = try Certificate(derEncoded: Array(Self.standardBase64(x5c[0])))
+            intermediate = try Certificate(derEncoded: Array(Self.standardBase64(x5c[1])))
         } catch {
             throw .malformed("x5c holds something that is not a DER certificate")
         }
@@ -151,7 +160,7 @@ public final class SignedDataVerifier: Sendable {
             key: key, validFrom: chain.map(\.notValidBefore).max() ?? signedDate, validUntil: chain.map(\.notValidAfter).min() ?? signedDate)
         cache.withLock { cache in
             if cache.count >= Self.cacheLimit { cache.removeAll() }
-            cache[cacheKey] = entry
+            cache[header] = entry
         }
         return key
     }
@@ -162,9 +171,10 @@ public final class SignedDataVerifier: Sendable {
     }
 }
 
-/// A compact JWS: `base64url(header).base64url(payload).base64url(signature)`.
+/// A compact JWS: `base64url(header).base64url(payload).base64url(signature)`. The header is kept
+/// as text (the chain cache's key) and read only when its chain is not cached.
 struct CompactJWS {
-    var x5c: [String]
+    var header: Data
     var payload: Data
     var signingInput: Data
     var signature: Data
@@ -175,23 +185,54 @@ struct CompactJWS {
     }
 
     init(_ text: String) throws(SignedDataFailure) {
-        let parts = text.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".", omittingEmptySubsequences: false)
+        let trimmed = Self.trimmed(text)
+        // Split on the byte, not on Characters: a JWS is ASCII, and a few KB long.
+        let parts = trimmed.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { Substring($0) }
         guard parts.count == 3 else { throw .malformed("\(parts.count) parts, not 3") }
-        guard let headerData = Self.base64URL(parts[0]), let payload = Self.base64URL(parts[1]), let signature = Self.base64URL(parts[2]) else {
+        // The header is decoded by `certificates()`, when its chain is not cached.
+        guard let payload = Self.base64URL(parts[1]), let signature = Self.base64URL(parts[2]) else {
+            throw .malformed("a part is not base64url")
+        }
+        self.header = Data(parts[0].utf8)
+        self.payload = payload
+        self.signingInput = Data(trimmed.utf8[parts[0].startIndex..<parts[1].endIndex])
+        self.signature = signature
+    }
+
+    /// The header's `x5c` (leaf, intermediate, root; standard base64 DER), after checking it is
+    /// JSON with `alg` ES256.
+    func certificates() throws(SignedDataFailure) -> [String] {
+        guard let headerData = Self.base64URL(Substring(decoding: header, as: UTF8.self)) else {
             throw .malformed("a part is not base64url")
         }
         guard let header = try? JSONDecoder().decode(Header.self, from: headerData) else { throw .malformed("the header is not JSON") }
         guard header.alg == "ES256" else { throw .malformed("alg is \(header.alg ?? "missing"), not ES256") }
         guard let x5c = header.x5c, x5c.count == 3 else { throw .malformed("the header has no three-certificate x5c") }
-        self.x5c = x5c
-        self.payload = payload
-        self.signingInput = Data(parts[0].utf8) + Data(".".utf8) + Data(parts[1].utf8)
-        self.signature = signature
+        return x5c
     }
 
+    /// `text` without leading and trailing ASCII whitespace (the common case, none, copies nothing).
+    static func trimmed(_ text: String) -> Substring {
+        let bytes = text.utf8
+        let isSpace = { (byte: UInt8) in byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
+            return text[text.endIndex...]
+        }
+        return text[first...last]
+    }
+
+    /// Decodes base64url (RFC 4648 §5, padding optional); nil when `part` is not base64.
     static func base64URL(_ part: Substring) -> Data? {
-        var text = part.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
-        return Data(base64Encoded: text)
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(part.utf8.count + 3)
+        for byte in part.utf8 {
+            switch byte {
+            case UInt8(ascii: "-"): bytes.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): bytes.append(UInt8(ascii: "/"))
+            default: bytes.append(byte)
+            }
+        }
+        while bytes.count % 4 != 0 { bytes.append(UInt8(ascii: "=")) }
+        return Data(base64Encoded: Data(bytes))
     }
 }

@@ -10,7 +10,7 @@ struct AppStoreSimulatorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "appstore-simulator",
         abstract: "A simulator of Apple's verifyReceipt endpoints and App Store Server API, for tests, demos and benchmarks.",
-        subcommands: [Serve.self, Receipts.self],
+        subcommands: [Serve.self, Receipts.self, BenchJWS.self],
         defaultSubcommand: Serve.self)
 }
 

@@ -45,6 +45,34 @@ struct SignedDataVerifierTests {
         #expect(verifier.cacheStatistics.hits == 1 && verifier.cacheStatistics.misses == 2, "\(verifier.cacheStatistics)")
     }
 
+    @Test("With the chain cached under its header, a JWS with that header still has its signature checked, and any other header is read and checked")
+    func warmCacheChecksEverything() async throws {
+        let good = try Fixture.text("jws/signed-transaction.test-chain.jws")
+        let verifier = SignedDataVerifier(rootCertificates: [try Self.testRoot()], bundleID: "com.example")
+        _ = try await verifier.transaction(good, environment: "Sandbox")
+        // Surrounding whitespace is not part of the JWS: the same header, a cache hit.
+        _ = try await verifier.transaction("\n " + good + "\r\n", environment: "Sandbox")
+        #expect(verifier.cacheStatistics.hits == 1 && verifier.cacheStatistics.misses == 1, "\(verifier.cacheStatistics)")
+
+        // A character in the middle of the signature changed.
+        var forged = Array(good)
+        let signatureStart = try #require(forged.lastIndex(of: "."))
+        let middle = signatureStart + 10
+        forged[middle] = forged[middle] == "A" ? "B" : "A"
+        await #expect(throws: SignedDataFailure.badSignature) { _ = try await verifier.transaction(String(forged), environment: "Sandbox") }
+
+        // The cached chain under another algorithm: another header, so it is read, and refused.
+        let parts = good.split(separator: ".")
+        let headerData = try #require(CompactJWS.base64URL(parts[0]))
+        var header = try #require(try JSONSerialization.jsonObject(with: headerData) as? [String: Any])
+        header["alg"] = "ES384"
+        let otherHeader = Base64URL.encode(try JSONSerialization.data(withJSONObject: header))
+        await #expect(throws: SignedDataFailure.malformed("alg is ES384, not ES256")) {
+            _ = try await verifier.transaction(([otherHeader] + parts.dropFirst().map(String.init)).joined(separator: "."), environment: "Sandbox")
+        }
+        #expect(verifier.cacheStatistics.hits == 2, "\(verifier.cacheStatistics)")
+    }
+
     @Test("Refused: no x5c, a leaf without Apple's OID, a forged signature, another bundle, another environment, another root")
     func refused() async throws {
         let good = try Fixture.text("jws/signed-transaction.test-chain.jws")
