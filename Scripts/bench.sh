@@ -14,6 +14,9 @@
 #   Scripts/bench.sh workers [N=6000] [LATENCY_MS=100] [CONCURRENCY=16]
 #       PostgreSQL (RENEWAL_BENCH_POSTGRES_URL): N due receipts taken by 1, 2 and 4 workers at once;
 #       wall time and speed-up against one worker.
+#   Scripts/bench.sh jws [N=20000]
+#       the job's JWS verifier (App Store Server API path), chain cache warm, on N answers (a signed
+#       transaction and a signed renewal info each) the simulator signs: answers/s per core.
 #
 # env: BIN (a folder holding renewal and appstore-simulator; default: build the release),
 #      SIMULATOR_CPUS / JOB_CPUS (taskset lists, e.g. 1 and 0: each process on its own core),
@@ -195,5 +198,6 @@ case $mode in
   verify) bench_verify "$@" ;;
   scale) bench_scale "$@" ;;
   workers) bench_workers "$@" ;;
-  *) echo "usage: Scripts/bench.sh verify|scale|workers [args]" >&2; exit 64 ;;
+  jws) ${JOB_CPUS:+taskset -c "$JOB_CPUS"} "$BIN/appstore-simulator" bench-jws --count "${1:-20000}" ;;
+  *) echo "usage: Scripts/bench.sh verify|scale|workers|jws [args]" >&2; exit 64 ;;
 esac
