@@ -17,7 +17,6 @@ import Darwin
 @Suite("Apple down: the breaker trips, nothing changes, the calls are bounded")
 struct AppleDownTests {
     static let secret = "apple-down-secret-3f9a"
-    static let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
 
     enum Outage: String, CaseIterable, Sendable, CustomTestStringConvertible {
         case html503 = "every answer a 503 HTML page"
@@ -46,11 +45,7 @@ struct AppleDownTests {
 
     @Test("Apple down → exit 4, no subscription changed, failures recorded, calls ≤ (threshold + concurrency − 1) × attempts", arguments: Outage.allCases)
     func appleDown(_ outage: Outage) async throws {
-        let directory = try CLI.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let state = SimulatorState()
-        let configuration = SimulatorConfiguration(sharedSecret: Self.secret, state: state)
-        try await withAppStoreSimulator(configuration: configuration, logger: Self.quiet) { endpoints in
+        try await CLI.withDirectoryAndSimulator(secret: Self.secret) { directory, state, _, endpoints in
             var env = [
                 "APPSTORE_SHARED_SECRET": Self.secret, "RENEWAL_DATABASE": directory + "/r.sqlite",
                 "APPSTORE_VERIFY_RECEIPT_URL": endpoints.productionURL,

@@ -1,4 +1,6 @@
+import AppStoreSimulator
 import Foundation
+import Logging
 import Testing
 
 /// Runs the built `renewal` binary as a child process.
@@ -78,5 +80,20 @@ struct CLI {
         let path = NSTemporaryDirectory() + "renewal-cli-tests-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
+    }
+
+    /// A fresh directory (removed afterwards) and the in-process simulator with `secret`, logging
+    /// nothing, for `body`.
+    static func withDirectoryAndSimulator(
+        secret: String, _ body: (String, SimulatorState, SimulatorConfiguration, SimulatorEndpoints) async throws -> Void
+    ) async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let state = SimulatorState()
+        let configuration = SimulatorConfiguration(sharedSecret: secret, state: state)
+        let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
+        try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
+            try await body(directory, state, configuration, endpoints)
+        }
     }
 }

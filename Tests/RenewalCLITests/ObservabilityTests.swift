@@ -37,12 +37,7 @@ struct ObservedRun {
 
     /// `database`: a SQLite file (default: `renewal.sqlite` in the run's folder) or a postgres:// URL.
     static func with(database: String? = nil, _ body: (ObservedRun) async throws -> Void) async throws {
-        let directory = try CLI.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let state = SimulatorState()
-        let configuration = SimulatorConfiguration(sharedSecret: secret, state: state)
-        let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
-        try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
+        try await CLI.withDirectoryAndSimulator(secret: secret) { directory, state, _, endpoints in
             let database = database ?? directory + "/renewal.sqlite"
             let environment = [
                 "APPSTORE_SHARED_SECRET": secret, "APPSTORE_VERIFY_RECEIPT_URL": endpoints.productionURL,

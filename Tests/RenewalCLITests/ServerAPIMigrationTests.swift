@@ -34,12 +34,7 @@ struct ServerAPIMigrationTests {
     static func withSQLiteAndSimulator(
         _ body: (String, String, SimulatorState, SimulatorConfiguration, SimulatorEndpoints) async throws -> Void
     ) async throws {
-        let directory = try CLI.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let state = SimulatorState()
-        let configuration = SimulatorConfiguration(sharedSecret: secret, state: state)
-        let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
-        try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
+        try await CLI.withDirectoryAndSimulator(secret: secret) { directory, state, configuration, endpoints in
             try await body(directory, directory + "/renewal.sqlite", state, configuration, endpoints)
         }
     }
