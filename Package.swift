@@ -101,6 +101,7 @@ let package = Package(
             name: "AppStoreSimulator",
             dependencies: [
                 "RenewalCore",
+                "RenewalAppStore",
                 "RenewalServerAPI",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -135,6 +136,7 @@ let package = Package(
             name: "appstore-simulator",
             dependencies: [
                 "AppStoreSimulator",
+                "RenewalAppStore",
                 "RenewalServerAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -34,8 +34,8 @@ public struct SimulatedServerAPI: Sendable {
     func accepts(authorization: String?, now: Date = Date()) -> Bool {
         guard let authorization, authorization.hasPrefix("Bearer ") else { return false }
         let parts = authorization.dropFirst(7).split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerData = Self.base64URL(parts[0]), let claimsData = Self.base64URL(parts[1]),
-              let signatureData = Self.base64URL(parts[2]),
+        guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let claimsData = Base64URL.decode(parts[1]),
+              let signatureData = Base64URL.decode(parts[2]),
               let header = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any],
               let claims = (try? JSONSerialization.jsonObject(with: claimsData)) as? [String: Any],
               let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
@@ -48,12 +48,6 @@ public struct SimulatedServerAPI: Sendable {
         else { return false }
         let wall = now.timeIntervalSince1970
         return expires > wall && expires - issued <= 3_600 && issued <= wall + 60
-    }
-
-    static func base64URL(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64)
     }
 }
 

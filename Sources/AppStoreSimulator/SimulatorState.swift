@@ -1,4 +1,5 @@
 import Foundation
+import RenewalAppStore
 import Synchronization
 
 /// The simulator's mutable state, shared by the HTTP routes and in-process users (tests, the demo).
@@ -214,7 +215,7 @@ public final class SimulatorState: Sendable {
                 let recent = storage.arrivals.reversed().prefix { $0 > windowStart }
                 if recent.count >= limit, let oldest = recent.last {
                     storage.serverAPIStats.rateLimited += 1
-                    return wall.addingTimeInterval((oldest + .seconds(1) - now).secondsValue)
+                    return wall.addingTimeInterval((oldest + .seconds(1) - now).seconds)
                 }
             }
             storage.arrivals.append(now)
@@ -241,12 +242,5 @@ public final class SimulatorState: Sendable {
             $0.serverAPIAttempts[account] = attempt
             return attempt
         }
-    }
-}
-
-extension Duration {
-    var secondsValue: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

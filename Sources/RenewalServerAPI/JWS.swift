@@ -4,8 +4,23 @@ import SwiftASN1
 import X509
 
 /// base64url without padding, as JWS and JWT use it.
-enum Base64URL {
-    static func encode(_ data: some DataProtocol) -> String {
+package enum Base64URL {
+    /// Decodes base64url (RFC 4648 §5, padding optional); nil when `part` is not base64.
+    package static func decode(_ part: Substring) -> Data? {
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(part.utf8.count + 3)
+        for byte in part.utf8 {
+            switch byte {
+            case UInt8(ascii: "-"): bytes.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): bytes.append(UInt8(ascii: "/"))
+            default: bytes.append(byte)
+            }
+        }
+        while bytes.count % 4 != 0 { bytes.append(UInt8(ascii: "=")) }
+        return Data(base64Encoded: Data(bytes))
+    }
+
+    package static func encode(_ data: some DataProtocol) -> String {
         var bytes = [UInt8]()
         for byte in Data(data).base64EncodedData() {
             switch byte {

@@ -172,7 +172,7 @@ public final class SignedDataVerifier: Sendable {
 }
 
 /// A compact JWS: `base64url(header).base64url(payload).base64url(signature)`. The header is kept
-/// as text (the chain cache's key) and read only when its chain is not cached.
+/// as its base64url bytes (the chain cache's key) and decoded only when its chain is not cached.
 struct CompactJWS {
     var header: Data
     var payload: Data
@@ -190,7 +190,7 @@ struct CompactJWS {
         let parts = trimmed.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { Substring($0) }
         guard parts.count == 3 else { throw .malformed("\(parts.count) parts, not 3") }
         // The header is decoded by `certificates()`, when its chain is not cached.
-        guard let payload = Self.base64URL(parts[1]), let signature = Self.base64URL(parts[2]) else {
+        guard let payload = Base64URL.decode(parts[1]), let signature = Base64URL.decode(parts[2]) else {
             throw .malformed("a part is not base64url")
         }
         self.header = Data(parts[0].utf8)
@@ -202,7 +202,7 @@ struct CompactJWS {
     /// The header's `x5c` (leaf, intermediate, root; standard base64 DER), after checking it is
     /// JSON with `alg` ES256.
     func certificates() throws(SignedDataFailure) -> [String] {
-        guard let headerData = Self.base64URL(Substring(decoding: header, as: UTF8.self)) else {
+        guard let headerData = Base64URL.decode(Substring(decoding: header, as: UTF8.self)) else {
             throw .malformed("a part is not base64url")
         }
         guard let header = try? JSONDecoder().decode(Header.self, from: headerData) else { throw .malformed("the header is not JSON") }
@@ -219,20 +219,5 @@ struct CompactJWS {
             return text[text.endIndex...]
         }
         return text[first...last]
-    }
-
-    /// Decodes base64url (RFC 4648 §5, padding optional); nil when `part` is not base64.
-    static func base64URL(_ part: Substring) -> Data? {
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(part.utf8.count + 3)
-        for byte in part.utf8 {
-            switch byte {
-            case UInt8(ascii: "-"): bytes.append(UInt8(ascii: "+"))
-            case UInt8(ascii: "_"): bytes.append(UInt8(ascii: "/"))
-            default: bytes.append(byte)
-            }
-        }
-        while bytes.count % 4 != 0 { bytes.append(UInt8(ascii: "=")) }
-        return Data(base64Encoded: Data(bytes))
     }
 }

@@ -1,6 +1,7 @@
 import AppStoreSimulator
 import ArgumentParser
 import Foundation
+import RenewalAppStore
 import RenewalServerAPI
 
 #if canImport(Glibc)
@@ -61,7 +62,7 @@ extension AppStoreSimulatorCommand {
                 _ = try await verifier.transaction(answer.transaction, environment: "Production")
                 _ = try await verifier.renewalInfo(answer.renewal, environment: "Production")
             }
-            let wall = Self.seconds(ContinuousClock.now - started)
+            let wall = (ContinuousClock.now - started).seconds
             let cpu = Self.cpuSeconds() - cpuBefore
             let cache = verifier.cacheStatistics
             let perCore = Double(count) / max(cpu, 1e-9)
@@ -76,10 +77,6 @@ extension AppStoreSimulatorCommand {
             let user = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
             let system = Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
             return user + system
-        }
-
-        static func seconds(_ duration: Duration) -> Double {
-            Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
         }
     }
 }

@@ -22,14 +22,13 @@ struct SignedDataVerifierTests {
     /// The fixture JWS with its header's x5c[0] (and x5c[1]) swapped for other certificates.
     static func withLeaf(_ jws: String, leaf: String, intermediate: String? = nil) throws -> String {
         let parts = jws.split(separator: ".")
-        let headerData = try #require(CompactJWS.base64URL(parts[0]))
+        let headerData = try #require(Base64URL.decode(parts[0]))
         var header = try #require(try JSONSerialization.jsonObject(with: headerData) as? [String: Any])
         var x5c = try #require(header["x5c"] as? [String])
         x5c[0] = leaf
         if let intermediate { x5c[1] = intermediate }
         header["x5c"] = x5c
-        let encoded = try JSONSerialization.data(withJSONObject: header).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let encoded = Base64URL.encode(try JSONSerialization.data(withJSONObject: header))
         return ([encoded] + parts.dropFirst().map(String.init)).joined(separator: ".")
     }
 
@@ -63,7 +62,7 @@ struct SignedDataVerifierTests {
 
         // The cached chain under another algorithm: another header, so it is read, and refused.
         let parts = good.split(separator: ".")
-        let headerData = try #require(CompactJWS.base64URL(parts[0]))
+        let headerData = try #require(Base64URL.decode(parts[0]))
         var header = try #require(try JSONSerialization.jsonObject(with: headerData) as? [String: Any])
         header["alg"] = "ES384"
         let otherHeader = Base64URL.encode(try JSONSerialization.data(withJSONObject: header))
@@ -99,8 +98,7 @@ struct SignedDataVerifierTests {
         await #expect(throws: SignedDataFailure.badSignature) { _ = try await verifier.transaction(String(forged), environment: "Sandbox") }
         // A payload swapped under the same signature.
         let parts = good.split(separator: ".")
-        let otherPayload = Data(#"{"environment":"Sandbox","bundleId":"com.example","signedDate":1672956154001}"#.utf8).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let otherPayload = Base64URL.encode(Data(#"{"environment":"Sandbox","bundleId":"com.example","signedDate":1672956154001}"#.utf8))
         await #expect(throws: SignedDataFailure.badSignature) {
             _ = try await verifier.transaction([String(parts[0]), otherPayload, String(parts[2])].joined(separator: "."), environment: "Sandbox")
         }

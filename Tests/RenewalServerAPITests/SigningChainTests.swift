@@ -78,14 +78,14 @@ struct SigningChainTests {
             .signed(with: key, now: now)
         let parts = token.split(separator: ".")
         try #require(parts.count == 3)
-        let header = try JSONSerialization.jsonObject(with: #require(CompactJWS.base64URL(parts[0]))) as? [String: Any]
-        let claims = try JSONSerialization.jsonObject(with: #require(CompactJWS.base64URL(parts[1]))) as? [String: Any]
+        let header = try JSONSerialization.jsonObject(with: #require(Base64URL.decode(parts[0]))) as? [String: Any]
+        let claims = try JSONSerialization.jsonObject(with: #require(Base64URL.decode(parts[1]))) as? [String: Any]
         #expect(header?["alg"] as? String == "ES256" && header?["kid"] as? String == "ABC123DEFG" && header?["typ"] as? String == "JWT")
         #expect(claims?["iss"] as? String == "57246542-96fe-1a63-e053-0824d011072a")
         #expect(claims?["aud"] as? String == "appstoreconnect-v1" && claims?["bid"] as? String == "com.example.app")
         #expect(claims?["iat"] as? Int == 1_800_000_000)
         #expect(claims?["exp"] as? Int == 1_800_003_600, "a 2-hour request is capped at 60 minutes")
-        let signature = try P256.Signing.ECDSASignature(rawRepresentation: #require(CompactJWS.base64URL(parts[2])))
+        let signature = try P256.Signing.ECDSASignature(rawRepresentation: #require(Base64URL.decode(parts[2])))
         #expect(key.publicKey.isValidSignature(signature, for: Data(parts[0...1].joined(separator: ".").utf8)))
     }
 }
