@@ -13,10 +13,16 @@ struct ServerAPIOptions: ParsableArguments {
         valueName: "source"))
     var source: String?
 
-    @Option(name: .long, help: ArgumentHelp("App Store Server API production base URL. Env: APPSTORE_SERVER_API_URL.", valueName: "url"))
+    // Named explicitly: ArgumentParser would spell these `--server-apiurl`. That spelling, which
+    // earlier versions answered to, is still accepted.
+    @Option(
+        name: [.customLong("server-api-url"), .customLong("server-apiurl")],
+        help: ArgumentHelp("App Store Server API production base URL. Env: APPSTORE_SERVER_API_URL.", valueName: "url"))
     var serverAPIURL: String?
 
-    @Option(name: .long, help: ArgumentHelp("App Store Server API sandbox base URL. Env: APPSTORE_SANDBOX_SERVER_API_URL.", valueName: "url"))
+    @Option(
+        name: [.customLong("sandbox-server-api-url"), .customLong("sandbox-server-apiurl")],
+        help: ArgumentHelp("App Store Server API sandbox base URL. Env: APPSTORE_SANDBOX_SERVER_API_URL.", valueName: "url"))
     var sandboxServerAPIURL: String?
 
     @Option(name: .long, help: ArgumentHelp(

@@ -22,23 +22,26 @@ struct CLI {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[2]
     }
 
-    /// Runs `renewal args…` with a clean environment plus `environment`, optionally feeding stdin.
+    /// Runs `renewal args…` (or another program SwiftPM built beside it, such as
+    /// `appstore-simulator`) with a clean environment plus `environment`, optionally feeding stdin.
     ///
     /// The child is waited for on a GCD thread, never on a Swift concurrency thread: the in-process
     /// simulator the child talks to needs those threads to answer.
-    static func run(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) async throws -> Result {
+    static func run(
+        _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil, program: String = "renewal"
+    ) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(with: Swift.Result<CLI.Result, any Error> {
-                    try runBlocking(arguments, environment: environment, stdin: stdin)
+                    try runBlocking(arguments, environment: environment, stdin: stdin, program: program)
                 })
             }
         }
     }
 
-    private static func runBlocking(_ arguments: [String], environment: [String: String], stdin: String?) throws -> Result {
+    private static func runBlocking(_ arguments: [String], environment: [String: String], stdin: String?, program: String) throws -> Result {
         let process = Process()
-        process.executableURL = binary
+        process.executableURL = program == "renewal" ? binary : binary.deletingLastPathComponent().appendingPathComponent(program)
         process.arguments = arguments
         var env = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory()]
         for (key, value) in environment { env[key] = value }

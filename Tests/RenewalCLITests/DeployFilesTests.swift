@@ -21,13 +21,15 @@ enum DeployFiles {
         return try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]], "\(relative) is not a list of YAML mappings")
     }
 
-    /// The long options a subcommand's `--help` lists.
-    static func options(of subcommand: String) async throws -> Set<String> {
-        let help = try await CLI.run([subcommand, "--help"])
-        #expect(help.status == 0, "renewal \(subcommand) --help: \(help.stderr)")
+    /// The long options a subcommand's `--help` lists, every name of each (`--server-api-url, --server-apiurl <url>`).
+    static func options(of subcommand: String, program: String = "renewal") async throws -> Set<String> {
+        let help = try await CLI.run([subcommand, "--help"], program: program)
+        #expect(help.status == 0, "\(program) \(subcommand) --help: \(help.stderr)")
         var options: Set<String> = []
-        for line in help.stdout.split(separator: "\n") {
-            if let match = line.firstMatch(of: /^\s+(?:-\w, )?(--[a-z0-9-]+)/) { options.insert(String(match.1)) }
+        for line in help.stdout.split(separator: "\n") where line.firstMatch(of: /^\s+(?:-\w, )?--[a-z0-9]/) != nil {
+            // The names end where the help text starts, after two spaces.
+            let names = line.drop { $0 == " " }.split(separator: "  ", maxSplits: 1).first ?? ""
+            for match in names.matches(of: /--[a-z0-9][a-z0-9-]*/) { options.insert(String(match.output)) }
         }
         return options
     }
