@@ -14,6 +14,10 @@ import RenewalStorage
 /// - Every subscription stored for the receipt is derived again on each valid answer; one the answer
 ///   no longer lists keeps its last known expiry and loses its entitlement when that passes
 ///   (`expired_unlisted`).
+/// - A subscription the latest transactions do not list is derived from the receipt's `in_app` rows
+///   or `pending_renewal_info` (a churned subscriber is `expired`, not "no subscription"); such
+///   partial evidence never grants access past the expiry it states (no renewal-pending grace), and
+///   when it states an earlier expiry than the stored one, the subscription counts as unlisted.
 /// - An active subscription whose renewal Apple has not posted yet (expired, auto-renew on, no
 ///   expiration intent, no billing retry) stays active for `renewalPendingWindow`, checked every
 ///   `renewalPendingInterval`.
@@ -145,9 +149,17 @@ extension EntitlementDecision {
         let stored = Dictionary(
             receipt.subscriptions.map { ($0.snapshot.originalTransactionID, $0) }, uniquingKeysWith: { first, _ in first })
 
+        var listed: Set<String> = []
         for subscription in evidence.subscriptions {
             let id = subscription.originalTransactionID
             let previous = stored[id]
+            if let previous, subscription.basis != .latestTransactions,
+                subscription.expiresAt ?? .distantPast < previous.snapshot.expiresAt ?? .distantPast
+            {
+                // Partial evidence older than what is stored: the subscription counts as unlisted.
+                continue
+            }
+            listed.insert(id)
             if previous == nil, let owner = owners[id], owner.receiptID != receipt.id {
                 update.conflicts.append(OwnershipConflict(
                     originalTransactionID: id, ownerUserID: owner.userID, claimantUserID: receipt.userID,
@@ -155,10 +167,11 @@ extension EntitlementDecision {
                 continue
             }
             var derived = SubscriptionSnapshot(evidence: subscription, now: now)
-            if derived.state == .expired, previous?.snapshot.state == .active,
+            if derived.state == .expired, previous?.snapshot.state == .active, subscription.basis == .latestTransactions,
                 derived.awaitsRenewal(now: now, window: schedule.renewalPendingWindow)
             {
-                // Apple has not posted the renewal yet: no lock-out on thin evidence.
+                // Apple has not posted the renewal yet: no lock-out on thin evidence. (Partial
+                // evidence never grants past the expiry it states.)
                 derived.state = .active
             }
             update.changes += SubscriptionEvent.events(from: previous?.snapshot, to: derived)
@@ -166,7 +179,6 @@ extension EntitlementDecision {
                 snapshot: derived, lastVerifiedAt: now, nextCheckAt: schedule.nextCheck(for: derived, now: now)))
         }
 
-        let listed = Set(evidence.originalTransactionIDs)
         for previous in receipt.subscriptions where !listed.contains(previous.snapshot.originalTransactionID) {
             var snapshot = previous.snapshot
             if snapshot.entitled, let end = snapshot.entitlementEndsAt, end <= now {

@@ -309,4 +309,77 @@ struct EvidenceRulesTests {
             #expect(try await h.status().first?.state == .noSubscription)
         }
     }
+
+    @Test(
+        "a subscriber who churned is expired, not 'no subscription', when only in_app and pending_renewal_info show the subscription",
+        arguments: Backend.available)
+    func churnedSubscriberInReceiptOnly(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            let churned = h.receipt("churned", .renewal)
+            try await h.importReceipts([("churned", churned)])
+            let now = h.state.now
+            func row(_ product: String, _ transaction: String, _ original: String, purchased: Double, expires: Double?) -> [String: Any] {
+                var row: [String: Any] = [
+                    "quantity": "1", "product_id": product, "transaction_id": transaction, "original_transaction_id": original,
+                    "purchase_date_ms": String(AppleDateFormat.milliseconds(now.addingTimeInterval(purchased * 86_400))),
+                ]
+                if let expires { row["expires_date_ms"] = String(AppleDateFormat.milliseconds(now.addingTimeInterval(expires * 86_400))) }
+                return row
+            }
+            // Given a sandbox answer whose latest transactions hold only a non-consumable, while the
+            // subscription (last period ended 10 days ago, auto-renew off, intent 1) is in in_app and
+            // pending_renewal_info only
+            let lifetime = row("com.example.lifetime", "600000000000009", "600000000000009", purchased: -90, expires: nil)
+            h.state.script(account: "churned", .json([
+                "status": 0, "environment": "Sandbox", "latest_receipt": churned.encoded,
+                "receipt": ["bundle_id": SimulatedReceipt.bundleID, "receipt_type": "ProductionSandbox", "in_app": [
+                    lifetime,
+                    row("com.example.pro.monthly", "600000000000001", "600000000000001", purchased: -70, expires: -40),
+                    row("com.example.pro.monthly", "600000000000002", "600000000000001", purchased: -40, expires: -10),
+                ]],
+                "latest_receipt_info": [lifetime],
+                "pending_renewal_info": [[
+                    "original_transaction_id": "600000000000001", "product_id": "com.example.pro.monthly",
+                    "auto_renew_product_id": "com.example.pro.monthly", "auto_renew_status": "0", "expiration_intent": "1",
+                ]],
+            ]))
+
+            // When the job checks it
+            let first = try await h.run()
+
+            // Then it is a churned subscriber: expired, not entitled, auto-renew off, with its real expiry
+            #expect(first.status == .completed)
+            #expect(first.counts.failed == 0)
+            let changes = try await Self.changes(h, run: first)
+            #expect(changes.map(\.event.kind) == [.verified])
+            #expect(changes.first?.event.toState == .expired)
+            #expect(changes.first?.event.originalTransactionID == "600000000000001")
+            let status = try await h.status()
+            #expect(status.count == 1)
+            let subscription = try #require(status.first)
+            #expect(subscription.state == .expired)
+            #expect(!subscription.entitled)
+            #expect(subscription.autoRenew == false)
+            #expect(subscription.originalTransactionID == "600000000000001")
+            #expect(subscription.productID == "com.example.pro.monthly")
+            #expect(subscription.environment == .sandbox)
+            let expiry = AppleDateFormat.milliseconds(now.addingTimeInterval(-10 * 86_400))
+            #expect(subscription.expiresAt.map(AppleDateFormat.milliseconds) == expiry)
+
+            // When a later answer shows only an older period in in_app (a stale receipt), the expiry
+            // known does not move back
+            h.state.advance(by: 86_400)
+            h.state.script(account: "churned", .json([
+                "status": 0, "environment": "Sandbox", "latest_receipt": churned.encoded,
+                "receipt": ["bundle_id": SimulatedReceipt.bundleID, "in_app": [
+                    lifetime, row("com.example.pro.monthly", "600000000000001", "600000000000001", purchased: -70, expires: -40),
+                ]],
+                "latest_receipt_info": [lifetime],
+            ]))
+            let second = try await h.run(.backfill(BackfillSelector(all: true)))
+            #expect(second.status == .completed)
+            #expect(try await Self.changes(h, run: second).isEmpty)
+            #expect(try await h.status().first?.expiresAt.map(AppleDateFormat.milliseconds) == expiry)
+        }
+    }
 }

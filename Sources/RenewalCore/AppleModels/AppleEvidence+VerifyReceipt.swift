@@ -6,59 +6,87 @@ extension AppleEvidence {
     ///
     /// - `latest_receipt_info` (plus iOS 6's `latest_expired_receipt_info`) is unordered: rows are
     ///   grouped by `original_transaction_id`, and the current transaction is the non-upgraded row with
-    ///   the latest `expires_date`. When the answer has no such rows, the receipt's `in_app` rows are read.
+    ///   the latest `expires_date`.
+    /// - A subscription the latest transactions do not list is read from the receipt's own `in_app`
+    ///   rows (`.receiptTransactions`), and one only `pending_renewal_info` names from that alone
+    ///   (`.renewalInfo`): a subscriber who churned is still a subscriber, not "no subscription".
     /// - Rows without `expires_date` are other purchases (consumables, non-renewing), not subscriptions.
     /// - Renewal info is matched by original transaction id; iOS 6 answers carry it at the top level.
     ///
     /// - Parameter answeredBy: the endpoint that answered, used when the body names no environment.
     public init(verifyReceipt response: VerifyReceiptResponse, answeredBy: AppStoreEnvironment?) {
-        var rows = response.latestReceiptInfo
-        if let expired = response.latestExpiredReceiptInfo { rows.append(expired) }
-        if rows.isEmpty { rows = response.receipt?.inApp ?? [] }
         let environment = response.environment ?? answeredBy
+        var latest = response.latestReceiptInfo
+        if let expired = response.latestExpiredReceiptInfo { latest.append(expired) }
+        let receiptRows = response.receipt?.inApp ?? []
 
-        var groups: [String: [LatestReceiptInfo]] = [:]
+        var groups: [String: (basis: EvidenceBasis, rows: [LatestReceiptInfo])] = [:]
         var order: [String] = []
-        var otherPurchases = 0
-        for row in rows {
-            guard row.expiresDate != nil else {
-                otherPurchases += 1
-                continue
+        func collect(_ rows: [LatestReceiptInfo], as basis: EvidenceBasis) {
+            for row in rows where row.expiresDate != nil {
+                guard let key = row.originalTransactionID ?? row.transactionID else { continue }
+                if let group = groups[key] {
+                    // The receipt's rows never add to a subscription the latest transactions list.
+                    if group.basis == basis { groups[key]?.rows.append(row) }
+                } else {
+                    order.append(key)
+                    groups[key] = (basis, [row])
+                }
             }
-            guard let key = row.originalTransactionID ?? row.transactionID else { continue }
-            if groups[key] == nil { order.append(key) }
-            groups[key, default: []].append(row)
         }
-        let renewals = response.pendingRenewalInfo.isEmpty ? response.topLevelRenewal.map { [$0] } ?? [] : response.pendingRenewalInfo
+        collect(latest, as: .latestTransactions)
+        collect(receiptRows, as: .receiptTransactions)
+        // Other purchases are counted in one list, so the receipt's copies are not counted twice.
+        let purchases = latest.isEmpty ? receiptRows : latest
+        let otherPurchases = purchases.count(where: { $0.expiresDate == nil })
 
-        let subscriptions = order.compactMap { key -> SubscriptionEvidence? in
+        let renewals = response.pendingRenewalInfo.isEmpty ? response.topLevelRenewal.map { [$0] } ?? [] : response.pendingRenewalInfo
+        var matched: Set<Int> = []
+        var subscriptions = order.compactMap { key -> SubscriptionEvidence? in
             guard let group = groups[key] else { return nil }
-            let pending = Self.renewal(for: key, rows: group, in: renewals)
-            return SubscriptionEvidence(originalTransactionID: key, rows: group, renewal: pending, environment: environment)
+            let index = Self.renewal(for: key, rows: group.rows, in: renewals)
+            if let index { matched.insert(index) }
+            return SubscriptionEvidence(
+                originalTransactionID: key, rows: group.rows, renewal: index.map { renewals[$0] }, environment: environment,
+                basis: group.basis)
+        }
+        let products = Set(groups.values.flatMap { $0.rows.compactMap(\.productID) })
+        for (index, info) in renewals.enumerated() where !matched.contains(index) {
+            // Renewal info for a subscription no transaction shows. One whose product a listed
+            // subscription has is that subscription's, under an id that does not line up.
+            guard let id = info.originalTransactionID, groups[id] == nil,
+                ![info.productID, info.autoRenewProductID].contains(where: { $0.map(products.contains) ?? false })
+            else { continue }
+            subscriptions.append(SubscriptionEvidence(renewalOnly: info, originalTransactionID: id, environment: environment))
         }
         self.init(
             environment: environment, bundleID: response.receipt?.bundleID, latestReceipt: response.latestReceipt,
             subscriptions: subscriptions, otherPurchases: otherPurchases)
     }
 
-    /// Renewal info by `original_transaction_id`, falling back to the product when the answer's ids
-    /// do not line up (seen in anonymised real answers), or to the only one there is.
+    /// The index of the renewal info for `originalTransactionID`, falling back to the product when the
+    /// answer's ids do not line up (seen in anonymised real answers), or to the only one there is.
     private static func renewal(
         for originalTransactionID: String, rows: [LatestReceiptInfo], in infos: [PendingRenewalInfo]
-    ) -> PendingRenewalInfo? {
-        if let exact = infos.first(where: { $0.originalTransactionID == originalTransactionID }) {
+    ) -> Int? {
+        if let exact = infos.firstIndex(where: { $0.originalTransactionID == originalTransactionID }) {
             return exact
         }
         let products = Set(rows.compactMap(\.productID))
-        let candidates = infos.filter { info in
-            info.originalTransactionID == nil || [info.productID, info.autoRenewProductID].contains { $0.map(products.contains) ?? false }
+        let candidates = infos.indices.filter { index in
+            let info = infos[index]
+            return info.originalTransactionID == nil
+                || [info.productID, info.autoRenewProductID].contains { $0.map(products.contains) ?? false }
         }
         return candidates.count == 1 ? candidates.first : nil
     }
 }
 
 extension SubscriptionEvidence {
-    init(originalTransactionID: String, rows: [LatestReceiptInfo], renewal: PendingRenewalInfo?, environment: AppStoreEnvironment?) {
+    init(
+        originalTransactionID: String, rows: [LatestReceiptInfo], renewal: PendingRenewalInfo?, environment: AppStoreEnvironment?,
+        basis: EvidenceBasis
+    ) {
         let granting = rows.filter { $0.isUpgraded != true }
         let current = Self.current(of: granting.isEmpty ? rows : granting)
         self.init(
@@ -77,7 +105,24 @@ extension SubscriptionEvidence {
             ownershipType: current?.inAppOwnershipType,
             environment: environment,
             latestTransactionID: current?.transactionID,
-            subscriptionGroupIdentifier: current?.subscriptionGroupIdentifier
+            subscriptionGroupIdentifier: current?.subscriptionGroupIdentifier,
+            basis: basis
+        )
+    }
+
+    /// A subscription only `pending_renewal_info` names: its product and renewal facts, no expiry,
+    /// and no grace period (with no transaction to show a paid period, nothing here grants access).
+    init(renewalOnly info: PendingRenewalInfo, originalTransactionID: String, environment: AppStoreEnvironment?) {
+        self.init(
+            originalTransactionID: originalTransactionID,
+            productID: info.productID ?? info.autoRenewProductID,
+            expiresAt: nil,
+            autoRenew: info.autoRenewStatus,
+            autoRenewProductID: info.autoRenewProductID,
+            isInBillingRetry: info.isInBillingRetryPeriod ?? false,
+            expirationIntent: info.expirationIntent,
+            environment: environment,
+            basis: .renewalInfo
         )
     }
 

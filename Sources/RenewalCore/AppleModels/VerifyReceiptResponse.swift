@@ -55,6 +55,20 @@ public struct VerifyReceiptResponse: Sendable, Hashable, Encodable {
             expirationIntent: expirationIntent, isInBillingRetryPeriod: isInBillingRetryPeriod)
     }
 
+    /// Whether the decoded receipt's `in_app` rows are worth reading: when the latest transactions
+    /// hold no subscription, or miss one that `pending_renewal_info` names. Otherwise the latest
+    /// transactions say all there is, and a long subscriber's hundreds of `in_app` rows are skipped.
+    var needsReceiptTransactions: Bool {
+        var latestSubscriptions: Set<String> = []
+        for row in latestReceiptInfo + [latestExpiredReceiptInfo].compactMap({ $0 }) where row.expiresDate != nil {
+            if let id = row.originalTransactionID ?? row.transactionID { latestSubscriptions.insert(id) }
+        }
+        guard !latestSubscriptions.isEmpty else { return true }
+        return pendingRenewalInfo.contains { info in
+            info.originalTransactionID.map { !latestSubscriptions.contains($0) } ?? false
+        }
+    }
+
     enum Field: Int, AppleField {
         case status, environment, isRetryableHyphen, isRetryable, latestReceipt, latestReceiptInfo
         case latestExpiredReceiptInfo, pendingRenewalInfo, receipt, autoRenewStatus, expirationIntent
@@ -126,9 +140,7 @@ public struct VerifyReceiptResponse: Sendable, Hashable, Encodable {
         }
         pendingRenewalInfo = try f.array(.pendingRenewalInfo, PendingRenewalInfo.init(json:))
         if let receiptValue = f[.receipt] {
-            // `in_app` is read only when the answer has no `latest_receipt_info` to go by.
-            let readInApp = latestReceiptInfo.isEmpty && latestExpiredReceiptInfo == nil
-            receipt = try ReceiptInfo(json: receiptValue, readInApp: readInApp)
+            receipt = try ReceiptInfo(json: receiptValue, readInApp: needsReceiptTransactions)
         }
         autoRenewStatus = try f.bool(.autoRenewStatus)
         expirationIntent = try f.string(.expirationIntent)

@@ -47,6 +47,18 @@ public struct AppleEvidence: Sendable, Hashable {
     public var originalTransactionIDs: [String] { subscriptions.map(\.originalTransactionID) }
 }
 
+/// Which part of Apple's answer a subscription was read from. Only the latest transactions are the
+/// whole story; the other two are partial, so the job never lets them grant access past the expiry
+/// they state, nor move a known expiry backwards (`EntitlementDecision`).
+public enum EvidenceBasis: Sendable, Hashable {
+    /// The answer's latest transactions: `latest_receipt_info`, or the Server API's signed transaction.
+    case latestTransactions
+    /// Only the `in_app` rows of the receipt that was sent, which may be older than Apple's latest.
+    case receiptTransactions
+    /// Only `pending_renewal_info`: renewal facts with no transaction, so no expiry.
+    case renewalInfo
+}
+
 /// What Apple says about one subscription (`original_transaction_id`), before it is judged at an
 /// instant: the state comes from `SubscriptionSnapshot(evidence:now:)`.
 public struct SubscriptionEvidence: Sendable, Hashable {
@@ -73,13 +85,16 @@ public struct SubscriptionEvidence: Sendable, Hashable {
     public var environment: AppStoreEnvironment?
     public var latestTransactionID: String?
     public var subscriptionGroupIdentifier: String?
+    /// The part of the answer this was read from.
+    public var basis: EvidenceBasis
 
     public init(
         originalTransactionID: String, productID: String?, expiresAt: Date?, isUpgraded: Bool = false,
         cancelledAt: Date? = nil, autoRenew: Bool?, autoRenewProductID: String? = nil,
         gracePeriodExpiresAt: Date? = nil, isInBillingRetry: Bool = false, expirationIntent: String? = nil,
         isTrialPeriod: Bool = false, isInIntroOfferPeriod: Bool = false, ownershipType: String? = nil,
-        environment: AppStoreEnvironment?, latestTransactionID: String? = nil, subscriptionGroupIdentifier: String? = nil
+        environment: AppStoreEnvironment?, latestTransactionID: String? = nil, subscriptionGroupIdentifier: String? = nil,
+        basis: EvidenceBasis = .latestTransactions
     ) {
         self.originalTransactionID = originalTransactionID
         self.productID = productID
@@ -97,5 +112,6 @@ public struct SubscriptionEvidence: Sendable, Hashable {
         self.environment = environment
         self.latestTransactionID = latestTransactionID
         self.subscriptionGroupIdentifier = subscriptionGroupIdentifier
+        self.basis = basis
     }
 }
