@@ -1,3 +1,4 @@
+import AppStoreSimulator
 import Foundation
 import Testing
 
@@ -15,6 +16,7 @@ struct ReportFormatTests {
         let rules: [(String, String)] = [
             ("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<run-id>"),
             (#"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z"#, "<time>"),
+            (#"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC"#, "<minute>"),
             (#"\d{4}-\d{2}-\d{2}"#, "<day>"),
             (#"\d+\.\d s\b"#, "<took>"),
             (" {2,}", " "),
@@ -106,6 +108,60 @@ struct ReportFormatTests {
             #expect(size > 20_000, "screenshot of \(size) bytes")
             print("figures[html report]: \(page.utf8.count) bytes, charts \(charts.map { "\($0["id"] ?? "?") \($0["width"] ?? 0)x\($0["height"] ?? 0) marks \($0["marks"] ?? 0)" }.joined(separator: ", ")), screenshot \(size) bytes")
         }
+    }
+
+    @Test(
+        "HTML times read as '2026-11-24 01:22 UTC' on one line in Chromium, the exact value in datetime and title; 'took' of a range is the total",
+        .enabled(if: ObservabilityTools.chromium != nil, "chromium is not installed (Debian package chromium)"))
+    func htmlTimesAndTotals() async throws {
+        let chromium = try #require(ObservabilityTools.chromium)
+        try await ObservedRun.with { observed in
+            // Two runs make a range.
+            #expect(try await CLI.run(["run"], environment: observed.environment).status == 3)
+            observed.state.advance(by: 11 * 86_400)
+            let second = try await CLI.run(["run"], environment: observed.environment)
+            #expect([0, 3, 4].contains(second.status), "\(second.stderr)")
+            let html = observed.directory + "/range.html"
+            let rendered = try await CLI.run(["report", "--since", "2000-01-01", "--format", "html", "--output", html], environment: observed.environment)
+            #expect(rendered.status == 0, "\(rendered.stderr)")
+            let page = try String(contentsOfFile: html, encoding: .utf8)
+
+            // Every time: the reader's form shown, the exact instant kept, and both the same minute.
+            let times = page.matches(of: /<time datetime="([^"]+)" title="([^"]+)">([^<]*)<\/time>/)
+            #expect(times.count > 20, "only \(times.count) times on the page")
+            for time in times {
+                let exact = String(time.output.1), shown = String(time.output.3)
+                #expect(String(time.output.2) == exact)
+                #expect(shown.wholeMatch(of: /\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC/) != nil, "shown as \(shown)")
+                #expect(exact.prefix(16).replacingOccurrences(of: "T", with: " ") + " UTC" == shown, "\(exact) shown as \(shown)")
+            }
+            #expect(!page.contains(/<td>\d{4}-\d{2}-\d{2}T/), "a table cell shows a raw RFC 3339 time")
+
+            // 'took' of the range: the runs' durations added up (each rounded to a tenth in the table).
+            let report = try #require(try JSONSerialization.jsonObject(
+                with: Data(try await CLI.run(["report", "--since", "2000-01-01", "--format", "json"], environment: observed.environment).stdout.utf8)) as? [[String: Any]])
+            #expect(report.count == 2)
+            let seconds = report.reduce(0.0) { total, run in
+                let started = (run["started_at"] as? String).flatMap(Self.date), finished = (run["finished_at"] as? String).flatMap(Self.date)
+                return total + (finished.map { f in started.map { f.timeIntervalSince($0) } ?? 0 } ?? 0)
+            }
+            let took = try #require(page.firstMatch(of: /<span>took<\/span><strong>([^<]*)<\/strong>/).map { String($0.output.1) })
+            let shownSeconds = try #require(took.firstMatch(of: /^(\d+\.\d) s$/).flatMap { Double($0.output.1) }, "took shows \(took)")
+            #expect(abs(shownSeconds - seconds) < 0.11, "took \(took), runs took \(seconds) s")
+
+            // Laid out in a real browser, in a window narrow enough to squeeze the tables: no time breaks.
+            let browser = ["--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9", "--window-size=720,2000"]
+            let dom = try await toolOffPool(chromium, browser + ["--dump-dom", "file://" + html])
+            let attribute = try #require(dom.firstMatch(of: /data-times="([^"]*)"/).map { String($0.output.1) }, "no data-times in the DOM")
+            let layout = try #require(try JSONSerialization.jsonObject(with: Data(attribute.replacingOccurrences(of: "&quot;", with: "\"").utf8)) as? [String: Int])
+            #expect(layout["shown"] == times.count)
+            #expect(layout["wrapped"] == 0, "times broken over two lines: \(layout)")
+        }
+    }
+
+    static func date(_ text: String) -> Date? {
+        (try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
+            ?? (try? Date(text, strategy: Date.ISO8601FormatStyle()))
     }
 
     @Test("renewal demo writes an HTML report and prints its path")

@@ -15,10 +15,15 @@ extension StoredReport {
         var runs: [RunRecord] = []
         var runCount = 0
         var totals = RenewalCounts()
+        var first: RunRecord?
         var last: RunRecord?
+        var took: TimeInterval = 0
+        var unfinished = 0
         try await forEachRun(selection) { run in
             runCount += 1
+            if first == nil { first = run }
             last = run
+            if let finished = run.finishedAt { took += finished.timeIntervalSince(run.startedAt) } else { unfinished += 1 }
             if runs.count == 200 { runs.removeFirst() }
             runs.append(run)
             totals.checked += run.checked
@@ -32,14 +37,14 @@ extension StoredReport {
         guard let last else { return }
         let entitled = try await entitledSeries(upTo: last.startedAt)
 
-        let title = runCount == 1 ? "renewal run \(last.id)" : "renewal runs \(Timestamp.string(runs.first?.startedAt ?? last.startedAt)) to \(Timestamp.string(last.startedAt))"
+        let title = runCount == 1 ? "renewal run \(last.id)" : "renewal runs \(Self.readable(first?.startedAt ?? last.startedAt)) to \(Self.readable(last.startedAt))"
         var page = Self.pageHead(title: title)
         page += "<h1>\(Self.escape(title))</h1>\n<section class=\"cards\">\n"
         let cards: [(String, String)] = [
             ("status", runCount == 1 ? "\(last.status) (exit \(last.exitCode.map(String.init) ?? "-"))" : "\(runCount) runs"),
             ("checked", "\(totals.checked)"), ("changes", "\(totals.changed)"), ("unchanged", "\(totals.unchanged)"),
             ("failed", "\(totals.failed)"), ("conflicts", "\(totals.conflicts)"),
-            ("took", runCount == 1 ? Self.duration(last) : "-"),
+            ("took", runCount == 1 ? Self.duration(last) : Self.totalDuration(took, unfinished: unfinished)),
         ]
         for (label, value) in cards {
             page += "<div class=\"card\"><span>\(Self.escape(label))</span><strong>\(Self.escape(value))</strong></div>\n"
@@ -48,25 +53,27 @@ extension StoredReport {
 
         let kindRows = kinds.sorted { ($1.value, $0.key) < ($0.value, $1.key) }
         page += "<h2>Changes by kind</h2>\n" + SVGChart.bars(id: "changes-by-kind", kindRows.map { ($0.key, $0.value) })
-        page += Self.htmlTable(["kind", "changes"], kindRows.map { [$0.key, "\($0.value)"] })
+        page += Self.htmlTable(["kind", "changes"], kindRows.map { [.text($0.key), .text("\($0.value)")] })
 
         page += "<h2>Entitled subscribers by product, last \(entitled.runs.count) runs</h2>\n"
         page += SVGChart.lines(id: "entitled-by-product", series: entitled.series, xLabels: entitled.runs.map { Timestamp.string($0.startedAt) })
         page += Self.htmlTable(
             ["run started"] + entitled.series.map(\.name),
             entitled.runs.indices.map { index in
-                [Timestamp.string(entitled.runs[index].startedAt)] + entitled.series.map { "\($0.values[index])" }
+                [.time(entitled.runs[index].startedAt)] + entitled.series.map { .text("\($0.values[index])") }
             })
 
         let reasonRows = reasons.sorted { ($1.value, $0.key) < ($0.value, $1.key) }
         page += "<h2>Failures by reason</h2>\n" + SVGChart.bars(id: "failures-by-reason", reasonRows.map { ($0.key, $0.value) })
-        page += Self.htmlTable(["reason", "failures"], reasonRows.map { [$0.key, "\($0.value)"] })
+        page += Self.htmlTable(["reason", "failures"], reasonRows.map { [.text($0.key), .text("\($0.value)")] })
 
         page += "<h2>Runs</h2>\n" + Self.htmlTable(
             ["started", "command", "status", "exit", "took", "checked", "changed", "failed", "conflicts", "run id"],
             runs.map {
-                [Timestamp.string($0.startedAt), $0.command, $0.status, $0.exitCode.map(String.init) ?? "-", Self.duration($0),
-                 "\($0.checked)", "\($0.changed)", "\($0.failed)", "\($0.conflicts)", $0.id]
+                [.time($0.startedAt)] + [
+                    $0.command, $0.status, $0.exitCode.map(String.init) ?? "-", Self.duration($0),
+                    "\($0.checked)", "\($0.changed)", "\($0.failed)", "\($0.conflicts)", $0.id,
+                ].map(HTMLCell.text)
             })
         try output.write(page)
 
@@ -78,12 +85,12 @@ extension StoredReport {
             try await forEachChangePage(of: run.id, limit: htmlRowLimit - listed) { changes in
                 for change in changes {
                     let event = change.event
-                    let cells = [
-                        Timestamp.string(change.occurredAt), change.userID, event.productID ?? "", event.kind.rawValue,
-                        event.fromState.rawValue, event.toState.rawValue, event.newExpiresAt.map(Timestamp.string) ?? "",
-                        event.environment?.rawValue ?? "",
+                    let cells: [HTMLCell] = [
+                        .time(change.occurredAt), .text(change.userID), .text(event.productID ?? ""), .text(event.kind.rawValue),
+                        .text(event.fromState.rawValue), .text(event.toState.rawValue), .time(event.newExpiresAt),
+                        .text(event.environment?.rawValue ?? ""),
                     ]
-                    try output.write("<tr>" + cells.map { "<td>\(Self.escape($0))</td>" }.joined() + "</tr>\n")
+                    try output.write(Self.htmlRow(cells))
                 }
                 listed += changes.count
             }
@@ -98,8 +105,8 @@ extension StoredReport {
             guard failuresListed < htmlRowLimit else { return }
             try await forEachFailurePage(of: run.id, limit: htmlRowLimit - failuresListed) { failures in
                 for failure in failures {
-                    let cells = [Timestamp.string(failure.occurredAt), failure.userID, failure.failure.reason, failure.failure.message]
-                    try output.write("<tr>" + cells.map { "<td>\(Self.escape($0))</td>" }.joined() + "</tr>\n")
+                    let cells: [HTMLCell] = [.time(failure.occurredAt), .text(failure.userID), .text(failure.failure.reason), .text(failure.failure.message)]
+                    try output.write(Self.htmlRow(cells))
                 }
                 failuresListed += failures.count
             }
@@ -154,12 +161,51 @@ extension StoredReport {
         return result
     }
 
-    static func htmlTable(_ header: [String], _ rows: [[String]]) -> String {
+    /// One cell of a table on the page.
+    enum HTMLCell {
+        /// Text, escaped; a whole number is right-aligned.
+        case text(String)
+        /// A time as a reader writes it (`2026-11-24 01:22 UTC`) on one line, the exact RFC 3339 value
+        /// in its `datetime` and `title` (shown on hover); empty for nil.
+        case time(Date?)
+
+        var html: String {
+            switch self {
+            case .text(let text):
+                return Int(text) != nil ? "<td class=\"n\">\(text)</td>" : "<td>\(StoredReport.escape(text))</td>"
+            case .time(let date):
+                guard let date else { return "<td></td>" }
+                let exact = Timestamp.string(date)
+                return "<td><time datetime=\"\(exact)\" title=\"\(exact)\">\(StoredReport.readable(date))</time></td>"
+            }
+        }
+    }
+
+    /// `2026-11-24 01:22 UTC`: to the minute, in UTC, as the page shows times.
+    static func readable(_ date: Date) -> String {
+        let exact = Timestamp.string(date)
+        return exact.prefix(10) + " " + exact.dropFirst(11).prefix(5) + " UTC"
+    }
+
+    /// The summed wall time of a range of runs, with how many had not finished.
+    static func totalDuration(_ seconds: TimeInterval, unfinished: Int) -> String {
+        let total: String
+        switch seconds {
+        case ..<60: total = String(format: "%.1f s", seconds)
+        case ..<3600: total = "\(Int(seconds) / 60) min \(Int(seconds) % 60) s"
+        default: total = "\(Int(seconds) / 3600) h \(Int(seconds) % 3600 / 60) min"
+        }
+        return unfinished == 0 ? total : "\(total) (+\(unfinished) unfinished)"
+    }
+
+    static func htmlRow(_ cells: [HTMLCell]) -> String {
+        "<tr>" + cells.map(\.html).joined() + "</tr>\n"
+    }
+
+    static func htmlTable(_ header: [String], _ rows: [[HTMLCell]]) -> String {
         guard !rows.isEmpty else { return "<p class=\"note\">None.</p>\n" }
         var html = "<table><thead><tr>" + header.map { "<th>\(escape($0))</th>" }.joined() + "</tr></thead><tbody>\n"
-        for row in rows {
-            html += "<tr>" + row.map { cell in Int(cell) != nil ? "<td class=\"n\">\(cell)</td>" : "<td>\(escape(cell))</td>" }.joined() + "</tr>\n"
-        }
+        for row in rows { html += htmlRow(row) }
         return html + "</tbody></table>\n"
     }
 
@@ -177,15 +223,16 @@ extension StoredReport {
         .card span { display: block; color: #5b6570; font-size: 12px; } .card strong { font-size: 18px; }
         table { border-collapse: collapse; margin: 8px 0; font-size: 13px; }
         th, td { border-bottom: 1px solid #e3e7eb; padding: 3px 10px; text-align: left; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
-        svg.chart { display: block; margin: 8px 0; } .note { color: #5b6570; }
+        svg.chart { display: block; margin: 8px 0; } .note { color: #5b6570; } time { white-space: nowrap; }
         svg text { font: 12px system-ui, sans-serif; fill: #1d232a; }
         </style></head><body>
 
         """
     }
 
-    /// The closing script records what each chart drew (size and marks) in `data-charts`, so a
-    /// headless browser's DOM dump shows the charts rendered; the page works without it.
+    /// The closing script records what each chart drew (size and marks) in `data-charts`, and how
+    /// many of the times shown broke over more than one line in `data-times`, so a headless browser's
+    /// DOM dump shows the page laid out as meant; the page works without it.
     static let pageTail = """
         <script>
         (function () {
@@ -194,6 +241,9 @@ extension StoredReport {
             return { id: svg.id, width: Math.round(box.width), height: Math.round(box.height), marks: svg.querySelectorAll('.mark').length };
           });
           document.body.setAttribute('data-charts', JSON.stringify(charts));
+          var times = document.querySelectorAll('time');
+          var wrapped = Array.prototype.filter.call(times, function (time) { return time.getClientRects().length > 1; }).length;
+          document.body.setAttribute('data-times', JSON.stringify({ shown: times.length, wrapped: wrapped }));
         })();
         </script>
         </body></html>
