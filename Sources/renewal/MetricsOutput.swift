@@ -6,7 +6,7 @@ import RenewalJob
 
 /// Where a run's metrics go: a textfile for node_exporter (written atomically at the end) and/or a
 /// Pushgateway (pushed every `interval` during the run and once at the end).
-struct MetricsOutput {
+struct MetricsOutput: Sendable {
     var textfile: String?
     var pushgateway: String?
     var interval: Double
@@ -62,15 +62,19 @@ struct MetricsOutput {
     func around<T>(_ metrics: RunMetrics?, warn: @escaping @Sendable (String) -> Void, _ body: () async throws -> T) async throws -> T {
         guard let metrics, pushURL != nil else { return try await body() }
         return try await HTTPClient.withHTTPClient { client in
-            let pusher = Task {
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .milliseconds(Int64(interval * 1000)))
-                    guard !Task.isCancelled else { return }
-                    do { try await push(metrics.text(), client: client) } catch { warn("\(error)") }
+            // The pusher is a child task: the group waits for it to end before the HTTP client it
+            // pushes with shuts down.
+            try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
+                group.addTask {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .milliseconds(Int64(interval * 1000)))
+                        guard !Task.isCancelled else { return }
+                        do { try await push(metrics.text(), client: client) } catch { warn("\(error)") }
+                    }
                 }
+                defer { group.cancelAll() }
+                return try await body()
             }
-            defer { pusher.cancel() }
-            return try await body()
         }
     }
 }

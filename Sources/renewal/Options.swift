@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import RenewalCore
 import RenewalStorage
+import Synchronization
 
 /// `--database` / `RENEWAL_DATABASE`.
 struct DatabaseOptions: ParsableArguments {
@@ -136,11 +137,15 @@ struct LoggingOptions: ParsableArguments {
 }
 
 enum LoggingBootstrap {
-    nonisolated(unsafe) private static var done = false
+    private static let done = Mutex(false)
 
     static func once(level: Logger.Level, format: LogFormat) {
-        guard !done else { return }
-        done = true
+        // Only the first caller bootstraps: the logging system may be set up once per process.
+        let first = done.withLock { done in
+            defer { done = true }
+            return !done
+        }
+        guard first else { return }
         LoggingSystem.bootstrap { label in
             switch format {
             case .text:
