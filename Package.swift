@@ -35,22 +35,34 @@ let package = Package(
         .target(name: "RenewalCore"),
 
         // Adapters
+        // What every Apple API client shares: the verifier protocols, the HTTP transport, the retry
+        // policy, the one error type and the observer.
         .target(
-            name: "RenewalAppStore",
+            name: "RenewalAppleAPI",
             dependencies: [
                 "RenewalCore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "RenewalAppStore",
+            dependencies: [
+                "RenewalCore",
+                "RenewalAppleAPI",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         .target(
             name: "RenewalServerAPI",
             dependencies: [
                 "RenewalCore",
-                "RenewalAppStore",
+                "RenewalAppleAPI",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -89,7 +101,7 @@ let package = Package(
             name: "RenewalJob",
             dependencies: [
                 "RenewalCore",
-                "RenewalAppStore",
+                "RenewalAppleAPI",
                 "RenewalStorage",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -101,7 +113,6 @@ let package = Package(
             name: "AppStoreSimulator",
             dependencies: [
                 "RenewalCore",
-                "RenewalAppStore",
                 "RenewalServerAPI",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -115,6 +126,7 @@ let package = Package(
             name: "renewal",
             dependencies: [
                 "RenewalCore",
+                "RenewalAppleAPI",
                 "RenewalAppStore",
                 "RenewalStorage",
                 "RenewalSQLite",
@@ -136,7 +148,7 @@ let package = Package(
             name: "appstore-simulator",
             dependencies: [
                 "AppStoreSimulator",
-                "RenewalAppStore",
+                "RenewalCore",
                 "RenewalServerAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -163,12 +175,19 @@ let package = Package(
         .testTarget(
             name: "RenewalAppStoreTests",
             dependencies: [
-                "RenewalAppStore", "AppStoreSimulator", "RenewalTesting",
+                "RenewalAppStore", "RenewalAppleAPI", "AppStoreSimulator", "RenewalTesting",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "RenewalAppleAPITests",
+            dependencies: [
+                "RenewalAppleAPI", "RenewalCore",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
@@ -188,7 +207,8 @@ let package = Package(
         .testTarget(
             name: "RenewalJobTests",
             dependencies: [
-                "RenewalJob", "RenewalSQLite", "RenewalPostgres", "RenewalAppStore", "AppStoreSimulator", "RenewalTesting",
+                "RenewalJob", "RenewalSQLite", "RenewalPostgres", "RenewalAppStore", "RenewalAppleAPI", "AppStoreSimulator",
+                "RenewalTesting",
                 "RenewalServerAPI",
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "Logging", package: "swift-log"),

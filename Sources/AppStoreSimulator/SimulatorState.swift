@@ -1,5 +1,5 @@
 import Foundation
-import RenewalAppStore
+import RenewalCore
 import Synchronization
 
 /// The simulator's mutable state, shared by the HTTP routes and in-process users (tests, the demo).

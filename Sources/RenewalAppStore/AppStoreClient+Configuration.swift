@@ -1,3 +1,5 @@
+import RenewalAppleAPI
+
 extension AppStoreClient {
     /// How the client talks to verifyReceipt. Every value has a documented default.
     public struct Configuration: Sendable, Hashable {
@@ -49,6 +51,11 @@ extension AppStoreClient {
             self.retryBaseDelay = retryBaseDelay
             self.retryMaxDelay = retryMaxDelay
             self.maxConnectionsPerHost = maxConnectionsPerHost
+        }
+
+        /// `maxAttempts`, `retryBaseDelay` and `retryMaxDelay` as the loop every Apple client retries with.
+        public var retryPolicy: RetryPolicy {
+            RetryPolicy(maxAttempts: maxAttempts, baseDelay: retryBaseDelay, maxDelay: retryMaxDelay)
         }
     }
 }

@@ -1,21 +1,28 @@
 import AsyncHTTPClient
-import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import RenewalAppleAPI
 import RenewalCore
 
 extension AppStoreClient {
-    /// The result of one HTTP request to verifyReceipt.
-    enum Exchange: Sendable {
-        /// A decoded Apple answer with HTTP 200, whatever its `status`.
-        case answer(VerifyReceiptResponse)
-        /// No usable answer.
-        case failure(AppStoreClientError)
+    /// Sends one request to `environment`'s endpoint and reads the answer within the timeout and size
+    /// cap: a decoded answer with HTTP 200, whatever its `status`, or why there is none.
+    func exchange(receipt: String, environment: AppStoreEnvironment, logger: Logger) async -> Result<VerifyReceiptResponse, AppleAPIError> {
+        await transport.timed(environment, status: Self.observedStatus) {
+            await send(receipt: receipt, environment: environment, logger: logger)
+        }
     }
 
-    /// Sends one request to `environment`'s endpoint and reads the answer within the timeout and size cap.
-    func exchange(receipt: String, environment: AppStoreEnvironment, logger: Logger) async -> Exchange {
+    /// Apple's status code for an answer, the failure's reason otherwise.
+    static func observedStatus(_ exchanged: Result<VerifyReceiptResponse, AppleAPIError>) -> String {
+        switch exchanged {
+        case .success(let response): "\(response.status.rawValue)"
+        case .failure(let error): error.reason
+        }
+    }
+
+    private func send(receipt: String, environment: AppStoreEnvironment, logger: Logger) async -> Result<VerifyReceiptResponse, AppleAPIError> {
         let isSandbox = environment == .sandbox
         let url = isSandbox ? configuration.sandboxURL : configuration.productionURL
         let payload = VerifyReceiptRequest(
@@ -34,16 +41,10 @@ extension AppStoreClient {
 
         let response: HTTPClientResponse
         let buffer: ByteBuffer
-        switch await AppleHTTP.fetch(
-            request, on: httpClient, timeout: configuration.requestTimeout, maxBytes: configuration.maxResponseBytes, logger: logger)
-        {
+        switch await transport.fetch(request, timeout: configuration.requestTimeout, maxBytes: configuration.maxResponseBytes, logger: logger) {
         case .success(let fetched):
             (response, buffer) = fetched
-        case .failure(.tooLarge):
-            logger.trace("verifyReceipt answer over the size cap", metadata: [LogKey.responseBytes: "\(configuration.maxResponseBytes)+"])
-            return .failure(.responseTooLarge(limit: configuration.maxResponseBytes))
-        case .failure(.transport(let failure)):
-            logger.trace("verifyReceipt request failed", metadata: [LogKey.appStoreFailure: "\(failure.reason)"])
+        case .failure(let failure):
             return .failure(failure)
         }
 
@@ -77,30 +78,6 @@ extension AppStoreClient {
                 LogKey.appStoreStatus: "\(decoded.status.rawValue)",
                 LogKey.appStoreEnvironment: "\(decoded.environment?.rawValue ?? environment.rawValue)",
             ])
-        return .answer(decoded)
-    }
-
-    /// Maps a transport error onto the module's error, keeping only a short, secret-free description.
-    package static func clientError(_ error: any Error) -> AppStoreClientError {
-        if let error = error as? HTTPClientError {
-            let timeouts: [HTTPClientError] = [
-                .deadlineExceeded, .readTimeout, .writeTimeout, .connectTimeout,
-                .getConnectionFromPoolTimeout, .tlsHandshakeTimeout,
-            ]
-            if timeouts.contains(error) { return .timeout }
-            return .connection(String(describing: error))
-        }
-        if error is CancellationError { return .connection("cancelled") }
-        let text = String(describing: error)
-        return .connection(text.count > 200 ? String(text.prefix(200)) + "…" : text)
-    }
-}
-
-extension Duration {
-    /// The duration in whole nanoseconds (saturating).
-    package var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        return overflow ? .max : product &+ attoseconds / 1_000_000_000
+        return .success(decoded)
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import RenewalAppStore
+import RenewalAppleAPI
 import RenewalCore
 import RenewalStorage
 import ServiceLifecycle

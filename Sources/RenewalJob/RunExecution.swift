@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import RenewalAppStore
+import RenewalAppleAPI
 import RenewalCore
 import RenewalStorage
 import ServiceLifecycle
@@ -164,7 +164,7 @@ struct RunExecution {
                         logger.error("Apple says the configuration is wrong; stopping before writing anything else", metadata: [
                             LogKey.reason: "\(failure.reason)"
                         ])
-                        stop = failure.reason == "apple_status_21004" ? .sharedSecretRejected : .credentialsRejected
+                        stop = failure.reason == AppStoreStatus.sharedSecretRejected.reason ? .sharedSecretRejected : .credentialsRejected
                     }
                     try await handle(receipt, answer)
                     // About half the window answered since the last write, or nothing left in flight.

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import RenewalAppleAPI
 import RenewalCore
 import SwiftASN1
 import X509
@@ -66,6 +67,11 @@ extension ServerAPIClient {
             self.maxRetryAfter = maxRetryAfter
             self.tokenLifetime = tokenLifetime
             self.maxConnectionsPerHost = maxConnectionsPerHost
+        }
+
+        /// `maxAttempts`, `retryBaseDelay` and `retryMaxDelay` as the loop every Apple client retries with.
+        public var retryPolicy: RetryPolicy {
+            RetryPolicy(maxAttempts: maxAttempts, baseDelay: retryBaseDelay, maxDelay: retryMaxDelay)
         }
 
         /// The base URL of `environment`, without a trailing slash.

@@ -1,7 +1,7 @@
 import AppStoreSimulator
 import ArgumentParser
 import Foundation
-import RenewalAppStore
+import RenewalCore
 import RenewalServerAPI
 
 #if canImport(Glibc)

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import RenewalAppStore
+import RenewalAppleAPI
 import RenewalCore
 import RenewalServerAPI
 import RenewalStorage
@@ -77,7 +78,7 @@ struct CheckCommand: AsyncParsableCommand {
         case .verified(let evidence):
             print("server api: ok (\(configuration.productionURL) accepts the token; signed answer for \(whose) verified to the trusted root, \(evidence.subscriptions.count) subscription(s), \(evidence.environment?.rawValue ?? "unknown environment"))")
         case .transient(let failure, let isOutage):
-            if failure.reason == ServerAPIError.notFound.reason {
+            if failure.reason == AppleAPIError.notFound.reason {
                 print("server api: ok (the token is accepted; Apple knows no transaction by \(whose))")
             } else if isOutage {
                 FileHandle.standardError.write(Data("renewal: server api: \(failure.message)\n".utf8))

@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import RenewalAppStore
+import RenewalAppleAPI
 import RenewalCore
 import RenewalJob
 import RenewalSQLite

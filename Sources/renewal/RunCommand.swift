@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import Foundation
 import Logging
 import RenewalAppStore
+import RenewalAppleAPI
 import RenewalCore
 import RenewalJob
 import RenewalServerAPI
@@ -83,14 +84,20 @@ struct JobRunner {
             let outcome: RenewalOutcome
             do {
                 outcome = try await metricsOutput.around(metrics, warn: warn) {
-                    try await AppStoreClient.withAppStoreClient(configuration: clientConfiguration, observer: metrics) { client in
-                        try await Self.withServerAPI(serverAPIConfiguration, budget: budget, observer: metrics) { serverAPIClient in
-                            let verifier = SourceRouter(mode: mode, verifyReceipt: client, serverAPI: serverAPIClient)
-                            return try await store.withRunLock(owner: configuration.workerID) {
-                                try await RenewalRun(
-                                    configuration: configuration, store: store, verifier: verifier, logger: logger, now: clock
-                                ).runUntilDone()
-                            }
+                    // One HTTP client for both APIs (their hosts differ, so each keeps its own connections).
+                    try await AppleTransport.withAppleTransport(
+                        requestTimeout: clientConfiguration.requestTimeout, connectionsPerHost: clientConfiguration.maxConnectionsPerHost,
+                        observer: metrics
+                    ) { transport in
+                        let client = AppStoreClient(transport: transport, configuration: clientConfiguration)
+                        let serverAPIClient = serverAPIConfiguration.map {
+                            ServerAPIClient(transport: transport, configuration: $0, budget: budget)
+                        }
+                        let verifier = SourceRouter(mode: mode, verifyReceipt: client, serverAPI: serverAPIClient)
+                        return try await store.withRunLock(owner: configuration.workerID) {
+                            try await RenewalRun(
+                                configuration: configuration, store: store, verifier: verifier, logger: logger, now: clock
+                            ).runUntilDone()
                         }
                     }
                 }
@@ -134,17 +141,6 @@ struct JobRunner {
                 FileHandle.standardError.write(Data("renewal: the App Store Server API refused the API key (HTTP 401 in production and sandbox); nothing was changed. Check APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE.\n".utf8))
             }
             if outcome.status.exitCode != 0 { throw ExitCode(outcome.status.exitCode) }
-        }
-    }
-
-    /// Runs `body` with a Server API client when one is configured, else with nil.
-    static func withServerAPI<T>(
-        _ configuration: ServerAPIClient.Configuration?, budget: any RequestBudget, observer: (any AppStoreObserver)?,
-        _ body: (ServerAPIClient?) async throws -> T
-    ) async throws -> T {
-        guard let configuration else { return try await body(nil) }
-        return try await ServerAPIClient.withServerAPIClient(configuration: configuration, budget: budget, observer: observer) {
-            try await body($0)
         }
     }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Crypto
 import Foundation
 import Logging
+import RenewalJob
 import RenewalServerAPI
 import RenewalStorage
 

@@ -1,6 +1,7 @@
 import AppStoreSimulator
 import Foundation
 @testable import RenewalAppStore
+@testable import RenewalAppleAPI
 import RenewalCore
 import Testing
 
@@ -88,7 +89,7 @@ struct AppStoreClientTests {
     func environmentLoop() async throws {
         try await TestSupport.withSimulatorAndClient(adjust: { $0.sandboxURL = $0.productionURL }) { state, _, client in
             let result = await client.verify(receipt: TestSupport.receipt(.sandbox).encoded, logger: TestSupport.quiet)
-            #expect(result.failure?.reason == AppStoreClientError.environmentLoop.reason)
+            #expect(result.failure?.reason == AppleAPIError.environmentLoop.reason)
             #expect(state.stats.requests == 3)
         }
     }
@@ -118,7 +119,7 @@ struct AppStoreClientTests {
     func transientExhaustsAttempts() async throws {
         try await TestSupport.withSimulatorAndClient(adjust: { $0.maxAttempts = 2 }) { state, _, client in
             let result = await client.verify(receipt: TestSupport.receipt(.transient21005).encoded, logger: TestSupport.quiet)
-            #expect(result.failure?.reason == AppStoreClientError.temporaryStatus(.serverUnavailable).reason)
+            #expect(result.failure?.reason == AppleAPIError.temporaryStatus(.serverUnavailable).reason)
             #expect(result.failure?.isOutage == true)
             #expect(state.stats.requests == 2)
         }
@@ -142,7 +143,7 @@ struct AppStoreClientTests {
             let result = await client.verify(receipt: TestSupport.receipt(scenario).encoded, logger: TestSupport.quiet)
             let failure = try #require(result.failure)
             switch scenario {
-            case .outage: #expect(failure.reason == AppStoreClientError.httpStatus(503).reason)
+            case .outage: #expect(failure.reason == AppleAPIError.httpStatus(503).reason)
             case .html200:
                 #expect(failure.reason == "invalid_answer")
                 #expect(failure.message.contains("text/html"))
@@ -165,7 +166,7 @@ struct AppStoreClientTests {
             }
         ) { _, _, client in
             let result = await client.verify(receipt: TestSupport.receipt(.slow).encoded, logger: TestSupport.quiet)
-            #expect(result.failure?.reason == AppStoreClientError.timeout.reason)
+            #expect(result.failure?.reason == AppleAPIError.timeout.reason)
             #expect(result.failure?.isOutage == true)
         }
     }
@@ -174,7 +175,7 @@ struct AppStoreClientTests {
     func bodyCap() async throws {
         try await TestSupport.withSimulatorAndClient(adjust: { $0.maxResponseBytes = 256 }) { state, _, client in
             let result = await client.verify(receipt: TestSupport.receipt(.renewal).encoded, logger: TestSupport.quiet)
-            #expect(result.failure?.reason == AppStoreClientError.responseTooLarge(limit: 256).reason)
+            #expect(result.failure?.reason == AppleAPIError.responseTooLarge(limit: 256).reason)
             #expect(result.failure?.isOutage == false)
             #expect(state.stats.requests == 1)
         }
@@ -199,9 +200,9 @@ struct AppStoreClientTests {
         try await TestSupport.withSimulatorAndClient { state, _, client in
             let receipt = TestSupport.receipt(.renewal).encoded
             state.fault = .status21005
-            #expect(await client.verify(receipt: receipt, logger: TestSupport.quiet).failure?.reason == AppStoreClientError.temporaryStatus(.serverUnavailable).reason)
+            #expect(await client.verify(receipt: receipt, logger: TestSupport.quiet).failure?.reason == AppleAPIError.temporaryStatus(.serverUnavailable).reason)
             state.fault = .outage
-            #expect(await client.verify(receipt: receipt, logger: TestSupport.quiet).failure?.reason == AppStoreClientError.httpStatus(503).reason)
+            #expect(await client.verify(receipt: receipt, logger: TestSupport.quiet).failure?.reason == AppleAPIError.httpStatus(503).reason)
             state.fault = .none
             #expect(await client.verify(receipt: receipt, logger: TestSupport.quiet).evidence != nil)
         }
@@ -243,7 +244,7 @@ struct AppStoreClientTests {
             for attempt in 1...8 {
                 let ceiling = min(8_000, 500 * (1 << (attempt - 1)))
                 for _ in 0..<50 {
-                    let delay = client.backoff(afterAttempt: attempt)
+                    let delay = client.configuration.retryPolicy.backoff(afterAttempt: attempt)
                     #expect(delay >= .zero && delay <= .milliseconds(ceiling))
                 }
             }

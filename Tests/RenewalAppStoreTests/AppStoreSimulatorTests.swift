@@ -1,6 +1,7 @@
 import AppStoreSimulator
 import Foundation
 @testable import RenewalAppStore
+@testable import RenewalAppleAPI
 import RenewalCore
 import Testing
 

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 @testable import RenewalAppStore
+@testable import RenewalAppleAPI
 import RenewalCore
 
 /// Shared set-up: a simulator on a free loopback port and a client with tiny retry delays.
@@ -105,10 +106,10 @@ extension AppStoreClient {
     /// Apple's answer as sent on the wire (production, then sandbox on 21007), for tests of the
     /// simulator's format; nil when no JSON answer came back.
     func wireAnswer(receipt: String) async -> VerifyReceiptResponse? {
-        guard case .answer(let first) = await exchange(receipt: receipt, environment: .production, logger: TestSupport.quiet)
+        guard case .success(let first) = await exchange(receipt: receipt, environment: .production, logger: TestSupport.quiet)
         else { return nil }
         guard first.status == .sandboxReceiptOnProduction else { return first }
-        guard case .answer(let second) = await exchange(receipt: receipt, environment: .sandbox, logger: TestSupport.quiet)
+        guard case .success(let second) = await exchange(receipt: receipt, environment: .sandbox, logger: TestSupport.quiet)
         else { return nil }
         return second
     }

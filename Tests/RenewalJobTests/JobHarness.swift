@@ -3,6 +3,7 @@ import Foundation
 import InMemoryLogging
 import Logging
 import RenewalAppStore
+import RenewalAppleAPI
 import RenewalCore
 import RenewalJob
 import RenewalPostgres

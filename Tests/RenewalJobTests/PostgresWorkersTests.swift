@@ -2,6 +2,7 @@ import AppStoreSimulator
 import Foundation
 import Logging
 import RenewalAppStore
+import RenewalAppleAPI
 import RenewalCore
 import RenewalJob
 import RenewalPostgres

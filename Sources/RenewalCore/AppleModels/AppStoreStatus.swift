@@ -12,6 +12,9 @@ public struct AppStoreStatus: RawRepresentable, Hashable, Sendable, Codable, Cus
         self.rawValue = rawValue
     }
 
+    /// The failure reason reports and `run_failures` give this status (`apple_status_21005`).
+    public var reason: String { "apple_status_\(rawValue)" }
+
     public init(from decoder: any Decoder) throws {
         self.rawValue = try decoder.singleValueContainer().decode(Int.self)
     }

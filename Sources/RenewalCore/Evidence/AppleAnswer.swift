@@ -39,7 +39,7 @@ public struct AppleRejection: Sendable, Hashable {
     }
 
     /// The short stable reason reports and `run_failures` use.
-    public var reason: String { "apple_status_\(status.rawValue)" }
+    public var reason: String { status.reason }
 }
 
 /// Why one receipt's check produced no usable result. Never contains receipt data or secrets.

@@ -1,6 +1,6 @@
 import Foundation
 import Prometheus
-import RenewalAppStore
+import RenewalAppleAPI
 import RenewalCore
 
 /// The run's Prometheus metrics, the batch-job way: counters grow while the run goes (a push during

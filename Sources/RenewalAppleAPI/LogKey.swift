@@ -8,7 +8,7 @@ package enum LogKey {
     package static let appStoreAttempt = "appstore.attempt"
     /// The endpoint a request went to (`production` or `sandbox`; never the receipt).
     package static let appStoreEndpoint = "appstore.endpoint"
-    /// Why an attempt failed (`AppStoreClientError.reason`).
+    /// Why an attempt failed (`AppleAPIError.reason`).
     package static let appStoreFailure = "appstore.failure"
     /// The HTTP status code of the answer.
     package static let httpStatus = "http.status"

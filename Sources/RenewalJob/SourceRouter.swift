@@ -1,5 +1,5 @@
 import Logging
-import RenewalAppStore
+import RenewalAppleAPI
 import RenewalCore
 
 /// Which of Apple's APIs a run asks (`--source`).
@@ -19,9 +19,9 @@ public enum SourceMode: String, Sendable, CaseIterable {
 public struct SourceRouter: ReceiptVerifier {
     public let mode: SourceMode
     public let verifyReceipt: any ReceiptVerifier
-    public let serverAPI: ServerAPIClient?
+    public let serverAPI: (any TransactionVerifier)?
 
-    public init(mode: SourceMode, verifyReceipt: any ReceiptVerifier, serverAPI: ServerAPIClient?) {
+    public init(mode: SourceMode, verifyReceipt: any ReceiptVerifier, serverAPI: (any TransactionVerifier)?) {
         self.mode = mode
         self.verifyReceipt = verifyReceipt
         self.serverAPI = serverAPI
@@ -39,11 +39,11 @@ public struct SourceRouter: ReceiptVerifier {
             guard let serverAPI else { return .misconfigured(Self.noCredentials) }
             return await serverAPI.verify(check, logger: logger)
         case .auto:
-            guard let serverAPI, let id = ServerAPIClient.lookupID(for: check) else {
+            guard let serverAPI, let id = serverAPI.transactionID(for: check) else {
                 return await verifyReceipt.verify(check, logger: logger)
             }
-            let answer = await serverAPI.statuses(transactionID: id, preferring: check.environment, logger: logger)
-            if case .transient(let failure, _) = answer, failure.reason == ServerAPIError.notFound.reason {
+            let answer = await serverAPI.verify(transactionID: id, preferring: check.environment, logger: logger)
+            if case .transient(let failure, _) = answer, failure.reason == AppleAPIError.notFound.reason {
                 return await verifyReceipt.verify(check, logger: logger)
             }
             return answer
