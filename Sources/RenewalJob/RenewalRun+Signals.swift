@@ -40,7 +40,7 @@ extension RenewalRun {
                     received += 1
                     guard received == 1 else { Self.exitNow(signal, reason: "second \(signal) received") }
                     logger.notice("Signal received: stopping (a second signal exits at once)", metadata: [
-                        "renewal.signal": "\(signal)", "renewal.hard_stop_seconds": "\(hardStop.components.seconds)",
+                        LogKey.signal: "\(signal)", LogKey.hardStopSeconds: "\(hardStop.components.seconds)",
                     ])
                     await group.triggerGracefulShutdown()
                     Task.detached {

@@ -6,7 +6,8 @@ import RenewalStorage
 import ServiceLifecycle
 
 /// One run of the job: takes the due (or selected) receipts, verifies them with Apple through a
-/// bounded sliding window, writes each result in its own transaction, and reports every change.
+/// bounded sliding window, writes the results in batches (each result whole or not at all, one
+/// transaction per batch), and reports every change.
 ///
 /// The job sees only the two protocols, `SubscriptionStore` and `ReceiptVerifier`.
 public struct RenewalRun: Sendable {
@@ -47,12 +48,12 @@ public struct RenewalRun: Sendable {
             id: runID, command: command, startedAt: startedAt, host: configuration.host,
             processID: configuration.processID, workerID: configuration.dryRun ? nil : configuration.workerID)
         logger.info("Run started", metadata: [
-            "renewal.command": "\(command)", "renewal.dry_run": "\(configuration.dryRun)",
-            "renewal.concurrency": "\(configuration.concurrency)",
-            "renewal.limit": "\(configuration.limit.map(String.init) ?? "none")",
-            "renewal.worker": "\(configuration.workerID)",
-            "appstore.bundle_id": "\(configuration.identity.bundleID ?? "unchecked")",
-            "renewal.products": "\(configuration.identity.productIDs.map { $0.sorted().joined(separator: ",") } ?? "any")",
+            LogKey.command: "\(command)", LogKey.dryRun: "\(configuration.dryRun)",
+            LogKey.concurrency: "\(configuration.concurrency)",
+            LogKey.limit: "\(configuration.limit.map(String.init) ?? "none")",
+            LogKey.worker: "\(configuration.workerID)",
+            LogKey.appstoreBundleID: "\(configuration.identity.bundleID ?? "unchecked")",
+            LogKey.products: "\(configuration.identity.productIDs.map { $0.sorted().joined(separator: ",") } ?? "any")",
         ])
         if configuration.identity.bundleID == nil {
             logger.warning("APPSTORE_BUNDLE_ID is not set: answers for another app's receipts (same shared secret) are not caught. Set it to the app's bundle id.")
@@ -125,13 +126,13 @@ public struct RenewalRun: Sendable {
             }
         }
         logger.info("Run finished", metadata: [
-            "renewal.status": "\(status.rawValue)", "renewal.checked": "\(counts.checked)",
-            "renewal.changed": "\(counts.changed)", "renewal.unchanged": "\(counts.unchanged)",
-            "renewal.failed": "\(counts.failed)", "renewal.invalid": "\(counts.invalid)",
-            "renewal.conflicts": "\(counts.conflicts)", "renewal.skipped": "\(counts.skipped)",
-            "renewal.lease_lost": "\(counts.leaseLost)", "renewal.recovered_leases": "\(counts.recoveredLeases)",
-            "renewal.migrated": "\(counts.migrated)",
-            "renewal.seconds": "\(String(format: "%.3f", finishedAt.timeIntervalSince(startedAt)))",
+            LogKey.status: "\(status.rawValue)", LogKey.checked: "\(counts.checked)",
+            LogKey.changed: "\(counts.changed)", LogKey.unchanged: "\(counts.unchanged)",
+            LogKey.failed: "\(counts.failed)", LogKey.invalid: "\(counts.invalid)",
+            LogKey.conflicts: "\(counts.conflicts)", LogKey.skipped: "\(counts.skipped)",
+            LogKey.leaseLost: "\(counts.leaseLost)", LogKey.recoveredLeases: "\(counts.recoveredLeases)",
+            LogKey.migrated: "\(counts.migrated)",
+            LogKey.seconds: "\(String(format: "%.3f", finishedAt.timeIntervalSince(startedAt)))",
         ])
         return RenewalOutcome(
             runID: runID, status: status, counts: counts, startedAt: startedAt, finishedAt: finishedAt,

@@ -142,7 +142,7 @@ struct RunExecution {
                 case .shutdownRequested:
                     draining = true
                     logger.notice("Shutdown requested: no more receipts are claimed, retries stop, in-flight requests may finish", metadata: [
-                        "renewal.in_flight": "\(inFlight)", "renewal.drain_seconds": "\(drainTimeout.components.seconds)",
+                        LogKey.inFlight: "\(inFlight)", LogKey.drainSeconds: "\(drainTimeout.components.seconds)",
                     ])
                     group.addTask {
                         try? await Task.sleep(for: drainTimeout)
@@ -152,7 +152,7 @@ struct RunExecution {
                 case .drainExpired:
                     guard inFlight > 0 else { continue }
                     logger.warning("Drain time over: cancelling in-flight Apple requests; their receipts are released untouched", metadata: [
-                        "renewal.in_flight": "\(inFlight)"
+                        LogKey.inFlight: "\(inFlight)"
                     ])
                     drainExpired = true
                     group.cancelAll()
@@ -187,7 +187,7 @@ struct RunExecution {
             // Nothing of this run is still in flight: a lease left now is a stray (a claim whose
             // answer was lost with a dropped connection) and must not hold its row back.
             let strays = try await run.store.releaseEveryLease(of: leaseOwner)
-            if strays > 0 { logger.notice("Released leases left by this run", metadata: ["renewal.leases": "\(strays)"]) }
+            if strays > 0 { logger.notice("Released leases left by this run", metadata: [LogKey.leases: "\(strays)"]) }
         }
         if let stop { return stop }
         if draining {
@@ -198,7 +198,7 @@ struct RunExecution {
             counts.dueLeft = try await run.store.countDue(asOf: startedAt, unleasedAt: run.now())
             if counts.dueLeft > 0 {
                 logger.warning("Due receipts are left that this run could have taken; the next run starts with them", metadata: [
-                    "renewal.due_left": "\(counts.dueLeft)"
+                    LogKey.dueLeft: "\(counts.dueLeft)"
                 ])
                 return .incomplete
             }
@@ -269,13 +269,13 @@ struct RunExecution {
     static func log(_ recovered: RecoveredWork, logger: Logger) {
         for abandoned in recovered.abandonedRuns {
             logger.warning("A run whose process died was marked abandoned; its leases were taken back", metadata: [
-                "renewal.abandoned_run_id": "\(abandoned.runID)", "renewal.abandoned_host": "\(abandoned.host)",
-                "renewal.abandoned_pid": "\(abandoned.processID)",
-                "renewal.abandoned_worker": "\(abandoned.workerID ?? "unknown")",
+                LogKey.abandonedRunID: "\(abandoned.runID)", LogKey.abandonedHost: "\(abandoned.host)",
+                LogKey.abandonedPID: "\(abandoned.processID)",
+                LogKey.abandonedWorker: "\(abandoned.workerID ?? "unknown")",
             ])
         }
         if recovered.releasedLeases > 0 {
-            logger.notice("Took back leases held by dead processes", metadata: ["renewal.leases": "\(recovered.releasedLeases)"])
+            logger.notice("Took back leases held by dead processes", metadata: [LogKey.leases: "\(recovered.releasedLeases)"])
         }
     }
 
@@ -304,7 +304,7 @@ struct RunExecution {
             heldOutages.append((receipt, decision))
             if breaker.record(outage: true) {
                 logger.error("Apple keeps failing; circuit breaker open, no more receipts are claimed", metadata: [
-                    "renewal.consecutive_outages": "\(breaker.consecutiveOutages)"
+                    LogKey.consecutiveOutages: "\(breaker.consecutiveOutages)"
                 ])
                 stop = .abortedAppleUnavailable
                 configuration.metrics?.breakerTripped()
@@ -430,7 +430,7 @@ struct RunExecution {
         for conflict in check.update.conflicts {
             logger.debug("Subscription already owned by another user (shared_apple_id); kept the first owner", metadata: [
                 LogKey.userID: "\(conflict.claimantUserID)", LogKey.originalTransactionID: "\(conflict.originalTransactionID)",
-                "subscription.owner_user_id": "\(conflict.ownerUserID)",
+                LogKey.subscriptionOwnerUserID: "\(conflict.ownerUserID)",
             ])
         }
         guard let report else { return }

@@ -66,9 +66,9 @@ struct JobRunner {
             try await store.checkSchema()
             resolved.identity = try await appStore.identity(store: store)
             logger.info("Configuration", metadata: [
-                "db.backend": "\(store.backendName)", "appstore.client": "\(clientConfiguration)",
-                "appstore.source": "\(mode.rawValue)",
-                "appstore.server_api": "\(serverAPIConfiguration.map { "\($0)" } ?? "not configured")",
+                LogKey.dbBackend: "\(store.backendName)", LogKey.appstoreClient: "\(clientConfiguration)",
+                LogKey.appstoreSource: "\(mode.rawValue)",
+                LogKey.appstoreServerAPI: "\(serverAPIConfiguration.map { "\($0)" } ?? "not configured")",
             ])
             let budget = FleetRequestBudget(store: store, rates: serverAPI.rates, logger: logger)
             let clock = options.clock

@@ -129,7 +129,7 @@ struct FleetRequestBudget: RequestBudget {
                 return
             } catch let error as SubscriptionStoreError {
                 logger.warning("Could not reserve a Server API request slot in the database; waiting", metadata: [
-                    "renewal.bucket": "\(bucket)", "renewal.attempt": "\(attempt)", "error": "\(error)",
+                    LogKey.bucket: "\(bucket)", LogKey.attempt: "\(attempt)", "error": "\(error)",
                 ])
                 if attempt == 3 { throw error }
                 try await Task.sleep(for: interval * 4)

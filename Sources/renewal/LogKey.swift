@@ -1,0 +1,10 @@
+/// Logging metadata keys the executable writes, each declared here once.
+enum LogKey {
+    static let appstoreClient = "appstore.client"
+    static let appstoreServerAPI = "appstore.server_api"
+    static let appstoreSource = "appstore.source"
+    static let attempt = "renewal.attempt"
+    static let bucket = "renewal.bucket"
+    static let dbApplied = "db.applied"
+    static let dbBackend = "db.backend"
+}
