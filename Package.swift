@@ -225,7 +225,9 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
-            ]
+            ],
+            // Golden report files, read through #filePath, not bundled.
+            exclude: ["Golden"]
         ),
     ]
 )

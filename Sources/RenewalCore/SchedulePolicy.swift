@@ -1,6 +1,6 @@
 import Foundation
 
-/// When to check a subscription next (DESIGN.md §4). Every default is documented; all are
+/// When to check a subscription next (docs/design.md §4). Every default is documented; all are
 /// configurable (`renewal run --schedule FILE`, a JSON object with any of these keys, in seconds).
 public struct SchedulePolicy: Sendable, Hashable, Codable {
     /// Active with auto-renew on: check this long before expiry (Apple renews "slightly before"). 1 h.

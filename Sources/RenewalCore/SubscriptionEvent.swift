@@ -2,7 +2,7 @@ import Foundation
 
 /// An entitlement change: the difference between the stored and the derived state of one subscription.
 public struct SubscriptionEvent: Sendable, Hashable, Codable {
-    /// The kinds of DESIGN.md §3; raw values are the contract's strings.
+    /// The kinds of docs/design.md §3; raw values are the contract's strings.
     public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
         /// First successful check of a receipt's subscription.
         case verified

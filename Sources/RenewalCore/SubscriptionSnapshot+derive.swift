@@ -1,7 +1,7 @@
 import Foundation
 
 extension SubscriptionSnapshot {
-    /// Judges one subscription's evidence at `now` (DESIGN.md §3, reference §E):
+    /// Judges one subscription's evidence at `now` (docs/design.md §3):
     /// - every transaction upgraded away: expired;
     /// - a cancellation date on the current transaction: revoked;
     /// - a paid period not over: active, whatever auto-renew says (trial and intro periods too);

@@ -1,4 +1,4 @@
-/// The state of one subscription (DESIGN.md §3). Raw values are the contract's strings.
+/// The state of one subscription (docs/design.md §3). Raw values are the contract's strings.
 public enum SubscriptionState: String, Sendable, Hashable, Codable, CaseIterable {
     /// Never verified successfully yet.
     case unverified

@@ -23,7 +23,7 @@ extension RenewalRun {
         public var drainTimeout: Duration = .seconds(20)
         /// How often a run probes for dead workers whose leases it may take back. Default 15 s.
         public var livenessProbeInterval: TimeInterval = 15
-        /// When to check next. Defaults: DESIGN.md §4.
+        /// When to check next. Defaults: docs/design.md §4.
         public var schedule = SchedulePolicy()
         /// The app's bundle id and products (`APPSTORE_BUNDLE_ID`, `--products`). Default: any.
         public var identity = AppIdentity()
@@ -83,7 +83,7 @@ public struct RenewalOutcome: Sendable, Hashable {
         /// run's first work.
         case incomplete
 
-        /// The contract's exit code (DESIGN.md §5).
+        /// The contract's exit code (README, "Exit codes").
         public var exitCode: Int32 {
             switch self {
             case .completed: return 0

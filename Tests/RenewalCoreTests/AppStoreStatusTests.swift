@@ -3,7 +3,7 @@ import Testing
 
 @testable import RenewalCore
 
-/// `AppStoreStatus.disposition(isRetryableFlag:)` against reference §A.6.
+/// `AppStoreStatus.disposition(isRetryableFlag:)` against the statuses in docs/design.md §2.
 @Suite struct AppStoreStatusTests {
     typealias Disposition = AppStoreStatus.Disposition
 

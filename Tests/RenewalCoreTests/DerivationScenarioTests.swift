@@ -3,7 +3,7 @@ import Testing
 
 @testable import RenewalCore
 
-/// Synthetic answers, one per scenario of DESIGN.md §3 and reference §E, evaluated at `Clock.now`.
+/// Synthetic answers, one per scenario of docs/design.md §3, evaluated at `Clock.now`.
 @Suite struct DerivationScenarioTests {
     let now = Clock.now
     let day = Clock.day

@@ -7,7 +7,7 @@ import Testing
 
 @Suite("RenewalRun against a SQLite file and the simulator")
 struct RenewalRunTests {
-    @Test("A first run verifies each scenario into the state DESIGN.md §3 defines")
+    @Test("A first run verifies each scenario into the state docs/design.md §3 defines")
     func firstRunDerivesEveryScenario() async throws {
         try await JobHarness.with { h in
             // Given one customer per scenario, each purchased 10 days ago on a 30-day plan

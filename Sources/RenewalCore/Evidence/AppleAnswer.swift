@@ -1,5 +1,5 @@
-/// What Apple said about one stored receipt, whichever of Apple's APIs asked (verifyReceipt today,
-/// the App Store Server API beside it later). Each Apple client turns its own wire format and status
+/// What Apple said about one stored receipt, whichever of Apple's APIs asked (verifyReceipt or the
+/// App Store Server API). Each Apple client turns its own wire format and status
 /// codes into this; the job decides what to write from it alone (`EntitlementDecision`).
 public enum AppleAnswer: Sendable, Hashable {
     /// A valid answer: the facts of every subscription it lists.
