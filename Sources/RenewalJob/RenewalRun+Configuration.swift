@@ -66,33 +66,8 @@ extension RenewalRun {
 
 /// How a run ended; the CLI maps it onto the contract's exit codes.
 public struct RenewalOutcome: Sendable, Hashable {
-    public enum Status: String, Sendable, Hashable {
-        /// All selected work done (exit 0).
-        case completed
-        /// Finished, but some receipts could not be verified (exit 3).
-        case completedWithFailures = "completed_with_failures"
-        /// Stopped claiming work because Apple kept failing (exit 4).
-        case abortedAppleUnavailable = "aborted_apple_unavailable"
-        /// Apple rejected the shared secret, 21004 (exit 78).
-        case sharedSecretRejected = "aborted_shared_secret_rejected"
-        /// The App Store Server API refused the API key in both environments (HTTP 401; exit 78).
-        case credentialsRejected = "aborted_credentials_rejected"
-        /// Stopped on SIGTERM/SIGINT after finishing in-flight receipts (exit 3).
-        case interrupted
-        /// Finished, but due receipts no lease holds were left behind (exit 3): they are the next
-        /// run's first work.
-        case incomplete
-
-        /// The contract's exit code (README, "Exit codes").
-        public var exitCode: Int32 {
-            switch self {
-            case .completed: return 0
-            case .completedWithFailures, .interrupted, .incomplete: return 3
-            case .abortedAppleUnavailable: return 4
-            case .sharedSecretRejected, .credentialsRejected: return 78
-            }
-        }
-    }
+    /// How the run ended: one of `RunStatus.endings`.
+    public typealias Status = RunStatus
 
     public var runID: String
     public var status: Status

@@ -88,7 +88,7 @@ public struct RenewalRun: Sendable {
             logger.error("Run failed", metadata: ["error": "\(error)"])
             if !configuration.dryRun {
                 record.finishedAt = now()
-                record.status = "failed"
+                record.status = .failed
                 record.exitCode = 1
                 record.leaseLost = loop.counts.leaseLost
                 try? await store.finishRun(record)
@@ -102,10 +102,10 @@ public struct RenewalRun: Sendable {
 
         let finishedAt = now()
         let counts = loop.counts
-        try report?.finish(finishedAt: finishedAt, status: status.rawValue, exitCode: Int(status.exitCode), counts: counts)
+        try report?.finish(finishedAt: finishedAt, status: status, exitCode: Int(status.exitCode), counts: counts)
         if !configuration.dryRun {
             record.finishedAt = finishedAt
-            record.status = status.rawValue
+            record.status = status
             record.exitCode = Int(status.exitCode)
             record.checked = counts.checked
             record.changed = counts.changed

@@ -50,12 +50,12 @@ final class ReportWriter {
     }
 
     /// Writes the spooled arrays, the counts and the end of the object, then renames into place.
-    func finish(finishedAt: Date, status: String, exitCode: Int, counts: RenewalCounts) throws {
+    func finish(finishedAt: Date, status: RunStatus, exitCode: Int, counts: RenewalCounts) throws {
         try write("\n],\"failures\":[")
         try failures.copy(into: main)
         try write("\n],\"conflicts\":[")
         try conflicts.copy(into: main)
-        var tail = "\n],\"finished_at\":\(Self.quoted(Timestamp.string(finishedAt))),\"status\":\(Self.quoted(status)),"
+        var tail = "\n],\"finished_at\":\(Self.quoted(Timestamp.string(finishedAt))),\"status\":\(Self.quoted(status.rawValue)),"
         tail += "\"exit_code\":\(exitCode),\"counts\":\(String(decoding: try encoder.encode(counts), as: UTF8.self)),"
         tail += "\"checked\":\(counts.checked),\"changed\":\(counts.changed),\"failed\":\(counts.failed)}\n"
         try write(tail)

@@ -7,10 +7,9 @@ public struct RunRecord: Sendable, Hashable {
     public var command: String
     public var startedAt: Date
     public var finishedAt: Date?
-    /// `running`, `completed`, `completed_with_failures`, `aborted_apple_unavailable`,
-    /// `aborted_configuration`, `interrupted`, `failed`, `abandoned` (its process died; set by the
-    /// next run that proves it, see `SubscriptionStore.recoverAbandonedWork`).
-    public var status: String
+    /// `running` until the run ends; `abandoned` when its process died (set by the next run that
+    /// proves it, see `SubscriptionStore.recoverAbandonedWork`).
+    public var status: RunStatus
     public var exitCode: Int?
     public var checked: Int
     public var changed: Int
@@ -39,7 +38,7 @@ public struct RunRecord: Sendable, Hashable {
     public var migrated = 0
 
     public init(
-        id: String, command: String, startedAt: Date, finishedAt: Date? = nil, status: String = "running",
+        id: String, command: String, startedAt: Date, finishedAt: Date? = nil, status: RunStatus = .running,
         exitCode: Int? = nil, checked: Int = 0, changed: Int = 0, unchanged: Int = 0, failed: Int = 0,
         conflicts: Int = 0, host: String, processID: Int, workerID: String? = nil, leaseLost: Int = 0
     ) {

@@ -301,7 +301,7 @@ extension SQLSubscriptionStore {
     }
 
     private static func runValues(of run: RunRecord) -> [SQLValue] {
-        [.text(run.id), .text(run.command), SQLValue(run.startedAt), SQLValue(run.finishedAt), .text(run.status),
+        [.text(run.id), .text(run.command), SQLValue(run.startedAt), SQLValue(run.finishedAt), .text(run.status.rawValue),
          SQLValue(run.exitCode), SQLValue(run.checked), SQLValue(run.changed), SQLValue(run.unchanged),
          SQLValue(run.failed), SQLValue(run.conflicts), .text(run.host), SQLValue(run.processID),
          SQLValue(run.workerID), SQLValue(run.leaseLost), SQLValue(run.receiptsChanged), SQLValue(run.invalid),

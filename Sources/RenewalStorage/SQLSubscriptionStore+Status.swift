@@ -95,7 +95,7 @@ extension SQLSubscriptionStore: RunHistoryStore {
     static func runRecord(_ row: SQLRow) throws -> RunRecord {
         var record = RunRecord(
             id: try row.text("id"), command: try row.text("command"), startedAt: try row.date("started_at"),
-            finishedAt: try row.optionalDate("finished_at"), status: try row.text("status"),
+            finishedAt: try row.optionalDate("finished_at"), status: RunStatus(rawValue: try row.text("status")),
             exitCode: try row.optionalInt("exit_code"), checked: try row.int("checked"),
             changed: try row.int("changed"), unchanged: try row.int("unchanged"), failed: try row.int("failed"),
             conflicts: try row.int("conflicts"), host: try row.text("host"), processID: try row.int("process_id"),

@@ -2,6 +2,7 @@ import AppStoreSimulator
 import Foundation
 import RenewalCore
 import RenewalJob
+import RenewalStorage
 
 /// The demo's human-readable output, built from the runs' JSON reports.
 struct DemoOutput {

@@ -106,7 +106,7 @@ struct JobRunner {
                 if let metrics {
                     let (code, _) = ExitMapping.classify(error)
                     metrics.finish(
-                        status: code == 75 ? "locked" : "failed", exitCode: code, startedAt: startedAt, finishedAt: clock(),
+                        status: code == RunStatus.locked.exitCode ? .locked : .failed, exitCode: code, startedAt: startedAt, finishedAt: clock(),
                         dueAtStart: nil, dueLeft: nil, lastSuccess: try? await (store as? any RunHistoryStore)?.lastSuccess())
                     await Self.deliver(metrics, to: metricsOutput, warn: warn)
                 }
@@ -114,7 +114,7 @@ struct JobRunner {
             }
             if let metrics {
                 metrics.finish(
-                    status: outcome.status.rawValue, exitCode: outcome.status.exitCode, startedAt: outcome.startedAt, finishedAt: clock(),
+                    status: outcome.status, exitCode: outcome.status.exitCode, startedAt: outcome.startedAt, finishedAt: clock(),
                     dueAtStart: outcome.counts.dueAtStart, dueLeft: command == .run ? outcome.counts.dueLeft : nil,
                     lastSuccess: try? await (store as? any RunHistoryStore)?.lastSuccess())
                 await Self.deliver(metrics, to: metricsOutput, warn: warn)

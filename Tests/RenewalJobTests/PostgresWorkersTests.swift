@@ -305,7 +305,7 @@ struct PostgresWorkersHarness: Sendable {
 
     /// The `runs.status` of one run.
     func runStatus(_ id: String) async throws -> String? {
-        try await store.run(id: id)?.status
+        try await store.run(id: id)?.status.rawValue
     }
 
     func receiptRows() async throws -> [ReceiptRow] {

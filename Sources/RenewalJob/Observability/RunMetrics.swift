@@ -2,6 +2,7 @@ import Foundation
 import Prometheus
 import RenewalAppleAPI
 import RenewalCore
+import RenewalStorage
 
 /// The run's Prometheus metrics, the batch-job way: counters grow while the run goes (a push during
 /// a long run shows progress), gauges describe the run when it ends. Every series carries the
@@ -24,11 +25,6 @@ public final class RunMetrics: AppStoreObserver, Sendable {
     /// Apple answers' latency buckets, in seconds: from a fast loopback to past Apple's slow tail.
     static let latencyBuckets: [Double] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
 
-    /// Every status a run can end with, so `renewal_last_run_status` is one-hot over a stable set.
-    public static let statuses = [
-        "completed", "completed_with_failures", "incomplete", "interrupted", "aborted_apple_unavailable",
-        "aborted_configuration", "failed",
-    ]
 
     public init(command: String) {
         self.command = command
@@ -88,7 +84,7 @@ public final class RunMetrics: AppStoreObserver, Sendable {
 
     /// Sets the gauges that describe the finished run. `lastSuccess` is the end of the last run
     /// that exited 0 (this one or an earlier one, from the database).
-    public func finish(status: String, exitCode: Int32, startedAt: Date, finishedAt: Date, dueAtStart: Int?, dueLeft: Int?, lastSuccess: Date?) {
+    public func finish(status: RunStatus, exitCode: Int32, startedAt: Date, finishedAt: Date, dueAtStart: Int?, dueLeft: Int?, lastSuccess: Date?) {
         let labels = [("command", command)]
         registry.makeGauge(descriptor: Self.name("run_duration", "seconds", "Wall time of the last run."), labels: labels)
             .set(to: finishedAt.timeIntervalSince(startedAt))
@@ -96,10 +92,11 @@ public final class RunMetrics: AppStoreObserver, Sendable {
             .set(to: finishedAt.timeIntervalSince1970)
         registry.makeGauge(descriptor: Self.name("last_run_exit_code", "", "Exit code of the last run (0 all due work done, 3 some receipts not verified, 4 Apple unavailable, 75 lock held, 78 configuration, 1 internal)."), labels: labels)
             .set(to: Double(exitCode))
-        for known in Self.statuses + (Self.statuses.contains(status) ? [] : [status]) {
+        // One-hot over every status a run can end with (`RunStatus.endings`), so the set of series is stable.
+        for known in RunStatus.endings + (RunStatus.endings.contains(status) ? [] : [status]) {
             registry.makeGauge(
                 descriptor: Self.name("last_run_status", "", "1 for the status the last run ended with, 0 for the others."),
-                labels: [("command", command), ("status", known)]
+                labels: [("command", command), ("status", known.rawValue)]
             ).set(to: known == status ? 1.0 : 0.0)
         }
         // 0 when no run ever exited 0, so "time() - renewal_last_success_timestamp_seconds" alerts on it.

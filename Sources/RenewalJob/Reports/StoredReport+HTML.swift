@@ -71,7 +71,7 @@ extension StoredReport {
             ["started", "command", "status", "exit", "took", "checked", "changed", "failed", "conflicts", "run id"],
             runs.map {
                 [.time($0.startedAt)] + [
-                    $0.command, $0.status, $0.exitCode.map(String.init) ?? "-", Self.duration($0),
+                    $0.command, $0.status.rawValue, $0.exitCode.map(String.init) ?? "-", Self.duration($0),
                     "\($0.checked)", "\($0.changed)", "\($0.failed)", "\($0.conflicts)", $0.id,
                 ].map(HTMLCell.text)
             })

@@ -44,7 +44,7 @@ extension StoredReport {
             firstConflict = false
         }
         let counts = Self.counts(of: run)
-        var tail = "\n],\"finished_at\":\(try Self.json(run.finishedAt.map(Timestamp.string))),\"status\":\(try Self.json(run.status)),"
+        var tail = "\n],\"finished_at\":\(try Self.json(run.finishedAt.map(Timestamp.string))),\"status\":\(try Self.json(run.status.rawValue)),"
         tail += "\"exit_code\":\(try Self.json(run.exitCode)),\"counts\":\(try Self.json(counts)),"
         tail += "\"checked\":\(counts.checked),\"changed\":\(counts.changed),\"failed\":\(counts.failed)}"
         try output.write(tail)
@@ -101,7 +101,7 @@ extension StoredReport {
             // A long range lists its last 200 runs; the totals below count them all.
             if rows.count == 200 { rows.removeFirst() }
             rows.append([
-                Timestamp.string(run.startedAt), run.command, run.status, run.exitCode.map(String.init) ?? "-",
+                Timestamp.string(run.startedAt), run.command, run.status.rawValue, run.exitCode.map(String.init) ?? "-",
                 Self.duration(run), "\(run.checked)", "\(run.changed)", "\(run.failed)", "\(run.conflicts)", run.id,
             ])
         }
