@@ -13,6 +13,7 @@ enum LogKey {
     static let abandonedWorker = "renewal.abandoned_worker"
     static let appstoreBundleID = "appstore.bundle_id"
     static let changed = "renewal.changed"
+    static let changes = "renewal.changes"
     static let checked = "renewal.checked"
     static let command = "renewal.command"
     static let concurrency = "renewal.concurrency"

@@ -2,46 +2,34 @@ import Foundation
 import RenewalCore
 import RenewalStorage
 
-/// The counts of one run, as the report, the `runs` table and the log summary show them.
-public struct RenewalCounts: Sendable, Hashable, Codable {
-    /// Receipts Apple was asked about (one call per receipt, whatever it holds).
-    public var checked = 0
-    /// Entitlement change events (the length of the report's `changes`).
-    public var changed = 0
-    /// Receipts whose check changed at least one entitlement.
-    public var receiptsChanged = 0
-    /// Receipts checked with no change.
-    public var unchanged = 0
-    /// Receipts that could not be verified (the length of `failures`); they keep their state.
-    public var failed = 0
-    /// Receipts Apple rejects (21003, 21010, persistent 21002).
-    public var invalid = 0
-    /// `shared_apple_id` conflicts (the length of `conflicts`).
-    public var conflicts = 0
-    /// Receipts claimed but left exactly as they were (circuit breaker, shutdown, 21004).
-    public var skipped = 0
-    /// Results not written because the receipt's lease had passed to another worker (this one was
-    /// slower than its lease, or was presumed dead); that worker's check stands.
-    public var leaseLost = 0
-    /// Leases taken back at start (and during the run) from processes that died holding them.
-    public var recoveredLeases = 0
-    /// Due receipts no lease held when the run ended: work left behind that it could have taken.
-    public var dueLeft = 0
-    /// Due receipts when a `run` began (nil for backfills and dry runs): the backlog it started from.
-    public var dueAtStart: Int?
-    /// Receipts this run moved to the App Store Server API (their first valid answer from it).
-    public var migrated = 0
+/// The `--report` object's own parts, written in one place for the file a run writes as it goes
+/// (`ReportWriter`) and for `renewal report --format json` (`StoredReport`), so the two cannot drift:
+/// `head`, the `changes` elements, `afterChanges`, the `failures`, `afterFailures`, the `conflicts`,
+/// then `tail`. Elements are `ReportChange`, `ReportFailure` and `ReportConflict`, each after
+/// `separator(first:)`.
+enum ReportJSON {
+    static func head(runID: String, command: String, dryRun: Bool, startedAt: Date) throws -> String {
+        "{\"run_id\":\(try json(runID)),\"command\":\(try json(command)),\"dry_run\":\(dryRun),"
+            + "\"started_at\":\(try json(Timestamp.string(startedAt))),\"changes\":["
+    }
 
-    public init() {}
+    static let afterChanges = "\n],\"failures\":["
+    static let afterFailures = "\n],\"conflicts\":["
 
-    enum CodingKeys: String, CodingKey {
-        case checked, changed, unchanged, failed, invalid, conflicts, skipped
-        case receiptsChanged = "receipts_changed"
-        case leaseLost = "lease_lost"
-        case recoveredLeases = "recovered_leases"
-        case dueLeft = "due_left"
-        case dueAtStart = "due_at_start"
-        case migrated
+    /// The end of the object, after the conflicts (no newline after the closing brace).
+    static func tail(finishedAt: Date?, status: RunStatus, exitCode: Int?, counts: RenewalCounts) throws -> String {
+        "\n],\"finished_at\":\(try json(finishedAt.map(Timestamp.string))),\"status\":\(try json(status.rawValue)),"
+            + "\"exit_code\":\(try json(exitCode)),\"counts\":\(try json(counts)),"
+            + "\"checked\":\(counts.checked),\"changed\":\(counts.changed),\"failed\":\(counts.failed)}"
+    }
+
+    static func separator(first: Bool) -> String { first ? "\n" : ",\n" }
+
+    /// One value as the report writes it: sorted keys, slashes unescaped.
+    static func json(_ value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 }
 

@@ -69,7 +69,7 @@ public struct RenewalRun: Sendable {
         var dueAtStart: Int?
         if case .run = configuration.command, !configuration.dryRun {
             dueAtStart = try await store.countDue(asOf: startedAt, unleasedAt: startedAt)
-            record.dueAtStart = dueAtStart
+            record.counts.dueAtStart = dueAtStart
         }
         let report = try configuration.reportPath.map {
             try ReportWriter(path: $0, runID: runID, command: command, dryRun: configuration.dryRun, startedAt: startedAt)
@@ -107,18 +107,7 @@ public struct RenewalRun: Sendable {
             record.finishedAt = finishedAt
             record.status = status
             record.exitCode = Int(status.exitCode)
-            record.checked = counts.checked
-            record.changed = counts.changed
-            record.unchanged = counts.unchanged
-            record.failed = counts.failed
-            record.conflicts = counts.conflicts
-            record.leaseLost = counts.leaseLost
-            record.receiptsChanged = counts.receiptsChanged
-            record.invalid = counts.invalid
-            record.skipped = counts.skipped
-            record.recoveredLeases = counts.recoveredLeases
-            record.dueLeft = counts.dueLeft
-            record.migrated = counts.migrated
+            record.counts = counts
             do {
                 try await store.finishRun(record)
             } catch let error as SubscriptionStoreError {

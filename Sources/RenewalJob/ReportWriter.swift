@@ -26,9 +26,7 @@ final class ReportWriter {
         main = try Self.create(temporaryPath, reportPath: path)
         failures = Spool(handle: try Self.create(path + suffix + "-failures", reportPath: path), path: path + suffix + "-failures")
         conflicts = Spool(handle: try Self.create(path + suffix + "-conflicts", reportPath: path), path: path + suffix + "-conflicts")
-        var head = "{\"run_id\":\(Self.quoted(runID)),\"command\":\(Self.quoted(command)),"
-        head += "\"dry_run\":\(dryRun),\"started_at\":\(Self.quoted(Timestamp.string(startedAt))),\"changes\":["
-        try write(head)
+        try write(try ReportJSON.head(runID: runID, command: command, dryRun: dryRun, startedAt: startedAt))
     }
 
     func append(changes: [SubscriptionEvent], userID: String, ownership: [String: String], source: CheckSource?) throws {
@@ -36,7 +34,7 @@ final class ReportWriter {
             let change = ReportChange(
                 userID: userID, event: event,
                 ownershipType: event.originalTransactionID.flatMap { ownership[$0] }, source: source?.rawValue)
-            try write((firstChange ? "\n" : ",\n") + String(decoding: encoder.encode(change), as: UTF8.self))
+            try write(ReportJSON.separator(first: firstChange) + String(decoding: encoder.encode(change), as: UTF8.self))
             firstChange = false
         }
     }
@@ -51,14 +49,11 @@ final class ReportWriter {
 
     /// Writes the spooled arrays, the counts and the end of the object, then renames into place.
     func finish(finishedAt: Date, status: RunStatus, exitCode: Int, counts: RenewalCounts) throws {
-        try write("\n],\"failures\":[")
+        try write(ReportJSON.afterChanges)
         try failures.copy(into: main)
-        try write("\n],\"conflicts\":[")
+        try write(ReportJSON.afterFailures)
         try conflicts.copy(into: main)
-        var tail = "\n],\"finished_at\":\(Self.quoted(Timestamp.string(finishedAt))),\"status\":\(Self.quoted(status.rawValue)),"
-        tail += "\"exit_code\":\(exitCode),\"counts\":\(String(decoding: try encoder.encode(counts), as: UTF8.self)),"
-        tail += "\"checked\":\(counts.checked),\"changed\":\(counts.changed),\"failed\":\(counts.failed)}\n"
-        try write(tail)
+        try write(try ReportJSON.tail(finishedAt: finishedAt, status: status, exitCode: exitCode, counts: counts) + "\n")
         try main.synchronize()
         try main.close()
         guard rename(temporaryPath, path) == 0 else {
@@ -90,10 +85,6 @@ final class ReportWriter {
         return handle
     }
 
-    private static func quoted(_ text: String) -> String {
-        String(decoding: (try? JSONEncoder().encode(text)) ?? Data("\"\"".utf8), as: UTF8.self)
-    }
-
     /// A side file holding one array's elements, comma-separated.
     private final class Spool {
         let handle: FileHandle
@@ -106,7 +97,7 @@ final class ReportWriter {
         }
 
         func append(_ element: Data) throws {
-            try handle.write(contentsOf: Data((count == 0 ? "\n" : ",\n").utf8) + element)
+            try handle.write(contentsOf: Data(ReportJSON.separator(first: count == 0).utf8) + element)
             count += 1
         }
 

@@ -412,9 +412,9 @@ struct RunExecution {
             counts.changed += check.changes.count
             if check.update.migrated {
                 counts.migrated += 1
-                metadata["renewal.migrated"] = "server_api"
+                metadata[LogKey.migrated] = "server_api"
             }
-            metadata["renewal.changes"] = "\(check.changes.map(\.kind.rawValue).joined(separator: ","))"
+            metadata[LogKey.changes] = "\(check.changes.map(\.kind.rawValue).joined(separator: ","))"
             logger.debug("Verified receipt", metadata: metadata)
         case .failed:
             counts.failed += 1

@@ -1,6 +1,7 @@
 import Foundation
 
-/// One row of the `runs` table.
+/// One row of the `runs` table: who ran, when, how it ended, and the run's counts as the report has
+/// them (stored in columns of the same names).
 public struct RunRecord: Sendable, Hashable {
     public var id: String
     /// `run` or `backfill`.
@@ -11,31 +12,12 @@ public struct RunRecord: Sendable, Hashable {
     /// proves it, see `SubscriptionStore.recoverAbandonedWork`).
     public var status: RunStatus
     public var exitCode: Int?
-    public var checked: Int
-    public var changed: Int
-    public var unchanged: Int
-    public var failed: Int
-    public var conflicts: Int
     public var host: String
     public var processID: Int
     /// The lease owner this run's worker writes into the rows it claims.
     public var workerID: String?
-    /// Results not written because the row's lease had passed to another worker.
-    public var leaseLost: Int
-    /// Receipts whose check changed at least one entitlement.
-    public var receiptsChanged = 0
-    /// Receipts Apple rejects (21003, 21010, persistent 21002).
-    public var invalid = 0
-    /// Receipts claimed but left exactly as they were (breaker, shutdown, 21004).
-    public var skipped = 0
-    /// Leases taken back from processes that died holding them.
-    public var recoveredLeases = 0
-    /// Due receipts when the run began (nil for backfills and runs before schema v4).
-    public var dueAtStart: Int?
-    /// Due receipts no lease held when the run ended.
-    public var dueLeft = 0
-    /// Receipts this run moved to the App Store Server API.
-    public var migrated = 0
+    /// The counts the run ended with (all zero while it runs).
+    public var counts: RenewalCounts
 
     public init(
         id: String, command: String, startedAt: Date, finishedAt: Date? = nil, status: RunStatus = .running,
@@ -48,14 +30,41 @@ public struct RunRecord: Sendable, Hashable {
         self.finishedAt = finishedAt
         self.status = status
         self.exitCode = exitCode
-        self.checked = checked
-        self.changed = changed
-        self.unchanged = unchanged
-        self.failed = failed
-        self.conflicts = conflicts
         self.host = host
         self.processID = processID
         self.workerID = workerID
-        self.leaseLost = leaseLost
+        counts = RenewalCounts()
+        counts.checked = checked
+        counts.changed = changed
+        counts.unchanged = unchanged
+        counts.failed = failed
+        counts.conflicts = conflicts
+        counts.leaseLost = leaseLost
+    }
+
+    // The counts most readers want, read through (the record holds them once, in `counts`).
+    public var checked: Int {
+        get { counts.checked }
+        set { counts.checked = newValue }
+    }
+    public var changed: Int {
+        get { counts.changed }
+        set { counts.changed = newValue }
+    }
+    public var unchanged: Int {
+        get { counts.unchanged }
+        set { counts.unchanged = newValue }
+    }
+    public var failed: Int {
+        get { counts.failed }
+        set { counts.failed = newValue }
+    }
+    public var conflicts: Int {
+        get { counts.conflicts }
+        set { counts.conflicts = newValue }
+    }
+    public var leaseLost: Int {
+        get { counts.leaseLost }
+        set { counts.leaseLost = newValue }
     }
 }

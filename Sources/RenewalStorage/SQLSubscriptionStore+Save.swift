@@ -304,9 +304,9 @@ extension SQLSubscriptionStore {
         [.text(run.id), .text(run.command), SQLValue(run.startedAt), SQLValue(run.finishedAt), .text(run.status.rawValue),
          SQLValue(run.exitCode), SQLValue(run.checked), SQLValue(run.changed), SQLValue(run.unchanged),
          SQLValue(run.failed), SQLValue(run.conflicts), .text(run.host), SQLValue(run.processID),
-         SQLValue(run.workerID), SQLValue(run.leaseLost), SQLValue(run.receiptsChanged), SQLValue(run.invalid),
-         SQLValue(run.skipped), SQLValue(run.recoveredLeases), SQLValue(run.dueAtStart), SQLValue(run.dueLeft),
-         SQLValue(run.migrated)]
+         SQLValue(run.workerID), SQLValue(run.leaseLost), SQLValue(run.counts.receiptsChanged), SQLValue(run.counts.invalid),
+         SQLValue(run.counts.skipped), SQLValue(run.counts.recoveredLeases), SQLValue(run.counts.dueAtStart),
+         SQLValue(run.counts.dueLeft), SQLValue(run.counts.migrated)]
     }
 
     /// `$1, $2, … $count`.

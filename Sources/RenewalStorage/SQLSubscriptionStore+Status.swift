@@ -101,13 +101,13 @@ extension SQLSubscriptionStore: RunHistoryStore {
             conflicts: try row.int("conflicts"), host: try row.text("host"), processID: try row.int("process_id"),
             workerID: try row.optionalText("worker_id"), leaseLost: try row.int("lease_lost")
         )
-        record.receiptsChanged = try row.int("receipts_changed")
-        record.invalid = try row.int("invalid")
-        record.skipped = try row.int("skipped")
-        record.recoveredLeases = try row.int("recovered_leases")
-        record.migrated = try row.int("migrated")
-        record.dueAtStart = try row.optionalInt("due_at_start")
-        record.dueLeft = try row.int("due_left")
+        record.counts.receiptsChanged = try row.int("receipts_changed")
+        record.counts.invalid = try row.int("invalid")
+        record.counts.skipped = try row.int("skipped")
+        record.counts.recoveredLeases = try row.int("recovered_leases")
+        record.counts.migrated = try row.int("migrated")
+        record.counts.dueAtStart = try row.optionalInt("due_at_start")
+        record.counts.dueLeft = try row.int("due_left")
         return record
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import RenewalJob
+import RenewalStorage
 import Synchronization
 
 /// A progress line on standard error (`done/total, rate, ETA`), redrawn at most four times a second.

@@ -1,3 +1,5 @@
+import RenewalStorage
+
 /// Told how a run advances, for a progress display. Called from the run's own task, one call at a time.
 public protocol RunProgress: Sendable {
     /// The run began; `total` is the number of receipts it expects to check, when known.

@@ -17,37 +17,32 @@ extension StoredReport {
     }
 
     private func writeJSONObject(of run: RunRecord, to output: ReportOutput) async throws {
-        var head = "{\"run_id\":\(try Self.json(run.id)),\"command\":\(try Self.json(run.command)),"
-        head += "\"dry_run\":false,\"started_at\":\(try Self.json(Timestamp.string(run.startedAt))),\"changes\":["
-        try output.write(head)
+        // A stored run is never a dry run: dry runs store nothing.
+        try output.write(try ReportJSON.head(runID: run.id, command: run.command, dryRun: false, startedAt: run.startedAt))
         var firstChange = true
         try await forEachChangePage(of: run.id) { page in
             for change in page {
                 let element = ReportChange(userID: change.userID, event: change.event, ownershipType: change.ownershipType, source: change.source)
-                try output.write((firstChange ? "\n" : ",\n") + Self.json(element))
+                try output.write(ReportJSON.separator(first: firstChange) + Self.json(element))
                 firstChange = false
             }
         }
-        try output.write("\n],\"failures\":[")
+        try output.write(ReportJSON.afterChanges)
         var firstFailure = true
         try await forEachFailurePage(of: run.id) { page in
             for failure in page {
                 let element = ReportFailure(userID: failure.userID, receiptID: failure.receiptID, failure: failure.failure)
-                try output.write((firstFailure ? "\n" : ",\n") + Self.json(element))
+                try output.write(ReportJSON.separator(first: firstFailure) + Self.json(element))
                 firstFailure = false
             }
         }
-        try output.write("\n],\"conflicts\":[")
+        try output.write(ReportJSON.afterFailures)
         var firstConflict = true
         for conflict in try await store.conflicts(ofRun: run.id) {
-            try output.write((firstConflict ? "\n" : ",\n") + Self.json(ReportConflict(conflict: conflict)))
+            try output.write(ReportJSON.separator(first: firstConflict) + Self.json(ReportConflict(conflict: conflict)))
             firstConflict = false
         }
-        let counts = Self.counts(of: run)
-        var tail = "\n],\"finished_at\":\(try Self.json(run.finishedAt.map(Timestamp.string))),\"status\":\(try Self.json(run.status.rawValue)),"
-        tail += "\"exit_code\":\(try Self.json(run.exitCode)),\"counts\":\(try Self.json(counts)),"
-        tail += "\"checked\":\(counts.checked),\"changed\":\(counts.changed),\"failed\":\(counts.failed)}"
-        try output.write(tail)
+        try output.write(try ReportJSON.tail(finishedAt: run.finishedAt, status: run.status, exitCode: run.exitCode, counts: run.counts))
     }
 
     static let csvColumns = [

@@ -116,23 +116,6 @@ public struct StoredReport: Sendable {
         }
     }
 
-    static func counts(of run: RunRecord) -> RenewalCounts {
-        var counts = RenewalCounts()
-        counts.checked = run.checked
-        counts.changed = run.changed
-        counts.receiptsChanged = run.receiptsChanged
-        counts.unchanged = run.unchanged
-        counts.failed = run.failed
-        counts.invalid = run.invalid
-        counts.conflicts = run.conflicts
-        counts.skipped = run.skipped
-        counts.leaseLost = run.leaseLost
-        counts.recoveredLeases = run.recoveredLeases
-        counts.migrated = run.migrated
-        counts.dueLeft = run.dueLeft
-        counts.dueAtStart = run.dueAtStart
-        return counts
-    }
 
     static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()

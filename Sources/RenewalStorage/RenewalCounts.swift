@@ -1,0 +1,42 @@
+/// The counts of one run, as the report, the `runs` table and the log summary show them.
+public struct RenewalCounts: Sendable, Hashable, Codable {
+    /// Receipts Apple was asked about (one call per receipt, whatever it holds).
+    public var checked = 0
+    /// Entitlement change events (the length of the report's `changes`).
+    public var changed = 0
+    /// Receipts whose check changed at least one entitlement.
+    public var receiptsChanged = 0
+    /// Receipts checked with no change.
+    public var unchanged = 0
+    /// Receipts that could not be verified (the length of `failures`); they keep their state.
+    public var failed = 0
+    /// Receipts Apple rejects (21003, 21010, persistent 21002).
+    public var invalid = 0
+    /// `shared_apple_id` conflicts (the length of `conflicts`).
+    public var conflicts = 0
+    /// Receipts claimed but left exactly as they were (circuit breaker, shutdown, 21004).
+    public var skipped = 0
+    /// Results not written because the receipt's lease had passed to another worker (this one was
+    /// slower than its lease, or was presumed dead); that worker's check stands.
+    public var leaseLost = 0
+    /// Leases taken back at start (and during the run) from processes that died holding them.
+    public var recoveredLeases = 0
+    /// Due receipts no lease held when the run ended: work left behind that it could have taken.
+    public var dueLeft = 0
+    /// Due receipts when a `run` began (nil for backfills and dry runs): the backlog it started from.
+    public var dueAtStart: Int?
+    /// Receipts this run moved to the App Store Server API (their first valid answer from it).
+    public var migrated = 0
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case checked, changed, unchanged, failed, invalid, conflicts, skipped
+        case receiptsChanged = "receipts_changed"
+        case leaseLost = "lease_lost"
+        case recoveredLeases = "recovered_leases"
+        case dueLeft = "due_left"
+        case dueAtStart = "due_at_start"
+        case migrated
+    }
+}
