@@ -5,8 +5,10 @@ import RenewalCore
 import RenewalStorage
 import ServiceLifecycle
 
-/// One run in progress: the mutable part of a `RenewalRun`, owned by the parent task. Children only
-/// call Apple and hand the answer back through the task group, so nothing is shared between tasks.
+/// One run in progress: performs what `RunStateMachine` decides (claims, Apple requests, writes,
+/// passes, drain) and keeps what only the executor holds: the results waiting to be written, the
+/// outages held back, the counts and the report. Owned by the parent task; children only call Apple,
+/// sleep or write a batch, and hand back an event through the task group.
 struct RunExecution {
     let run: RenewalRun
     let runID: String
@@ -14,24 +16,14 @@ struct RunExecution {
     let report: ReportWriter?
     let startedAt: Date
     var counts = RenewalCounts()
-    private var breaker: CircuitBreaker
+    private var machine: RunStateMachine
     /// Outage failures not yet written: if the streak opens the breaker they are dropped and their
     /// rows stay exactly as they were; any usable answer from Apple writes them.
     private var heldOutages: [(StoredReceipt, EntitlementDecision)] = []
-    private var stop: RenewalOutcome.Status?
-    /// A graceful shutdown began: nothing more is claimed, and answers that are not evidence leave
-    /// their receipts untouched (the stop, not Apple, cut their retries short).
-    private var draining = false
-    /// The drain time ran out and in-flight requests were cancelled.
-    private var drainExpired = false
     private var lastProbe: Date?
     /// Results decided but not yet written: written together, one transaction per batch.
     private var pending: [PendingResult] = []
     private typealias PendingResult = (receipt: StoredReceipt, save: PendingSave<EntitlementDecision>)
-    /// A child wakes the loop to write `pending` at most `flushInterval` after the first result.
-    private var flushScheduled = false
-    /// A batch is being written by a child while the loop goes on sending requests (one at a time).
-    private var writing = false
     private var configuration: RenewalRun.Configuration { run.configuration }
     private var leaseOwner: String? { configuration.dryRun ? nil : configuration.workerID }
 
@@ -41,7 +33,15 @@ struct RunExecution {
         self.logger = logger
         self.report = report
         self.startedAt = startedAt
-        self.breaker = CircuitBreaker(configuration: run.configuration.circuitBreaker)
+        let configuration = run.configuration
+        let dueRun = if case .run = configuration.command { true } else { false }
+        let leases = !configuration.dryRun
+        machine = RunStateMachine(
+            limits: RunStateMachine.Limits(
+                concurrency: max(1, configuration.concurrency), maximumBatch: Self.maximumBatch,
+                maximumPending: Self.maximumPending, maximumRescans: Self.maximumRescans,
+                mayRescan: leases && configuration.limit == nil && dueRun),
+            breaker: configuration.circuitBreaker)
     }
 
     /// What the task group's children report: an answer from Apple, or a step of a graceful shutdown.
@@ -65,21 +65,16 @@ struct RunExecution {
         case .run: selection = .due(asOf: startedAt)
         case .backfill(let selector): selection = .backfill(selector)
         }
-        let concurrency = max(1, configuration.concurrency)
         // Claim small batches so a lease never runs out while its rows wait their turn.
-        let pageSize = leaseOwner == nil ? configuration.pageSize : min(configuration.pageSize, concurrency * 2)
+        let pageSize = leaseOwner == nil ? configuration.pageSize : min(configuration.pageSize, machine.limits.concurrency * 2)
         let makeSource = { [run, configuration, leaseOwner] in
             ReceiptSource(
                 store: run.store, selection: selection, pageSize: pageSize, limit: configuration.limit,
                 leaseOwner: leaseOwner, leaseDuration: configuration.leaseDuration, now: run.now)
         }
-        var source = makeSource()
         // A due run goes over the due rows again while a pass still finds work: rows a dead worker
-        // held, or another worker released, behind this pass's cursor. Backfills and dry runs make
-        // one pass (their rows stay selected, so a second pass would take them again).
-        var rescans = 0
-        let mayRescan = leaseOwner != nil && configuration.limit == nil && { if case .due = selection { return true } else { return false } }()
-        var claimedThisPass = 0
+        // held, or another worker released, behind this pass's cursor (`RunStateMachine.Limits.mayRescan`).
+        var source = makeSource()
         let verifier = run.verifier
         let logger = self.logger
         let drainTimeout = configuration.drainTimeout
@@ -93,89 +88,81 @@ struct RunExecution {
                     return .none
                 }
             }
-            var inFlight = 0
-            // The first receipt goes alone: a wrong shared secret (21004) ends the run before any write.
-            var window = 1
-            while true {
-                // While a slow write holds results back, at most `maximumPending` wait in memory.
-                while stop == nil, !draining, inFlight < window, pending.count < Self.maximumPending {
+            loop: while true {
+                switch machine.nextAction() {
+                case .claim:
                     try await probeForDeadWorkers(every: configuration.livenessProbeInterval)
-                    guard let receipt = try await source.next() else { break }
-                    claimedThisPass += 1
+                    guard let receipt = try await source.next() else {
+                        machine.sourceExhausted()
+                        continue
+                    }
+                    machine.claimed()
                     group.addTask {
                         .answer(receipt, await verifier.verify(receipt.check, logger: logger))
                     }
-                    inFlight += 1
-                }
-                if inFlight == 0, !writing, pending.count >= Self.maximumPending {
+                    continue
+                case .write:
                     startWriting(in: &group)
-                } else if inFlight == 0, !writing {
-                    guard stop == nil, !draining, mayRescan, source.exhausted, claimedThisPass > 0, rescans < Self.maximumRescans
-                    else { break }
-                    rescans += 1
-                    claimedThisPass = 0
+                    continue
+                case .rescan:
                     try await flush()
                     try await probeForDeadWorkers(every: 0)
                     source = makeSource()
                     continue
-                }
-                if !pending.isEmpty, !flushScheduled {
-                    flushScheduled = true
+                case .scheduleFlush:
                     group.addTask {
                         try? await Task.sleep(for: Self.flushInterval)
                         return .flushDue
                     }
+                    continue
+                case .finish:
+                    break loop
+                case .scheduleDrainDeadline, .cancelInFlight:
+                    // Answers to events, performed where the event is handled.
+                    continue
+                case .wait:
+                    break
                 }
                 guard let event = try await group.next() else { break }
                 switch event {
                 case .none:
-                    continue
+                    machine.idle()
                 case .flushDue:
-                    flushScheduled = false
-                    startWriting(in: &group)
-                    continue
+                    if machine.flushDue() == .write { startWriting(in: &group) }
                 case .written(let batch, let results):
-                    writing = false
                     try await record(batch, results)
-                    if pending.count >= min(Self.maximumBatch, max(1, inFlight)) { startWriting(in: &group) }
-                    continue
+                    if machine.batchWritten(pending: pending.count) == .write { startWriting(in: &group) }
                 case .shutdownRequested:
-                    draining = true
+                    _ = machine.shutdownRequested()
                     logger.notice("Shutdown requested: no more receipts are claimed, retries stop, in-flight requests may finish", metadata: [
-                        LogKey.inFlight: "\(inFlight)", LogKey.drainSeconds: "\(drainTimeout.components.seconds)",
+                        LogKey.inFlight: "\(machine.inFlight)", LogKey.drainSeconds: "\(drainTimeout.components.seconds)",
                     ])
                     group.addTask {
                         try? await Task.sleep(for: drainTimeout)
                         return .drainExpired
                     }
-                    continue
                 case .drainExpired:
-                    guard inFlight > 0 else { continue }
+                    guard machine.drainExpired() == .cancelInFlight else { continue }
                     logger.warning("Drain time over: cancelling in-flight Apple requests; their receipts are released untouched", metadata: [
-                        LogKey.inFlight: "\(inFlight)"
+                        LogKey.inFlight: "\(machine.inFlight)"
                     ])
-                    drainExpired = true
                     group.cancelAll()
-                    continue
                 case .answer(let receipt, let answer):
-                    inFlight -= 1
-                    window = concurrency
-                    if case .misconfigured(let failure) = answer, stop == nil {
+                    if case .misconfigured(let failure) = answer, machine.stop == nil {
                         logger.error("Apple says the configuration is wrong; stopping before writing anything else", metadata: [
                             LogKey.reason: "\(failure.reason)"
                         ])
-                        stop = failure.reason == AppStoreStatus.sharedSecretRejected.reason ? .sharedSecretRejected : .credentialsRejected
+                        machine.misconfigured(failure.reason == AppStoreStatus.sharedSecretRejected.reason ? .sharedSecretRejected : .credentialsRejected)
                     }
                     try await handle(receipt, answer)
-                    // About half the window answered since the last write, or nothing left in flight.
-                    if pending.count >= min(Self.maximumBatch, max(1, inFlight)) { startWriting(in: &group) }
+                    if machine.resultsPending(pending.count) == .write { startWriting(in: &group) }
                 }
             }
             group.cancelAll()
         }
 
         counts.skipped += try await source.releaseUnstarted()
-        if stop == nil {
+        if machine.stop == nil {
             try await writeHeldOutages()
         } else {
             let held = heldOutages
@@ -189,21 +176,18 @@ struct RunExecution {
             let strays = try await run.store.releaseEveryLease(of: leaseOwner)
             if strays > 0 { logger.notice("Released leases left by this run", metadata: [LogKey.leases: "\(strays)"]) }
         }
-        if let stop { return stop }
-        if draining {
+        if machine.draining, machine.stop == nil {
             logger.warning("Shutdown requested; in-flight receipts finished or released, the rest is left for the next run")
-            return .interrupted
         }
-        if mayRescan {
+        if machine.stop == nil, !machine.draining, machine.limits.mayRescan {
             counts.dueLeft = try await run.store.countDue(asOf: startedAt, unleasedAt: run.now())
             if counts.dueLeft > 0 {
                 logger.warning("Due receipts are left that this run could have taken; the next run starts with them", metadata: [
                     LogKey.dueLeft: "\(counts.dueLeft)"
                 ])
-                return .incomplete
             }
         }
-        return counts.failed > 0 ? .completedWithFailures : .completed
+        return machine.outcome(dueLeft: counts.dueLeft, failed: counts.failed)
     }
 
     /// At most this many extra passes over the due rows (each pass must still be finding work).
@@ -227,13 +211,12 @@ struct RunExecution {
     }
 
     /// Hands the pending results to a child that writes them in one transaction while the loop
-    /// goes on sending requests; its `.written` event counts, logs and reports them. One batch is
-    /// written at a time; the loop never ends with one unwritten (it waits while `writing`).
+    /// goes on sending requests; its `.written` event counts, logs and reports them. The state
+    /// machine starts one batch at a time and never ends the loop with one unwritten.
     private mutating func startWriting(in group: inout ThrowingTaskGroup<Event, any Error>) {
-        guard !pending.isEmpty, !writing else { return }
+        guard !pending.isEmpty else { return }
         let batch = pending
         pending.removeAll(keepingCapacity: true)
-        writing = true
         let store = run.store
         group.addTask {
             // Not cancelled with the group when the drain time runs out: a started write finishes.
@@ -279,42 +262,48 @@ struct RunExecution {
         }
     }
 
+    /// Does with one answer what the state machine's rules say: release the receipt untouched, hold
+    /// an outage back, or write the held results and this one.
     private mutating func handle(_ receipt: StoredReceipt, _ answer: AppleAnswer) async throws {
-        if stop == .sharedSecretRejected || stop == .credentialsRejected {
-            try await release(receipt)
-            return
-        }
-        if draining, !answer.isVerified {
-            try await release(receipt)
-            return
-        }
         if case .verified(let evidence) = answer {
-            // Any usable answer from Apple closes the streak and writes the outages held so far.
-            breaker.record(outage: false)
-            try await writeHeldOutages()
-            try await commit(receipt, deciding: answer, claiming: claims(receipt, evidence))
-            return
-        }
-        let decision = decide(receipt, answer, owners: [:])
-        if case .failed(outage: true) = decision.outcome {
-            if stop != nil {
+            switch machine.answered(evidence: true, outage: { false }) {
+            case .release, .hold, .holdAndOpenBreaker:
                 try await release(receipt)
-                return
-            }
-            heldOutages.append((receipt, decision))
-            if breaker.record(outage: true) {
-                logger.error("Apple keeps failing; circuit breaker open, no more receipts are claimed", metadata: [
-                    LogKey.consecutiveOutages: "\(breaker.consecutiveOutages)"
-                ])
-                stop = .abortedAppleUnavailable
-                configuration.metrics?.breakerTripped()
-                try await recordHeldOutagesAsFailures()
+            case .write:
+                // Any usable answer from Apple writes the outages held so far.
+                try await writeHeldOutages()
+                try await commit(receipt, deciding: answer, claiming: claims(receipt, evidence))
             }
             return
         }
-        breaker.record(outage: false)
-        try await writeHeldOutages()
-        try await commit(receipt, decision)
+        // Decided only when the rules look at it (a receipt released untouched is not).
+        var decided: EntitlementDecision?
+        let (run, runID, leaseOwner) = (self.run, self.runID, self.leaseOwner)
+        let disposition = machine.answered(evidence: false) {
+            let decision = Self.decide(receipt, answer, owners: [:], run: run, runID: runID, leaseOwner: leaseOwner)
+            decided = decision
+            return decision.outcome == .failed(outage: true)
+        }
+        guard disposition != .release, let decision = decided else {
+            try await release(receipt)
+            return
+        }
+        switch disposition {
+        case .release:
+            try await release(receipt)
+        case .hold:
+            heldOutages.append((receipt, decision))
+        case .holdAndOpenBreaker:
+            heldOutages.append((receipt, decision))
+            logger.error("Apple keeps failing; circuit breaker open, no more receipts are claimed", metadata: [
+                LogKey.consecutiveOutages: "\(machine.consecutiveOutages)"
+            ])
+            configuration.metrics?.breakerTripped()
+            try await recordHeldOutagesAsFailures()
+        case .write:
+            try await writeHeldOutages()
+            try await commit(receipt, decision)
+        }
     }
 
     /// The breaker opened: the held receipts keep every column but their lease, and their failures
@@ -461,13 +450,5 @@ extension StoredReceipt {
         ReceiptCheck(
             receipt: latestReceipt, originalTransactionID: originalTransactionID,
             subscriptionIDs: subscriptions.map(\.snapshot.originalTransactionID), environment: environment, source: source)
-    }
-}
-
-extension AppleAnswer {
-    /// A valid answer with evidence (the only kind written once a shutdown has cut retries short).
-    fileprivate var isVerified: Bool {
-        if case .verified = self { return true }
-        return false
     }
 }

@@ -1,0 +1,224 @@
+import RenewalStorage
+
+/// The rules of one run's loop, as a value: how many receipts are in flight, when results are
+/// written, when the run makes another pass over the due rows, how a shutdown drains, when the
+/// circuit breaker stops the run, and how the run ends. Events go in (a receipt claimed, an answer
+/// handled, a batch written, a shutdown, …); actions come out. No I/O, no clock, no task:
+/// `RunExecution` performs the actions, and tests drive the rules without sockets.
+///
+/// One pass of the loop: claim while the window allows (`.claim`), then write (`.write`), start
+/// another pass (`.rescan`) or end (`.finish`) when nothing is in flight, then start the flush timer
+/// if results wait (`.scheduleFlush`), then wait for the next event (`.wait`). Every event begins a
+/// new pass.
+struct RunStateMachine {
+    struct Limits: Sendable, Hashable {
+        /// Receipts in flight at once, after the first (which goes alone, so a wrong shared secret
+        /// ends the run before anything is written).
+        var concurrency: Int
+        /// Results written in one transaction at most.
+        var maximumBatch: Int
+        /// Results that may wait for a write in progress before no more receipts are claimed.
+        var maximumPending: Int
+        /// Extra passes over the due rows at most (each must still be finding work).
+        var maximumRescans: Int
+        /// Whether the run goes over the due rows again while a pass still finds work (a due run
+        /// that leases its rows and has no limit); backfills and dry runs make one pass.
+        var mayRescan: Bool
+    }
+
+    enum Action: Sendable, Hashable {
+        /// Claim the next receipt and send it to Apple; then call `claimed()` or `sourceExhausted()`.
+        case claim
+        /// Hand every pending result to a writer child; `batchWritten(pending:)` follows.
+        case write
+        /// Write what is pending now, look for dead workers' leases and go over the due rows again.
+        case rescan
+        /// Results wait: wake the loop with `flushDue()` after the flush interval.
+        case scheduleFlush
+        /// Wait for the next event.
+        case wait
+        /// The loop is over.
+        case finish
+        /// A shutdown began: wake the loop with `drainExpired()` after the drain time.
+        case scheduleDrainDeadline
+        /// The drain time ran out with requests in flight: cancel them (their receipts are released).
+        case cancelInFlight
+    }
+
+    /// What to do with the answer for one receipt.
+    enum Disposition: Sendable, Hashable {
+        /// Leave the receipt as it was, but for its lease.
+        case release
+        /// Keep the outage's result back: written with the next usable answer, or dropped (the row
+        /// untouched) and recorded as a failure if the streak opens the breaker.
+        case hold
+        /// This outage opened the breaker: hold it with the others, record them all as failures,
+        /// claim nothing more.
+        case holdAndOpenBreaker
+        /// Write the held results, then this one.
+        case write
+    }
+
+    private enum Phase {
+        case claiming, deciding, flushing, waiting
+    }
+
+    let limits: Limits
+    private var breaker: CircuitBreaker
+    private var phase = Phase.claiming
+    private var window = 1
+    private(set) var inFlight = 0
+    /// Results decided but not yet handed to a writer.
+    private(set) var pending = 0
+    /// A writer child is saving a batch (one at a time).
+    private(set) var writing = false
+    private var flushScheduled = false
+    private var exhausted = false
+    private var claimedThisPass = 0
+    private var rescans = 0
+    /// Why the run stopped claiming early (breaker, rejected credentials), if it did.
+    private(set) var stop: RunStatus?
+    /// A graceful shutdown began: nothing more is claimed, and answers that are not evidence leave
+    /// their receipts untouched (the stop, not Apple, cut their retries short).
+    private(set) var draining = false
+
+    init(limits: Limits, breaker: CircuitBreaker.Configuration) {
+        self.limits = limits
+        self.breaker = CircuitBreaker(configuration: breaker)
+    }
+
+    var consecutiveOutages: Int { breaker.consecutiveOutages }
+
+    /// What to do now; call again after performing it, until it says `.wait` or `.finish`.
+    mutating func nextAction() -> Action {
+        if phase == .claiming {
+            if stop == nil, !draining, !exhausted, inFlight < window, pending < limits.maximumPending { return .claim }
+            phase = .deciding
+        }
+        if phase == .deciding {
+            phase = .flushing
+            if inFlight == 0, !writing {
+                if pending >= limits.maximumPending { return startWrite() ?? .wait }
+                guard stop == nil, !draining, limits.mayRescan, exhausted, claimedThisPass > 0, rescans < limits.maximumRescans
+                else { return .finish }
+                rescans += 1
+                claimedThisPass = 0
+                exhausted = false
+                pending = 0
+                phase = .claiming
+                return .rescan
+            }
+        }
+        if phase == .flushing {
+            phase = .waiting
+            if pending > 0, !flushScheduled {
+                flushScheduled = true
+                return .scheduleFlush
+            }
+        }
+        return .wait
+    }
+
+    // MARK: Claims
+
+    mutating func claimed() {
+        inFlight += 1
+        claimedThisPass += 1
+    }
+
+    /// The selection (or the limit) has no more receipts for this pass.
+    mutating func sourceExhausted() {
+        exhausted = true
+        phase = .deciding
+    }
+
+    // MARK: Answers
+
+    /// Apple said the configuration is wrong (21004, or 401 from both environments): stop before
+    /// writing anything else. The first such answer decides the status.
+    mutating func misconfigured(_ status: RunStatus) {
+        if stop == nil { stop = status }
+    }
+
+    /// An answer arrived: `evidence` when it is a valid answer; `outage` tells, when asked, whether a
+    /// failure says Apple is unavailable (it is asked only when the answer is not released
+    /// unexamined). The window opens to the full concurrency after the first answer.
+    mutating func answered(evidence: Bool, outage: () -> Bool) -> Disposition {
+        inFlight -= 1
+        window = max(1, limits.concurrency)
+        phase = .claiming
+        if stop == .sharedSecretRejected || stop == .credentialsRejected { return .release }
+        if draining, !evidence { return .release }
+        if evidence || !outage() {
+            breaker.record(outage: false)
+            return .write
+        }
+        if stop != nil { return .release }
+        if breaker.record(outage: true) {
+            stop = .abortedAppleUnavailable
+            return .holdAndOpenBreaker
+        }
+        return .hold
+    }
+
+    /// The answer's result (and any held ones) joined the pending results: write now if about half
+    /// the window answered since the last write, or nothing is left in flight.
+    mutating func resultsPending(_ count: Int) -> Action? {
+        pending = count
+        return pending >= min(limits.maximumBatch, max(1, inFlight)) ? startWrite() : nil
+    }
+
+    // MARK: Writes
+
+    /// The flush interval passed since results began to wait.
+    mutating func flushDue() -> Action? {
+        flushScheduled = false
+        phase = .claiming
+        return startWrite()
+    }
+
+    /// The writer saved its batch; `pending` results have been decided since it started.
+    mutating func batchWritten(pending count: Int) -> Action? {
+        writing = false
+        phase = .claiming
+        return resultsPending(count)
+    }
+
+    private mutating func startWrite() -> Action? {
+        guard pending > 0, !writing else { return nil }
+        pending = 0
+        writing = true
+        return .write
+    }
+
+    // MARK: Shutdown
+
+    /// SIGTERM or SIGINT: claim nothing more; in-flight requests get the drain time to finish.
+    mutating func shutdownRequested() -> Action {
+        draining = true
+        phase = .claiming
+        return .scheduleDrainDeadline
+    }
+
+    /// The drain time is over.
+    mutating func drainExpired() -> Action? {
+        phase = .claiming
+        return inFlight > 0 ? .cancelInFlight : nil
+    }
+
+    /// A child with nothing to report ended.
+    mutating func idle() {
+        phase = .claiming
+    }
+
+    // MARK: The end
+
+    /// How the run ended, once the loop is over and every result is written. `dueLeft`: due rows no
+    /// lease held at the end (counted only when the run may rescan); `failed`: receipts not verified.
+    func outcome(dueLeft: Int, failed: Int) -> RunStatus {
+        if let stop { return stop }
+        if draining { return .interrupted }
+        if limits.mayRescan, dueLeft > 0 { return .incomplete }
+        return failed > 0 ? .completedWithFailures : .completed
+    }
+}
