@@ -23,8 +23,8 @@ struct RunExecution {
     private var lastProbe: Date?
     /// Results decided but not yet written: written together, one transaction per batch.
     private var pending: [PendingResult] = []
-    private typealias PendingResult = (receipt: StoredReceipt, save: PendingSave<EntitlementDecision>)
-    private var configuration: RenewalRun.Configuration { run.configuration }
+    typealias PendingResult = (receipt: StoredReceipt, save: PendingSave<EntitlementDecision>)
+    var configuration: RenewalRun.Configuration { run.configuration }
     private var leaseOwner: String? { configuration.dryRun ? nil : configuration.workerID }
 
     init(run: RenewalRun, runID: String, logger: Logger, report: ReportWriter?, startedAt: Date) {
@@ -225,17 +225,6 @@ struct RunExecution {
         }
     }
 
-    /// Counts, logs and reports the results of a written batch.
-    private mutating func record(_ batch: [PendingResult], _ results: [EntitlementDecision?]) async throws {
-        for ((receipt, _), decision) in zip(batch, results) {
-            guard let decision else {
-                recordLeaseLost(receipt)
-                continue
-            }
-            try await record(receipt, decision)
-        }
-    }
-
     /// Takes back the leases of dead workers (and marks their runs `abandoned`), at most once per
     /// `interval` seconds. Dry runs take nothing.
     private mutating func probeForDeadWorkers(every interval: TimeInterval) async throws {
@@ -246,20 +235,6 @@ struct RunExecution {
         let recovered = try await run.store.recoverAbandonedWork(except: leaseOwner, now: now)
         counts.recoveredLeases += recovered.releasedLeases
         RunExecution.log(recovered, logger: logger)
-    }
-
-    /// One line per dead process found, naming where it ran.
-    static func log(_ recovered: RecoveredWork, logger: Logger) {
-        for abandoned in recovered.abandonedRuns {
-            logger.warning("A run whose process died was marked abandoned; its leases were taken back", metadata: [
-                LogKey.abandonedRunID: "\(abandoned.runID)", LogKey.abandonedHost: "\(abandoned.host)",
-                LogKey.abandonedPID: "\(abandoned.processID)",
-                LogKey.abandonedWorker: "\(abandoned.workerID ?? "unknown")",
-            ])
-        }
-        if recovered.releasedLeases > 0 {
-            logger.notice("Took back leases held by dead processes", metadata: [LogKey.leases: "\(recovered.releasedLeases)"])
-        }
     }
 
     /// Does with one answer what the state machine's rules say: release the receipt untouched, hold
@@ -378,61 +353,6 @@ struct RunExecution {
             return
         }
         pending.append((receipt, PendingSave(receiptID: receipt.id, leaseOwner: decision.update.leaseOwner) { _ in (decision.update, decision) }))
-    }
-
-    /// The row's lease passed to another worker before this result could be written: nothing was
-    /// written (the other worker's check stands), and the report counts it.
-    private mutating func recordLeaseLost(_ receipt: StoredReceipt) {
-        counts.leaseLost += 1
-        configuration.metrics?.leaseWasLost()
-        logger.debug("Lease lost before the result was written; another worker's check stands", metadata: [
-            LogKey.receiptID: "\(receipt.id)", LogKey.userID: "\(receipt.userID)",
-        ])
-    }
-
-    /// Counts, logs and reports one written decision.
-    private mutating func record(_ receipt: StoredReceipt, _ check: EntitlementDecision) async throws {
-        counts.checked += 1
-        var metadata: Logger.Metadata = [LogKey.receiptID: "\(receipt.id)", LogKey.userID: "\(receipt.userID)"]
-        switch check.outcome {
-        case .verified, .invalid:
-            if check.outcome == .invalid { counts.invalid += 1 }
-            if check.changes.isEmpty { counts.unchanged += 1 } else { counts.receiptsChanged += 1 }
-            counts.changed += check.changes.count
-            if check.update.migrated {
-                counts.migrated += 1
-                metadata[LogKey.migrated] = "server_api"
-            }
-            metadata[LogKey.changes] = "\(check.changes.map(\.kind.rawValue).joined(separator: ","))"
-            logger.debug("Verified receipt", metadata: metadata)
-        case .failed:
-            counts.failed += 1
-            metadata[LogKey.reason] = "\(check.failure?.reason ?? "unknown")"
-            logger.debug("Receipt could not be verified; state kept, retried later", metadata: metadata)
-        }
-        counts.conflicts += check.update.conflicts.count
-        var failureReason: String?
-        if case .failed = check.outcome { failureReason = check.failure?.reason ?? "unknown" }
-        configuration.metrics?.receiptChecked(
-            changes: check.changes.map(\.kind), failure: failureReason, conflicts: check.update.conflicts.count)
-        configuration.progress?.receiptDone(counts: counts)
-        for conflict in check.update.conflicts {
-            logger.debug("Subscription already owned by another user (shared_apple_id); kept the first owner", metadata: [
-                LogKey.userID: "\(conflict.claimantUserID)", LogKey.originalTransactionID: "\(conflict.originalTransactionID)",
-                LogKey.subscriptionOwnerUserID: "\(conflict.ownerUserID)",
-            ])
-        }
-        guard let report else { return }
-        let ownership = Dictionary(
-            check.update.subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.ownershipType ?? "") },
-            uniquingKeysWith: { first, _ in first })
-        try report.append(changes: check.changes, userID: receipt.userID, ownership: ownership, source: check.update.source)
-        if let failure = check.failure {
-            try report.append(failure: failure, userID: receipt.userID, receiptID: receipt.id)
-        }
-        for conflict in check.update.conflicts {
-            try report.append(conflict: conflict)
-        }
     }
 
     /// Leaves a claimed receipt exactly as it was, but for its lease.
