@@ -207,7 +207,8 @@ let package = Package(
         .testTarget(
             name: "RenewalJobTests",
             dependencies: [
-                "RenewalJob", "RenewalSQLite", "RenewalPostgres", "RenewalAppStore", "RenewalAppleAPI", "AppStoreSimulator",
+                "RenewalJob", "RenewalSQLite", "RenewalPostgres", "RenewalAppStore", "RenewalAppleAPI",
+                "AppStoreSimulator",
                 "RenewalTesting",
                 "RenewalServerAPI",
                 .product(name: "InMemoryLogging", package: "swift-log"),
@@ -218,7 +219,8 @@ let package = Package(
         .testTarget(
             name: "RenewalCLITests",
             dependencies: [
-                "renewal", "appstore-simulator", "AppStoreSimulator", "RenewalSQLite", "RenewalStorage", "RenewalTesting",
+                "renewal", "appstore-simulator", "AppStoreSimulator", "RenewalSQLite", "RenewalStorage",
+                "RenewalTesting",
                 "RenewalServerAPI",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

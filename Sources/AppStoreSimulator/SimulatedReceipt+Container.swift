@@ -25,30 +25,40 @@ extension SimulatedReceipt {
             let isAddon = id != SimulatedIdentifier.id(account)
             let product = isAddon ? productID + ".addon" : productID
             let end = isAddon ? start.addingTimeInterval(period) : mainEnd
-            purchases.append(DERWriter.attribute(17, DERWriter.set([
-                DERWriter.attribute(1701, DERWriter.integer(1)),
-                DERWriter.attribute(1702, DERWriter.utf8(product)),
-                DERWriter.attribute(1703, DERWriter.utf8(id)),
-                DERWriter.attribute(1705, DERWriter.utf8(id)),
-                DERWriter.attribute(1708, DERWriter.ia5(expiry.string(from: end))),
-            ])))
+            purchases.append(
+                DERWriter.attribute(
+                    17,
+                    DERWriter.set([
+                        DERWriter.attribute(1701, DERWriter.integer(1)),
+                        DERWriter.attribute(1702, DERWriter.utf8(product)),
+                        DERWriter.attribute(1703, DERWriter.utf8(id)),
+                        DERWriter.attribute(1705, DERWriter.utf8(id)),
+                        DERWriter.attribute(1708, DERWriter.ia5(expiry.string(from: end))),
+                    ])))
         }
         let payload = DERWriter.set(
             [DERWriter.attribute(2, DERWriter.utf8(Self.bundleID))] + purchases
-                + [DERWriter.sequence([DERWriter.integer(Self.simulatorAttribute), DERWriter.integer(1), DERWriter.octets(Array(json))])])
+                + [
+                    DERWriter.sequence([
+                        DERWriter.integer(Self.simulatorAttribute), DERWriter.integer(1), DERWriter.octets(Array(json)),
+                    ])
+                ])
         let signedData = DERWriter.sequence([
             DERWriter.integer(1),
             DERWriter.set([]),
-            DERWriter.sequence([DERWriter.oid([1, 2, 840, 113_549, 1, 7, 1]), DERWriter.explicit0(DERWriter.octets(payload))]),
+            DERWriter.sequence([
+                DERWriter.oid([1, 2, 840, 113_549, 1, 7, 1]), DERWriter.explicit0(DERWriter.octets(payload)),
+            ]),
             DERWriter.set([]),
         ])
-        return Data(DERWriter.sequence([DERWriter.oid([1, 2, 840, 113_549, 1, 7, 2]), DERWriter.explicit0(signedData)]))
+        return Data(
+            DERWriter.sequence([DERWriter.oid([1, 2, 840, 113_549, 1, 7, 2]), DERWriter.explicit0(signedData)]))
     }
 
     /// The JSON of the private attribute of a container made by `container(json:)`; nil otherwise.
     static func json(inContainer base64: String) -> Data? {
         guard let attributes = try? LegacyReceipt.attributes(appReceipt: base64),
-              let attribute = attributes.first(where: { $0.type == simulatorAttribute })
+            let attribute = attributes.first(where: { $0.type == simulatorAttribute })
         else { return nil }
         return Data(attribute.value)
     }

@@ -18,7 +18,8 @@ enum SimulatedAnswer: Sendable {
 
     static let outagePage = SimulatedAnswer.raw(
         httpStatus: 503, contentType: "text/html; charset=utf-8",
-        body: "<html><head><title>503 Service Unavailable</title></head><body><h1>Service Unavailable</h1></body></html>")
+        body:
+            "<html><head><title>503 Service Unavailable</title></head><body><h1>Service Unavailable</h1></body></html>")
     static let htmlPage = SimulatedAnswer.raw(
         httpStatus: 200, contentType: "text/html; charset=utf-8",
         body: "<!DOCTYPE html><html><head><title>Apple</title></head><body><p>We'll be right back.</p></body></html>")
@@ -104,9 +105,11 @@ extension SimulatedReceipt {
         switch scenario {
         case .voluntaryExpiry:
             periods = [first]
-            pending = [.init(
-                originalTransactionID: originalID, productID: productID, autoRenewStatus: false,
-                expirationIntent: now >= retryStart ? "1" : nil)]
+            pending = [
+                .init(
+                    originalTransactionID: originalID, productID: productID, autoRenewStatus: false,
+                    expirationIntent: now >= retryStart ? "1" : nil)
+            ]
         case .legacyIOS6:
             // As the iOS 6 answer tells it: one period, auto-renew off, no intent given.
             periods = [first]

@@ -46,7 +46,9 @@ public struct SimulatedReceipt: Codable, Sendable, Hashable {
     /// Reads a receipt produced by `encoded` (or the bare base64 JSON earlier versions made); nil for
     /// anything else (a real receipt, garbage).
     public init?(encoded: String) {
-        guard let data = Self.json(inContainer: encoded) ?? Data(base64Encoded: encoded, options: .ignoreUnknownCharacters),
+        guard
+            let data = Self.json(inContainer: encoded)
+                ?? Data(base64Encoded: encoded, options: .ignoreUnknownCharacters),
             let receipt = try? Self.decoder.decode(SimulatedReceipt.self, from: data),
             receipt.period > 0, receipt.period.isFinite, receipt.generation >= 0
         else { return nil }

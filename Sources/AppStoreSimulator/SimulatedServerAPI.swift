@@ -34,17 +34,19 @@ public struct SimulatedServerAPI: Sendable {
     func accepts(authorization: String?, now: Date = Date()) -> Bool {
         guard let authorization, authorization.hasPrefix("Bearer ") else { return false }
         let parts = authorization.dropFirst(7).split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let claimsData = Base64URL.decode(parts[1]),
-              let signatureData = Base64URL.decode(parts[2]),
-              let header = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any],
-              let claims = (try? JSONSerialization.jsonObject(with: claimsData)) as? [String: Any],
-              let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
-              apiKey.publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
+        guard parts.count == 3, let headerData = Base64URL.decode(parts[0]),
+            let claimsData = Base64URL.decode(parts[1]),
+            let signatureData = Base64URL.decode(parts[2]),
+            let header = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any],
+            let claims = (try? JSONSerialization.jsonObject(with: claimsData)) as? [String: Any],
+            let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
+            apiKey.publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
         else { return false }
         guard header["alg"] as? String == "ES256", header["kid"] as? String == keyID,
-              claims["iss"] as? String == issuerID, claims["aud"] as? String == "appstoreconnect-v1",
-              claims["bid"] as? String == SimulatedReceipt.bundleID,
-              let issued = (claims["iat"] as? NSNumber)?.doubleValue, let expires = (claims["exp"] as? NSNumber)?.doubleValue
+            claims["iss"] as? String == issuerID, claims["aud"] as? String == "appstoreconnect-v1",
+            claims["bid"] as? String == SimulatedReceipt.bundleID,
+            let issued = (claims["iat"] as? NSNumber)?.doubleValue,
+            let expires = (claims["exp"] as? NSNumber)?.doubleValue
         else { return false }
         let wall = now.timeIntervalSince1970
         return expires > wall && expires - issued <= 3_600 && issued <= wall + 60
@@ -74,9 +76,13 @@ extension SimulatedReceipt {
         case .transient21005 where attempt <= 2:
             return .error(httpStatus: 500, code: 5_000_001, message: "An unknown error occurred. Please try again.")
         case .outage:
-            return .raw(httpStatus: 503, contentType: "text/html; charset=utf-8", body: Data("<html><body><h1>Service Unavailable</h1></body></html>".utf8))
+            return .raw(
+                httpStatus: 503, contentType: "text/html; charset=utf-8",
+                body: Data("<html><body><h1>Service Unavailable</h1></body></html>".utf8))
         case .html200:
-            return .raw(httpStatus: 200, contentType: "text/html; charset=utf-8", body: Data("<!DOCTYPE html><html><body>We'll be right back.</body></html>".utf8))
+            return .raw(
+                httpStatus: 200, contentType: "text/html; charset=utf-8",
+                body: Data("<!DOCTYPE html><html><body>We'll be right back.</body></html>".utf8))
         default: break
         }
         let response = self.response(at: now)
@@ -86,13 +92,19 @@ extension SimulatedReceipt {
         let byOriginal = Dictionary(grouping: response.latestReceiptInfo) { $0.originalTransactionID ?? "" }
         for original in byOriginal.keys.sorted() {
             guard let rows = byOriginal[original] else { continue }
-            let current = rows.filter { $0.isUpgraded != true }.max { ($0.expiresDate ?? .distantPast) < ($1.expiresDate ?? .distantPast) }
+            let current =
+                rows.filter { $0.isUpgraded != true }.max {
+                    ($0.expiresDate ?? .distantPast) < ($1.expiresDate ?? .distantPast)
+                }
                 ?? rows.max { ($0.expiresDate ?? .distantPast) < ($1.expiresDate ?? .distantPast) }
             guard let current else { continue }
             let pending = response.pendingRenewalInfo.first { $0.originalTransactionID == original }
             let status = Self.status(of: current, pending: pending, now: now)
-            guard let transaction = try? signer.sign(Self.json(transactionPayload(current, environment: environment, now: now))),
-                  let renewal = try? signer.sign(Self.json(renewalPayload(pending, current: current, environment: environment, now: now)))
+            guard
+                let transaction = try? signer.sign(
+                    Self.json(transactionPayload(current, environment: environment, now: now))),
+                let renewal = try? signer.sign(
+                    Self.json(renewalPayload(pending, current: current, environment: environment, now: now)))
             else { continue }
             let group = current.subscriptionGroupIdentifier ?? "20000001"
             if groups[group] == nil { order.append(group) }
@@ -106,7 +118,9 @@ extension SimulatedReceipt {
             "data": order.map { ["subscriptionGroupIdentifier": $0, "lastTransactions": groups[$0] ?? []] },
         ]
         let data = Self.json(body)
-        if scenario == .truncatedJSON { return .raw(httpStatus: 200, contentType: "application/json", body: data.prefix(data.count / 2)) }
+        if scenario == .truncatedJSON {
+            return .raw(httpStatus: 200, contentType: "application/json", body: data.prefix(data.count / 2))
+        }
         return .json(data)
     }
 
@@ -149,7 +163,9 @@ extension SimulatedReceipt {
         return payload
     }
 
-    private func renewalPayload(_ pending: PendingRenewalInfo?, current: LatestReceiptInfo, environment: String, now: Date) -> [String: Any] {
+    private func renewalPayload(
+        _ pending: PendingRenewalInfo?, current: LatestReceiptInfo, environment: String, now: Date
+    ) -> [String: Any] {
         var payload: [String: Any] = ["environment": environment, "signedDate": Self.ms(now)]
         payload["originalTransactionId"] = current.originalTransactionID
         payload["productId"] = pending?.productID ?? current.productID

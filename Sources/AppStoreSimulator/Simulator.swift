@@ -41,9 +41,11 @@ public func buildSimulator(
     }
     return Application(
         router: router,
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "appstore-simulator"),
+        configuration: .init(
+            address: .hostname(configuration.host, port: configuration.port), serverName: "appstore-simulator"),
         onServerRunning: { channel in
-            await onListening(SimulatorEndpoints(host: configuration.host, port: channel.localAddress?.port ?? configuration.port))
+            await onListening(
+                SimulatorEndpoints(host: configuration.host, port: channel.localAddress?.port ?? configuration.port))
         },
         logger: logger)
 }
@@ -100,7 +102,9 @@ struct SimulatorRoutes: Sendable {
     /// faults, the registered receipt (404 when none), its scenario.
     func statuses(_ request: Request, id: String, sandbox: Bool) async throws -> Response {
         guard let serverAPI = configuration.serverAPI else {
-            return raw(status: 500, contentType: "application/json", data: Data(#"{"errorCode":5000000,"errorMessage":"No signing chain."}"#.utf8))
+            return raw(
+                status: 500, contentType: "application/json",
+                data: Data(#"{"errorCode":5000000,"errorMessage":"No signing chain."}"#.utf8))
         }
         guard serverAPI.accepts(authorization: request.headers[.authorization]) else {
             state.countServerAPI(.unauthorized)
@@ -117,7 +121,8 @@ struct SimulatorRoutes: Sendable {
         case .none: break
         case .outage: return respond(SimulatedAnswer.outagePage)
         case .html200: return respond(SimulatedAnswer.htmlPage)
-        case .status21005: return serverAPIError(500, code: 5_000_001, message: "An unknown error occurred. Please try again.")
+        case .status21005:
+            return serverAPIError(500, code: 5_000_001, message: "An unknown error occurred. Please try again.")
         }
         guard let receipt = state.registered(transactionID: id) else {
             state.countServerAPI(.notFound)
@@ -125,17 +130,21 @@ struct SimulatorRoutes: Sendable {
         }
         let attempt = state.recordServerAPIAttempt(account: receipt.account)
         if receipt.scenario == .slow { try await Task.sleep(for: configuration.slowDelay) }
-        switch receipt.statusAnswer(at: state.now, sandboxEndpoint: sandbox, attempt: attempt, signer: serverAPI.chain) {
+        switch receipt.statusAnswer(at: state.now, sandboxEndpoint: sandbox, attempt: attempt, signer: serverAPI.chain)
+        {
         case .json(let data): return raw(status: 200, contentType: "application/json", data: data)
         case .error(let status, let code, let message):
             if status == 404 { state.countServerAPI(.notFound) }
             return serverAPIError(status, code: code, message: message)
-        case .raw(let status, let contentType, let body): return raw(status: status, contentType: contentType, data: body)
+        case .raw(let status, let contentType, let body):
+            return raw(status: status, contentType: contentType, data: body)
         }
     }
 
     private func serverAPIError(_ status: Int, code: Int, message: String) -> Response {
-        raw(status: status, contentType: "application/json", data: Self.encode(ServerAPIErrorBody(errorCode: code, errorMessage: message)))
+        raw(
+            status: status, contentType: "application/json",
+            data: Self.encode(ServerAPIErrorBody(errorCode: code, errorMessage: message)))
     }
 
     private struct ServerAPIErrorBody: Encodable {
@@ -219,9 +228,11 @@ struct SimulatorRoutes: Sendable {
             response.status = .notFound
             return response
         }
-        return json(Received(
-            account: account, receiptData: receiptData,
-            generation: SimulatedReceipt(encoded: receiptData)?.generation, attempts: state.attempts(account: account)))
+        return json(
+            Received(
+                account: account, receiptData: receiptData,
+                generation: SimulatedReceipt(encoded: receiptData)?.generation,
+                attempts: state.attempts(account: account)))
     }
 
     private struct Received: Encodable {

@@ -38,7 +38,8 @@ public func withAppStoreSimulator<T>(
             // The server stopped before listening: surface its error.
             try await group.waitForAll()
             throw SimulatorStartupError(
-                description: "The App Store simulator stopped before listening on \(configuration.host):\(configuration.port).")
+                description:
+                    "The App Store simulator stopped before listening on \(configuration.host):\(configuration.port).")
         }
         let result: T
         do {

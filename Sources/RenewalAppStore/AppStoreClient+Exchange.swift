@@ -8,7 +8,9 @@ import RenewalCore
 extension AppStoreClient {
     /// Sends one request to `environment`'s endpoint and reads the answer within the timeout and size
     /// cap: a decoded answer with HTTP 200, whatever its `status`, or why there is none.
-    func exchange(receipt: String, environment: AppStoreEnvironment, logger: Logger) async -> Result<VerifyReceiptResponse, AppleAPIError> {
+    func exchange(receipt: String, environment: AppStoreEnvironment, logger: Logger) async -> Result<
+        VerifyReceiptResponse, AppleAPIError
+    > {
         await transport.timed(environment, status: Self.observedStatus) {
             await send(receipt: receipt, environment: environment, logger: logger)
         }
@@ -22,7 +24,9 @@ extension AppStoreClient {
         }
     }
 
-    private func send(receipt: String, environment: AppStoreEnvironment, logger: Logger) async -> Result<VerifyReceiptResponse, AppleAPIError> {
+    private func send(receipt: String, environment: AppStoreEnvironment, logger: Logger) async -> Result<
+        VerifyReceiptResponse, AppleAPIError
+    > {
         let isSandbox = environment == .sandbox
         let url = isSandbox ? configuration.sandboxURL : configuration.productionURL
         let payload = VerifyReceiptRequest(
@@ -36,12 +40,16 @@ extension AppStoreClient {
         request.body = .bytes(ByteBuffer(bytes: body))
 
         var logger = logger
-        if logger.logLevel <= .debug { logger[metadataKey: LogKey.appStoreEndpoint] = isSandbox ? "sandbox" : "production" }
+        if logger.logLevel <= .debug {
+            logger[metadataKey: LogKey.appStoreEndpoint] = isSandbox ? "sandbox" : "production"
+        }
         logger.trace("Sending verifyReceipt", metadata: [LogKey.requestBytes: "\(body.count)"])
 
         let response: HTTPClientResponse
         let buffer: ByteBuffer
-        switch await transport.fetch(request, timeout: configuration.requestTimeout, maxBytes: configuration.maxResponseBytes, logger: logger) {
+        switch await transport.fetch(
+            request, timeout: configuration.requestTimeout, maxBytes: configuration.maxResponseBytes, logger: logger)
+        {
         case .success(let fetched):
             (response, buffer) = fetched
         case .failure(let failure):
@@ -68,7 +76,8 @@ extension AppStoreClient {
             case .unreadableField(let path, let detail):
                 // Apple sent JSON with a status and one field the job needs is odd: Apple answered,
                 // so it is not an outage.
-                logger.trace("verifyReceipt answer has an unreadable field", metadata: [LogKey.appStoreFailure: "\(path)"])
+                logger.trace(
+                    "verifyReceipt answer has an unreadable field", metadata: [LogKey.appStoreFailure: "\(path)"])
                 return .failure(.unreadableField(path: path, detail: detail))
             }
         }

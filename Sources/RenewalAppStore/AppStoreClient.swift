@@ -29,7 +29,8 @@ public final class AppStoreClient: ReceiptVerifier {
         _ body: (AppStoreClient) async throws -> T
     ) async throws -> T {
         try await AppleTransport.withAppleTransport(
-            requestTimeout: configuration.requestTimeout, connectionsPerHost: configuration.maxConnectionsPerHost, observer: observer
+            requestTimeout: configuration.requestTimeout, connectionsPerHost: configuration.maxConnectionsPerHost,
+            observer: observer
         ) { transport in
             try await body(AppStoreClient(transport: transport, configuration: configuration))
         }
@@ -44,7 +45,8 @@ public final class AppStoreClient: ReceiptVerifier {
         var environment = AppStoreEnvironment.production
         var switches = 0
         var everyAttemptMalformed = true
-        return await configuration.retryPolicy.run(observer: transport.observer, logger: logger, reason: Self.reason) { attempt in
+        return await configuration.retryPolicy.run(observer: transport.observer, logger: logger, reason: Self.reason) {
+            attempt in
             var logger = logger
             // Metadata costs a copy and a re-render of the handler's metadata: only when it can show.
             if logger.logLevel <= .debug { logger[metadataKey: LogKey.appStoreAttempt] = "\(attempt)" }
@@ -56,20 +58,30 @@ public final class AppStoreClient: ReceiptVerifier {
                     return .finish(.verified(AppleEvidence(verifyReceipt: response, answeredBy: answeredBy)))
                 case .useSandbox, .useProduction:
                     switches += 1
-                    guard switches <= Self.maxEnvironmentSwitches else { return .finish(AppleAPIError.environmentLoop.answer(.verifyReceipt)) }
+                    guard switches <= Self.maxEnvironmentSwitches else {
+                        return .finish(AppleAPIError.environmentLoop.answer(.verifyReceipt))
+                    }
                     environment = environment == .production ? .sandbox : .production
                     return .redirect
                 case .sharedSecretRejected:
-                    return .finish(.misconfigured(CheckFailure(
-                        reason: AppStoreStatus.sharedSecretRejected.reason,
-                        message: "Apple rejected the shared secret (21004); set APPSTORE_SHARED_SECRET to the app's shared secret.")))
+                    return .finish(
+                        .misconfigured(
+                            CheckFailure(
+                                reason: AppStoreStatus.sharedSecretRejected.reason,
+                                message:
+                                    "Apple rejected the shared secret (21004); set APPSTORE_SHARED_SECRET to the app's shared secret."
+                            )))
                 case .invalidReceipt:
-                    let kind: AppleRejection.Kind = response.status == .accountNotFound ? .accountNotFound : .notAuthentic
-                    return .finish(.rejected(AppleRejection(kind: kind, status: response.status, environment: answeredBy)))
+                    let kind: AppleRejection.Kind =
+                        response.status == .accountNotFound ? .accountNotFound : .notAuthentic
+                    return .finish(
+                        .rejected(AppleRejection(kind: kind, status: response.status, environment: answeredBy)))
                 case .malformedOrTemporary:
                     return .retry(
                         everyAttemptMalformed
-                            ? .rejected(AppleRejection(kind: .malformedOrTemporary, status: response.status, environment: answeredBy))
+                            ? .rejected(
+                                AppleRejection(
+                                    kind: .malformedOrTemporary, status: response.status, environment: answeredBy))
                             : AppleAPIError.temporaryStatus(response.status).answer(.verifyReceipt))
                 case .temporary:
                     everyAttemptMalformed = false

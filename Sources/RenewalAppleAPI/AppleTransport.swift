@@ -60,7 +60,8 @@ public final class AppleTransport: Sendable {
         let deadline = NIODeadline.now() + .nanoseconds(max(1, timeout.nanoseconds))
         do {
             // The client tags its logger per request; below trace level that only costs a re-render.
-            let response = try await httpClient.execute(request, deadline: deadline, logger: logger.logLevel <= .trace ? logger : Self.quiet)
+            let response = try await httpClient.execute(
+                request, deadline: deadline, logger: logger.logLevel <= .trace ? logger : Self.quiet)
             let body = try await response.body.collect(upTo: maxBytes)
             return .success((response, body))
         } catch is NIOTooManyBytesError {
@@ -81,7 +82,8 @@ public final class AppleTransport: Sendable {
         guard let observer else { return await exchange() }
         let started = ContinuousClock.now
         let result = await exchange()
-        observer.exchanged(status: status(result), environment: environment, seconds: (ContinuousClock.now - started).seconds)
+        observer.exchanged(
+            status: status(result), environment: environment, seconds: (ContinuousClock.now - started).seconds)
         return result
     }
 

@@ -29,7 +29,8 @@ public protocol TransactionVerifier: ReceiptVerifier {
 
     /// Asks Apple about the customer who owns `transactionID`, starting with `environment` (production
     /// when nil).
-    func verify(transactionID: String, preferring environment: AppStoreEnvironment?, logger: Logger) async -> AppleAnswer
+    func verify(transactionID: String, preferring environment: AppStoreEnvironment?, logger: Logger) async
+        -> AppleAnswer
 }
 
 /// One stored receipt as a verifier sees it. Never logged: `receipt` is the customer's receipt.

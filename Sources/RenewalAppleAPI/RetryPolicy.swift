@@ -55,12 +55,16 @@ public struct RetryPolicy: Sendable, Hashable {
                     return answer
                 }
             case .retry(let answer):
-                guard attempt < max(1, maxAttempts), !Task.isCancelled, !Task.isShuttingDownGracefully else { return answer }
+                guard attempt < max(1, maxAttempts), !Task.isCancelled, !Task.isShuttingDownGracefully else {
+                    return answer
+                }
                 observer?.retrying()
                 let delay = backoff(afterAttempt: attempt)
                 logger.debug(
                     "Retrying an Apple request",
-                    metadata: [LogKey.appStoreFailure: "\(reason(answer))", LogKey.retryDelayMS: "\(delay.milliseconds)"])
+                    metadata: [
+                        LogKey.appStoreFailure: "\(reason(answer))", LogKey.retryDelayMS: "\(delay.milliseconds)",
+                    ])
                 do {
                     try await cancelWhenGracefulShutdown { try await Task.sleep(for: delay) }
                 } catch {

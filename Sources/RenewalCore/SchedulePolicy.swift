@@ -48,7 +48,8 @@ public struct SchedulePolicy: Sendable, Hashable, Codable {
         func read(_ key: CodingKeys, _ path: WritableKeyPath<SchedulePolicy, TimeInterval>) throws {
             if let value = try c.decodeIfPresent(TimeInterval.self, forKey: key) {
                 guard value >= 0, value.isFinite else {
-                    throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: "\(key.stringValue) must be a number of seconds ≥ 0.")
+                    throw DecodingError.dataCorruptedError(
+                        forKey: key, in: c, debugDescription: "\(key.stringValue) must be a number of seconds ≥ 0.")
                 }
                 policy[keyPath: path] = value
             }
@@ -68,7 +69,9 @@ public struct SchedulePolicy: Sendable, Hashable, Codable {
         try read(.renewalPendingWindow, \.renewalPendingWindow)
         try read(.rejectionSpanBeforeInvalid, \.rejectionSpanBeforeInvalid)
         policy.failureJitter = try c.decodeIfPresent(Double.self, forKey: .failureJitter) ?? policy.failureJitter
-        policy.malformedChecksBeforeInvalid = try c.decodeIfPresent(Int.self, forKey: .malformedChecksBeforeInvalid) ?? policy.malformedChecksBeforeInvalid
+        policy.malformedChecksBeforeInvalid =
+            try c.decodeIfPresent(Int.self, forKey: .malformedChecksBeforeInvalid)
+            ?? policy.malformedChecksBeforeInvalid
         self = policy
     }
 

@@ -6,7 +6,9 @@ extension SubscriptionEvent {
     /// A first check yields exactly one `verified` event. Otherwise a state change yields one event
     /// named for the transition, and auto-renew and product changes add their own. A re-check that
     /// changes nothing yields nothing.
-    public static func events(from stored: SubscriptionSnapshot?, to derived: SubscriptionSnapshot) -> [SubscriptionEvent] {
+    public static func events(from stored: SubscriptionSnapshot?, to derived: SubscriptionSnapshot)
+        -> [SubscriptionEvent]
+    {
         let from = stored?.state ?? .unverified
         func event(_ kind: Kind) -> SubscriptionEvent {
             SubscriptionEvent(
@@ -50,9 +52,12 @@ extension SubscriptionEvent {
     }
 
     /// The event recorded once for a receipt whose first valid answer holds no auto-renewable subscription.
-    public static func noSubscription(from state: SubscriptionState, environment: AppStoreEnvironment?) -> SubscriptionEvent {
+    public static func noSubscription(from state: SubscriptionState, environment: AppStoreEnvironment?)
+        -> SubscriptionEvent
+    {
         SubscriptionEvent(
-            kind: .noSubscription, originalTransactionID: nil, productID: nil, fromState: state, toState: .noSubscription,
+            kind: .noSubscription, originalTransactionID: nil, productID: nil, fromState: state,
+            toState: .noSubscription,
             oldExpiresAt: nil, newExpiresAt: nil, environment: environment)
     }
 

@@ -87,19 +87,24 @@ extension EntitlementDecision {
             }
 
         case .rejected(let rejection) where rejection.kind == .accountNotFound:
-            self = Self.invalidate(receipt, update: update, environment: rejection.environment, now: now, schedule: schedule)
+            self = Self.invalidate(
+                receipt, update: update, environment: rejection.environment, now: now, schedule: schedule)
 
         case .rejected(let rejection):
             // 21002 across many receipts is Apple's trouble as often as the receipt's: it counts
             // toward the breaker. 21003 speaks about this receipt only.
             let outage = rejection.kind == .malformedOrTemporary
-            let what = "Apple answered \(rejection.status.rawValue) (\(rejection.kind == .malformedOrTemporary ? "malformed or temporary" : "not authentic"))"
+            let what =
+                "Apple answered \(rejection.status.rawValue) (\(rejection.kind == .malformedOrTemporary ? "malformed or temporary" : "not authentic"))"
             if receipt.wasVerified {
                 update.consecutiveMalformed = 0
                 update.rejectedSince = nil
-                self = fail(CheckFailure(
-                    reason: rejection.reason,
-                    message: "\(what) for a receipt Apple verified before; its subscriptions keep their state and it is retried later."),
+                self = fail(
+                    CheckFailure(
+                        reason: rejection.reason,
+                        message:
+                            "\(what) for a receipt Apple verified before; its subscriptions keep their state and it is retried later."
+                    ),
                     outage: outage)
                 return
             }
@@ -110,11 +115,15 @@ extension EntitlementDecision {
             if update.consecutiveMalformed >= schedule.malformedChecksBeforeInvalid,
                 now.timeIntervalSince(since) >= schedule.rejectionSpanBeforeInvalid
             {
-                self = Self.invalidate(receipt, update: update, environment: rejection.environment, now: now, schedule: schedule)
+                self = Self.invalidate(
+                    receipt, update: update, environment: rejection.environment, now: now, schedule: schedule)
             } else {
-                self = fail(CheckFailure(
-                    reason: rejection.reason,
-                    message: "\(what) on check \(update.consecutiveMalformed); a never-verified receipt is marked invalid after \(schedule.malformedChecksBeforeInvalid) such checks over \(days.formatted()) days."),
+                self = fail(
+                    CheckFailure(
+                        reason: rejection.reason,
+                        message:
+                            "\(what) on check \(update.consecutiveMalformed); a never-verified receipt is marked invalid after \(schedule.malformedChecksBeforeInvalid) such checks over \(days.formatted()) days."
+                    ),
                     outage: outage)
             }
 
@@ -147,7 +156,8 @@ extension EntitlementDecision {
         update.originalTransactionID = evidence.lookupTransactionID ?? receipt.originalTransactionID
         update.migrated = evidence.source == .serverAPI && receipt.source != .serverAPI
         let stored = Dictionary(
-            receipt.subscriptions.map { ($0.snapshot.originalTransactionID, $0) }, uniquingKeysWith: { first, _ in first })
+            receipt.subscriptions.map { ($0.snapshot.originalTransactionID, $0) },
+            uniquingKeysWith: { first, _ in first })
 
         var listed: Set<String> = []
         for subscription in evidence.subscriptions {
@@ -161,13 +171,15 @@ extension EntitlementDecision {
             }
             listed.insert(id)
             if previous == nil, let owner = owners[id], owner.receiptID != receipt.id {
-                update.conflicts.append(OwnershipConflict(
-                    originalTransactionID: id, ownerUserID: owner.userID, claimantUserID: receipt.userID,
-                    productID: subscription.productID))
+                update.conflicts.append(
+                    OwnershipConflict(
+                        originalTransactionID: id, ownerUserID: owner.userID, claimantUserID: receipt.userID,
+                        productID: subscription.productID))
                 continue
             }
             var derived = SubscriptionSnapshot(evidence: subscription, now: now)
-            if derived.state == .expired, previous?.snapshot.state == .active, subscription.basis == .latestTransactions,
+            if derived.state == .expired, previous?.snapshot.state == .active,
+                subscription.basis == .latestTransactions,
                 derived.awaitsRenewal(now: now, window: schedule.renewalPendingWindow)
             {
                 // Apple has not posted the renewal yet: no lock-out on thin evidence. (Partial
@@ -175,8 +187,9 @@ extension EntitlementDecision {
                 derived.state = .active
             }
             update.changes += SubscriptionEvent.events(from: previous?.snapshot, to: derived)
-            update.subscriptions.append(StoredSubscription(
-                snapshot: derived, lastVerifiedAt: now, nextCheckAt: schedule.nextCheck(for: derived, now: now)))
+            update.subscriptions.append(
+                StoredSubscription(
+                    snapshot: derived, lastVerifiedAt: now, nextCheckAt: schedule.nextCheck(for: derived, now: now)))
         }
 
         for previous in receipt.subscriptions where !listed.contains(previous.snapshot.originalTransactionID) {
@@ -186,21 +199,24 @@ extension EntitlementDecision {
                 snapshot.state = .expired
                 snapshot.gracePeriodExpiresAt = nil
             }
-            update.subscriptions.append(StoredSubscription(
-                snapshot: snapshot, lastVerifiedAt: previous.lastVerifiedAt,
-                nextCheckAt: schedule.nextCheck(forUnlisted: snapshot, now: now)))
+            update.subscriptions.append(
+                StoredSubscription(
+                    snapshot: snapshot, lastVerifiedAt: previous.lastVerifiedAt,
+                    nextCheckAt: schedule.nextCheck(forUnlisted: snapshot, now: now)))
         }
 
         if evidence.subscriptions.isEmpty, receipt.subscriptions.isEmpty {
             if receipt.noSubscriptionSince == nil {
-                update.changes.append(SubscriptionEvent.noSubscription(
-                    from: receipt.status == .invalid ? .invalid : .unverified, environment: update.environment))
+                update.changes.append(
+                    SubscriptionEvent.noSubscription(
+                        from: receipt.status == .invalid ? .invalid : .unverified, environment: update.environment))
             }
             update.noSubscriptionSince = receipt.noSubscriptionSince ?? now
         } else {
             update.noSubscriptionSince = nil
         }
-        update.nextCheckAt = update.subscriptions.map(\.nextCheckAt).min()
+        update.nextCheckAt =
+            update.subscriptions.map(\.nextCheckAt).min()
             ?? now.addingTimeInterval(schedule.dormantInterval)
         return EntitlementDecision(outcome: .verified, update: update)
     }
@@ -220,7 +236,9 @@ extension EntitlementDecision {
         update.verifiedAt = now
         update.consecutiveFailures = 0
         update.nextCheckAt = next
-        if receipt.subscriptions.isEmpty, receipt.status != .invalid, let event = SubscriptionEvent.invalidation(of: nil) {
+        if receipt.subscriptions.isEmpty, receipt.status != .invalid,
+            let event = SubscriptionEvent.invalidation(of: nil)
+        {
             update.changes.append(event)
         }
         for stored in receipt.subscriptions {

@@ -41,7 +41,9 @@ struct ReceiptSource {
                 return nil
             }
             let instant = now()
-            let lease = leaseOwner.map { Lease(owner: $0, until: instant.addingTimeInterval(leaseDuration), now: instant) }
+            let lease = leaseOwner.map {
+                Lease(owner: $0, until: instant.addingTimeInterval(leaseDuration), now: instant)
+            }
             buffer = try await store.nextBatch(selection, after: cursor, limit: min(pageSize, remaining), lease: lease)
             bufferIndex = 0
             remaining -= buffer.count

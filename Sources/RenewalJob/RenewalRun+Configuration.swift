@@ -88,7 +88,8 @@ public enum RenewalRunError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .report(let path, let detail): return "Cannot write the report to \(path): \(detail)."
         case .databaseFailedMidRun(let error):
-            return "The database failed during the run: \(error.description). Every result written before it failed is kept; receipts not written are retried by the next run."
+            return
+                "The database failed during the run: \(error.description). Every result written before it failed is kept; receipts not written are retried by the next run."
         }
     }
 }

@@ -5,11 +5,11 @@ import Synchronization
 import UnixSignals
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 extension RenewalRun {
@@ -24,11 +24,14 @@ extension RenewalRun {
     /// `SubscriptionStore.recoverAbandonedWork`).
     public func runUntilDone() async throws -> RenewalOutcome {
         let service = Job(run: self)
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [.init(
-                service: service, successTerminationBehavior: .gracefullyShutdownGroup,
-                failureTerminationBehavior: .gracefullyShutdownGroup)],
-            logger: logger))
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [
+                    .init(
+                        service: service, successTerminationBehavior: .gracefullyShutdownGroup,
+                        failureTerminationBehavior: .gracefullyShutdownGroup)
+                ],
+                logger: logger))
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         let logger = self.logger
         let hardStop = configuration.drainTimeout + Self.cleanupAllowance
@@ -39,9 +42,11 @@ extension RenewalRun {
                 for await signal in signals {
                     received += 1
                     guard received == 1 else { Self.exitNow(signal, reason: "second \(signal) received") }
-                    logger.notice("Signal received: stopping (a second signal exits at once)", metadata: [
-                        LogKey.signal: "\(signal)", LogKey.hardStopSeconds: "\(hardStop.components.seconds)",
-                    ])
+                    logger.notice(
+                        "Signal received: stopping (a second signal exits at once)",
+                        metadata: [
+                            LogKey.signal: "\(signal)", LogKey.hardStopSeconds: "\(hardStop.components.seconds)",
+                        ])
                     await group.triggerGracefulShutdown()
                     Task.detached {
                         try await Task.sleep(for: hardStop)
@@ -63,7 +68,8 @@ extension RenewalRun {
 
     /// Ends the process now, without unwinding: open transactions die with the connection.
     private static func exitNow(_ signal: UnixSignal, reason: String) -> Never {
-        let line = "renewal: \(reason): exiting now; uncommitted work is rolled back and the next run takes back this run's leases\n"
+        let line =
+            "renewal: \(reason): exiting now; uncommitted work is rolled back and the next run takes back this run's leases\n"
         FileHandle.standardError.write(Data(line.utf8))
         _exit(128 + signal.rawValue)
     }

@@ -47,16 +47,21 @@ public struct RenewalRun: Sendable {
         var record = RunRecord(
             id: runID, command: command, startedAt: startedAt, host: configuration.host,
             processID: configuration.processID, workerID: configuration.dryRun ? nil : configuration.workerID)
-        logger.info("Run started", metadata: [
-            LogKey.command: "\(command)", LogKey.dryRun: "\(configuration.dryRun)",
-            LogKey.concurrency: "\(configuration.concurrency)",
-            LogKey.limit: "\(configuration.limit.map(String.init) ?? "none")",
-            LogKey.worker: "\(configuration.workerID)",
-            LogKey.appstoreBundleID: "\(configuration.identity.bundleID ?? "unchecked")",
-            LogKey.products: "\(configuration.identity.productIDs.map { $0.sorted().joined(separator: ",") } ?? "any")",
-        ])
+        logger.info(
+            "Run started",
+            metadata: [
+                LogKey.command: "\(command)", LogKey.dryRun: "\(configuration.dryRun)",
+                LogKey.concurrency: "\(configuration.concurrency)",
+                LogKey.limit: "\(configuration.limit.map(String.init) ?? "none")",
+                LogKey.worker: "\(configuration.workerID)",
+                LogKey.appstoreBundleID: "\(configuration.identity.bundleID ?? "unchecked")",
+                LogKey.products:
+                    "\(configuration.identity.productIDs.map { $0.sorted().joined(separator: ",") } ?? "any")",
+            ])
         if configuration.identity.bundleID == nil {
-            logger.warning("APPSTORE_BUNDLE_ID is not set: answers for another app's receipts (same shared secret) are not caught. Set it to the app's bundle id.")
+            logger.warning(
+                "APPSTORE_BUNDLE_ID is not set: answers for another app's receipts (same shared secret) are not caught. Set it to the app's bundle id."
+            )
         }
         // Start-up: a database that refuses these fails with its own error (exit 78 or 75).
         var recovered = RecoveredWork()
@@ -72,7 +77,8 @@ public struct RenewalRun: Sendable {
             record.counts.dueAtStart = dueAtStart
         }
         let report = try configuration.reportPath.map {
-            try ReportWriter(path: $0, runID: runID, command: command, dryRun: configuration.dryRun, startedAt: startedAt)
+            try ReportWriter(
+                path: $0, runID: runID, command: command, dryRun: configuration.dryRun, startedAt: startedAt)
         }
 
         var loop = RunExecution(run: self, runID: runID, logger: logger, report: report, startedAt: startedAt)
@@ -114,15 +120,17 @@ public struct RenewalRun: Sendable {
                 throw RenewalRunError.databaseFailedMidRun(error)
             }
         }
-        logger.info("Run finished", metadata: [
-            LogKey.status: "\(status.rawValue)", LogKey.checked: "\(counts.checked)",
-            LogKey.changed: "\(counts.changed)", LogKey.unchanged: "\(counts.unchanged)",
-            LogKey.failed: "\(counts.failed)", LogKey.invalid: "\(counts.invalid)",
-            LogKey.conflicts: "\(counts.conflicts)", LogKey.skipped: "\(counts.skipped)",
-            LogKey.leaseLost: "\(counts.leaseLost)", LogKey.recoveredLeases: "\(counts.recoveredLeases)",
-            LogKey.migrated: "\(counts.migrated)",
-            LogKey.seconds: "\(String(format: "%.3f", finishedAt.timeIntervalSince(startedAt)))",
-        ])
+        logger.info(
+            "Run finished",
+            metadata: [
+                LogKey.status: "\(status.rawValue)", LogKey.checked: "\(counts.checked)",
+                LogKey.changed: "\(counts.changed)", LogKey.unchanged: "\(counts.unchanged)",
+                LogKey.failed: "\(counts.failed)", LogKey.invalid: "\(counts.invalid)",
+                LogKey.conflicts: "\(counts.conflicts)", LogKey.skipped: "\(counts.skipped)",
+                LogKey.leaseLost: "\(counts.leaseLost)", LogKey.recoveredLeases: "\(counts.recoveredLeases)",
+                LogKey.migrated: "\(counts.migrated)",
+                LogKey.seconds: "\(String(format: "%.3f", finishedAt.timeIntervalSince(startedAt)))",
+            ])
         return RenewalOutcome(
             runID: runID, status: status, counts: counts, startedAt: startedAt, finishedAt: finishedAt,
             reportPath: configuration.reportPath)

@@ -24,17 +24,21 @@ final class ReportWriter {
         let suffix = ".tmp-\(ProcessInfo.processInfo.processIdentifier)"
         temporaryPath = path + suffix
         main = try Self.create(temporaryPath, reportPath: path)
-        failures = Spool(handle: try Self.create(path + suffix + "-failures", reportPath: path), path: path + suffix + "-failures")
-        conflicts = Spool(handle: try Self.create(path + suffix + "-conflicts", reportPath: path), path: path + suffix + "-conflicts")
+        failures = Spool(
+            handle: try Self.create(path + suffix + "-failures", reportPath: path), path: path + suffix + "-failures")
+        conflicts = Spool(
+            handle: try Self.create(path + suffix + "-conflicts", reportPath: path), path: path + suffix + "-conflicts")
         try write(try ReportJSON.head(runID: runID, command: command, dryRun: dryRun, startedAt: startedAt))
     }
 
-    func append(changes: [SubscriptionEvent], userID: String, ownership: [String: String], source: CheckSource?) throws {
+    func append(changes: [SubscriptionEvent], userID: String, ownership: [String: String], source: CheckSource?) throws
+    {
         for event in changes {
             let change = ReportChange(
                 userID: userID, event: event,
                 ownershipType: event.originalTransactionID.flatMap { ownership[$0] }, source: source?.rawValue)
-            try write(ReportJSON.separator(first: firstChange) + String(decoding: encoder.encode(change), as: UTF8.self))
+            try write(
+                ReportJSON.separator(first: firstChange) + String(decoding: encoder.encode(change), as: UTF8.self))
             firstChange = false
         }
     }
@@ -53,7 +57,8 @@ final class ReportWriter {
         try failures.copy(into: main)
         try write(ReportJSON.afterFailures)
         try conflicts.copy(into: main)
-        try write(try ReportJSON.tail(finishedAt: finishedAt, status: status, exitCode: exitCode, counts: counts) + "\n")
+        try write(
+            try ReportJSON.tail(finishedAt: finishedAt, status: status, exitCode: exitCode, counts: counts) + "\n")
         try main.synchronize()
         try main.close()
         guard rename(temporaryPath, path) == 0 else {

@@ -20,14 +20,17 @@ extension RunExecution {
     /// One line per dead process found, naming where it ran.
     static func log(_ recovered: RecoveredWork, logger: Logger) {
         for abandoned in recovered.abandonedRuns {
-            logger.warning("A run whose process died was marked abandoned; its leases were taken back", metadata: [
-                LogKey.abandonedRunID: "\(abandoned.runID)", LogKey.abandonedHost: "\(abandoned.host)",
-                LogKey.abandonedPID: "\(abandoned.processID)",
-                LogKey.abandonedWorker: "\(abandoned.workerID ?? "unknown")",
-            ])
+            logger.warning(
+                "A run whose process died was marked abandoned; its leases were taken back",
+                metadata: [
+                    LogKey.abandonedRunID: "\(abandoned.runID)", LogKey.abandonedHost: "\(abandoned.host)",
+                    LogKey.abandonedPID: "\(abandoned.processID)",
+                    LogKey.abandonedWorker: "\(abandoned.workerID ?? "unknown")",
+                ])
         }
         if recovered.releasedLeases > 0 {
-            logger.notice("Took back leases held by dead processes", metadata: [LogKey.leases: "\(recovered.releasedLeases)"])
+            logger.notice(
+                "Took back leases held by dead processes", metadata: [LogKey.leases: "\(recovered.releasedLeases)"])
         }
     }
 
@@ -36,9 +39,11 @@ extension RunExecution {
     mutating func recordLeaseLost(_ receipt: StoredReceipt) {
         counts.leaseLost += 1
         configuration.metrics?.leaseWasLost()
-        logger.debug("Lease lost before the result was written; another worker's check stands", metadata: [
-            LogKey.receiptID: "\(receipt.id)", LogKey.userID: "\(receipt.userID)",
-        ])
+        logger.debug(
+            "Lease lost before the result was written; another worker's check stands",
+            metadata: [
+                LogKey.receiptID: "\(receipt.id)", LogKey.userID: "\(receipt.userID)",
+            ])
     }
 
     /// Counts, logs and reports one written decision.
@@ -68,16 +73,20 @@ extension RunExecution {
             changes: check.changes.map(\.kind), failure: failureReason, conflicts: check.update.conflicts.count)
         configuration.progress?.receiptDone(counts: counts)
         for conflict in check.update.conflicts {
-            logger.debug("Subscription already owned by another user (shared_apple_id); kept the first owner", metadata: [
-                LogKey.userID: "\(conflict.claimantUserID)", LogKey.originalTransactionID: "\(conflict.originalTransactionID)",
-                LogKey.subscriptionOwnerUserID: "\(conflict.ownerUserID)",
-            ])
+            logger.debug(
+                "Subscription already owned by another user (shared_apple_id); kept the first owner",
+                metadata: [
+                    LogKey.userID: "\(conflict.claimantUserID)",
+                    LogKey.originalTransactionID: "\(conflict.originalTransactionID)",
+                    LogKey.subscriptionOwnerUserID: "\(conflict.ownerUserID)",
+                ])
         }
         guard let report else { return }
         let ownership = Dictionary(
             check.update.subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.ownershipType ?? "") },
             uniquingKeysWith: { first, _ in first })
-        try report.append(changes: check.changes, userID: receipt.userID, ownership: ownership, source: check.update.source)
+        try report.append(
+            changes: check.changes, userID: receipt.userID, ownership: ownership, source: check.update.source)
         if let failure = check.failure {
             try report.append(failure: failure, userID: receipt.userID, receiptID: receipt.id)
         }

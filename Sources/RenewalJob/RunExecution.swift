@@ -66,7 +66,8 @@ struct RunExecution {
         case .backfill(let selector): selection = .backfill(selector)
         }
         // Claim small batches so a lease never runs out while its rows wait their turn.
-        let pageSize = leaseOwner == nil ? configuration.pageSize : min(configuration.pageSize, machine.limits.concurrency * 2)
+        let pageSize =
+            leaseOwner == nil ? configuration.pageSize : min(configuration.pageSize, machine.limits.concurrency * 2)
         let makeSource = { [run, configuration, leaseOwner] in
             ReceiptSource(
                 store: run.store, selection: selection, pageSize: pageSize, limit: configuration.limit,
@@ -134,25 +135,34 @@ struct RunExecution {
                     if machine.batchWritten(pending: pending.count) == .write { startWriting(in: &group) }
                 case .shutdownRequested:
                     _ = machine.shutdownRequested()
-                    logger.notice("Shutdown requested: no more receipts are claimed, retries stop, in-flight requests may finish", metadata: [
-                        LogKey.inFlight: "\(machine.inFlight)", LogKey.drainSeconds: "\(drainTimeout.components.seconds)",
-                    ])
+                    logger.notice(
+                        "Shutdown requested: no more receipts are claimed, retries stop, in-flight requests may finish",
+                        metadata: [
+                            LogKey.inFlight: "\(machine.inFlight)",
+                            LogKey.drainSeconds: "\(drainTimeout.components.seconds)",
+                        ])
                     group.addTask {
                         try? await Task.sleep(for: drainTimeout)
                         return .drainExpired
                     }
                 case .drainExpired:
                     guard machine.drainExpired() == .cancelInFlight else { continue }
-                    logger.warning("Drain time over: cancelling in-flight Apple requests; their receipts are released untouched", metadata: [
-                        LogKey.inFlight: "\(machine.inFlight)"
-                    ])
+                    logger.warning(
+                        "Drain time over: cancelling in-flight Apple requests; their receipts are released untouched",
+                        metadata: [
+                            LogKey.inFlight: "\(machine.inFlight)"
+                        ])
                     group.cancelAll()
                 case .answer(let receipt, let answer):
                     if case .misconfigured(let failure) = answer, machine.stop == nil {
-                        logger.error("Apple says the configuration is wrong; stopping before writing anything else", metadata: [
-                            LogKey.reason: "\(failure.reason)"
-                        ])
-                        machine.misconfigured(failure.reason == AppStoreStatus.sharedSecretRejected.reason ? .sharedSecretRejected : .credentialsRejected)
+                        logger.error(
+                            "Apple says the configuration is wrong; stopping before writing anything else",
+                            metadata: [
+                                LogKey.reason: "\(failure.reason)"
+                            ])
+                        machine.misconfigured(
+                            failure.reason == AppStoreStatus.sharedSecretRejected.reason
+                                ? .sharedSecretRejected : .credentialsRejected)
                     }
                     try await handle(receipt, answer)
                     if machine.resultsPending(pending.count) == .write { startWriting(in: &group) }
@@ -177,14 +187,17 @@ struct RunExecution {
             if strays > 0 { logger.notice("Released leases left by this run", metadata: [LogKey.leases: "\(strays)"]) }
         }
         if machine.draining, machine.stop == nil {
-            logger.warning("Shutdown requested; in-flight receipts finished or released, the rest is left for the next run")
+            logger.warning(
+                "Shutdown requested; in-flight receipts finished or released, the rest is left for the next run")
         }
         if machine.stop == nil, !machine.draining, machine.limits.mayRescan {
             counts.dueLeft = try await run.store.countDue(asOf: startedAt, unleasedAt: run.now())
             if counts.dueLeft > 0 {
-                logger.warning("Due receipts are left that this run could have taken; the next run starts with them", metadata: [
-                    LogKey.dueLeft: "\(counts.dueLeft)"
-                ])
+                logger.warning(
+                    "Due receipts are left that this run could have taken; the next run starts with them",
+                    metadata: [
+                        LogKey.dueLeft: "\(counts.dueLeft)"
+                    ])
             }
         }
         return machine.outcome(dueLeft: counts.dueLeft, failed: counts.failed)
@@ -270,9 +283,11 @@ struct RunExecution {
             heldOutages.append((receipt, decision))
         case .holdAndOpenBreaker:
             heldOutages.append((receipt, decision))
-            logger.error("Apple keeps failing; circuit breaker open, no more receipts are claimed", metadata: [
-                LogKey.consecutiveOutages: "\(machine.consecutiveOutages)"
-            ])
+            logger.error(
+                "Apple keeps failing; circuit breaker open, no more receipts are claimed",
+                metadata: [
+                    LogKey.consecutiveOutages: "\(machine.consecutiveOutages)"
+                ])
             configuration.metrics?.breakerTripped()
             try await recordHeldOutagesAsFailures()
         case .write:
@@ -295,14 +310,17 @@ struct RunExecution {
             configuration.metrics?.receiptChecked(changes: [], failure: failure.reason, conflicts: 0)
             configuration.progress?.receiptDone(counts: counts)
             try report?.append(failure: failure, userID: receipt.userID, receiptID: receipt.id)
-            failures.append(RecordedFailure(receiptID: receipt.id, userID: receipt.userID, failure: failure, occurredAt: now))
+            failures.append(
+                RecordedFailure(receiptID: receipt.id, userID: receipt.userID, failure: failure, occurredAt: now))
         }
         guard !configuration.dryRun, !failures.isEmpty else { return }
         counts.leaseLost += try await run.store.recordFailures(failures, runID: runID, releasingLeasesOf: leaseOwner)
     }
 
     /// The pure decision for one receipt.
-    private func decide(_ receipt: StoredReceipt, _ answer: AppleAnswer, owners: [String: SubscriptionOwner]) -> EntitlementDecision {
+    private func decide(_ receipt: StoredReceipt, _ answer: AppleAnswer, owners: [String: SubscriptionOwner])
+        -> EntitlementDecision
+    {
         Self.decide(receipt, answer, owners: owners, run: run, runID: runID, leaseOwner: leaseOwner)
     }
 
@@ -334,17 +352,24 @@ struct RunExecution {
 
     /// Decides with the owners read in the writing transaction (dry runs: read without one) and
     /// writes (with the batch), so exactly one receipt ends up owning each subscription.
-    private mutating func commit(_ receipt: StoredReceipt, deciding answer: AppleAnswer, claiming ids: [String]) async throws {
+    private mutating func commit(_ receipt: StoredReceipt, deciding answer: AppleAnswer, claiming ids: [String])
+        async throws
+    {
         if configuration.dryRun {
             let decision = decide(receipt, answer, owners: try await run.store.owners(ofOriginalTransactionIDs: ids))
             try await record(receipt, decision)
             return
         }
         let (run, runID, leaseOwner) = (self.run, self.runID, self.leaseOwner)
-        pending.append((receipt, PendingSave(receiptID: receipt.id, leaseOwner: leaseOwner, claiming: ids) { owners in
-            let decision = Self.decide(receipt, answer, owners: owners, run: run, runID: runID, leaseOwner: leaseOwner)
-            return (decision.update, decision)
-        }))
+        pending.append(
+            (
+                receipt,
+                PendingSave(receiptID: receipt.id, leaseOwner: leaseOwner, claiming: ids) { owners in
+                    let decision = Self.decide(
+                        receipt, answer, owners: owners, run: run, runID: runID, leaseOwner: leaseOwner)
+                    return (decision.update, decision)
+                }
+            ))
     }
 
     private mutating func commit(_ receipt: StoredReceipt, _ decision: EntitlementDecision) async throws {
@@ -352,7 +377,13 @@ struct RunExecution {
             try await record(receipt, decision)
             return
         }
-        pending.append((receipt, PendingSave(receiptID: receipt.id, leaseOwner: decision.update.leaseOwner) { _ in (decision.update, decision) }))
+        pending.append(
+            (
+                receipt,
+                PendingSave(receiptID: receipt.id, leaseOwner: decision.update.leaseOwner) { _ in
+                    (decision.update, decision)
+                }
+            ))
     }
 
     /// Leaves a claimed receipt exactly as it was, but for its lease.
@@ -369,6 +400,7 @@ extension StoredReceipt {
     var check: ReceiptCheck {
         ReceiptCheck(
             receipt: latestReceipt, originalTransactionID: originalTransactionID,
-            subscriptionIDs: subscriptions.map(\.snapshot.originalTransactionID), environment: environment, source: source)
+            subscriptionIDs: subscriptions.map(\.snapshot.originalTransactionID), environment: environment,
+            source: source)
     }
 }

@@ -99,7 +99,8 @@ struct RunStateMachine {
             phase = .flushing
             if inFlight == 0, !writing {
                 if pending >= limits.maximumPending { return startWrite() ?? .wait }
-                guard stop == nil, !draining, limits.mayRescan, exhausted, claimedThisPass > 0, rescans < limits.maximumRescans
+                guard stop == nil, !draining, limits.mayRescan, exhausted, claimedThisPass > 0,
+                    rescans < limits.maximumRescans
                 else { return .finish }
                 rescans += 1
                 claimedThisPass = 0

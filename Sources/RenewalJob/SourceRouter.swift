@@ -52,5 +52,7 @@ public struct SourceRouter: ReceiptVerifier {
 
     static let noCredentials = CheckFailure(
         reason: "server_api_not_configured",
-        message: "--source server-api needs APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE.")
+        message:
+            "--source server-api needs APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE."
+    )
 }

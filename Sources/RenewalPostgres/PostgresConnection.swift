@@ -99,7 +99,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     func releaseLiveness() {
         guard let owner = livenessOwner else { return }
         livenessOwner = nil
-        _ = try? execute("SELECT pg_advisory_unlock(hashtextextended(current_schema() || '/' || $1, 0))", [.text(owner)])
+        _ = try? execute(
+            "SELECT pg_advisory_unlock(hashtextextended(current_schema() || '/' || $1, 0))", [.text(owner)])
     }
 
     /// Whether some session holds `owner`'s liveness lock. The probe takes the lock when it is free
@@ -111,7 +112,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     }
 
     private func tryLock(_ owner: String) throws -> Bool {
-        let rows = try execute("SELECT pg_try_advisory_lock(hashtextextended(current_schema() || '/' || $1, 0)) AS taken", [.text(owner)])
+        let rows = try execute(
+            "SELECT pg_try_advisory_lock(hashtextextended(current_schema() || '/' || $1, 0)) AS taken", [.text(owner)])
         return rows.first?["taken"] == .int64(1)
     }
 
@@ -153,7 +155,9 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     func reconnectIfBroken() throws {
         guard isBroken || PQstatus(handle) != CONNECTION_OK else { return }
         PQreset(handle)
-        guard PQstatus(handle) == CONNECTION_OK else { throw lostConnection(detail: Self.message(PQerrorMessage(handle))) }
+        guard PQstatus(handle) == CONNECTION_OK else {
+            throw lostConnection(detail: Self.message(PQerrorMessage(handle)))
+        }
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
         isBroken = false
         try applySessionDefaults()
@@ -182,7 +186,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
             let detail = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "M"))) }.map { String(cString: $0) }
             return lostConnection(detail: detail ?? Self.message(PQerrorMessage(handle)))
         }
-        var message = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "M"))) }.map { String(cString: $0) }
+        var message =
+            result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "M"))) }.map { String(cString: $0) }
             ?? Self.message(PQerrorMessage(handle))
         if state?.hasPrefix("22") == true, let colon = message.range(of: ": ") {
             // Data exceptions quote the offending input after a colon ("invalid input syntax for type bigint: \"…\"").
@@ -232,7 +237,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
             return "\(value)"
         case .text(let value):
             guard !value.utf8.contains(0) else {
-                throw SubscriptionStoreError.query("parameter $\(parameter) holds a NUL character, which PostgreSQL text cannot store")
+                throw SubscriptionStoreError.query(
+                    "parameter $\(parameter) holds a NUL character, which PostgreSQL text cannot store")
             }
             return value
         }
@@ -241,11 +247,15 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     private static func rows(of result: OpaquePointer) -> [SQLRow] {
         let columnCount = PQnfields(result)
         let rowCount = PQntuples(result)
-        let columns = (0..<columnCount).map { column in PQfname(result, column).map { String(cString: $0) } ?? "?column?" }
+        let columns = (0..<columnCount).map { column in
+            PQfname(result, column).map { String(cString: $0) } ?? "?column?"
+        }
         let types = (0..<columnCount).map { PQftype(result, $0) }
         return (0..<rowCount).map { row in
             let values = (0..<columnCount).map { column -> SQLValue in
-                guard PQgetisnull(result, row, column) == 0, let raw = PQgetvalue(result, row, column) else { return .null }
+                guard PQgetisnull(result, row, column) == 0, let raw = PQgetvalue(result, row, column) else {
+                    return .null
+                }
                 return PostgresType.value(String(cString: raw), oid: types[Int(column)])
             }
             return SQLRow(columns: columns, values: values)

@@ -24,7 +24,8 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             let detail = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
             let systemError = handle.map { sqlite3_system_errno($0) } ?? 0
             if let handle { sqlite3_close_v2(handle) }
-            throw SQLiteFailure(code: code, message: detail, systemError: systemError).error(path: path, action: "opening it")
+            throw SQLiteFailure(code: code, message: detail, systemError: systemError).error(
+                path: path, action: "opening it")
         }
         self.handle = handle
         self.path = path
@@ -115,8 +116,10 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
 
     /// A `SubscriptionStoreError` from SQLite's message (which names tables and constraints, never values).
     private func error(_ code: Int32, while action: String) -> SubscriptionStoreError {
-        SQLiteFailure(code: code, message: String(cString: sqlite3_errmsg(handle)), systemError: sqlite3_system_errno(handle))
-            .error(path: path, action: action)
+        SQLiteFailure(
+            code: code, message: String(cString: sqlite3_errmsg(handle)), systemError: sqlite3_system_errno(handle)
+        )
+        .error(path: path, action: action)
     }
 
     /// `SQLITE_TRANSIENT`: SQLite copies the bound text before the call returns.

@@ -3,11 +3,11 @@ import Foundation
 import RenewalStorage
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A failed SQLite call, classified into the `SubscriptionStoreError` an operator can act on.
@@ -70,7 +70,9 @@ struct SQLiteFailure: Sendable, Equatable {
 
     /// Extended I/O codes of writes that may grow a file (the database, its -wal or its -shm).
     /// (Swift does not import these macros: `SQLITE_IOERR | (n << 8)`.)
-    static let growingCodes: Set<Int32> = [3, 4, 6, 19, 21].reduce(into: []) { codes, n in codes.insert(SQLITE_IOERR | (n << 8)) }
+    static let growingCodes: Set<Int32> = [3, 4, 6, 19, 21].reduce(into: []) { codes, n in
+        codes.insert(SQLITE_IOERR | (n << 8))
+    }
     // WRITE 3, FSYNC 4, TRUNCATE 6, SHMSIZE 19, SHMMAP 21
 
     /// "a file-size limit of N bytes applies (ulimit -f)" or "M bytes free on the disk", when
@@ -90,15 +92,16 @@ struct SQLiteFailure: Sendable, Equatable {
 
     private static func fileSizeLimit(_ limit: inout rlimit) -> Int32 {
         #if canImport(Glibc)
-        getrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit)
+            getrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit)
         #else
-        getrlimit(RLIMIT_FSIZE, &limit)
+            getrlimit(RLIMIT_FSIZE, &limit)
         #endif
     }
 
     private func ioError(_ file: String, action: String, reason: String) -> SubscriptionStoreError {
         .unavailable(
-            "I/O error on \(file) (\(action): \(reason), code \(code)). Check the disk and the file system it is on, then run again.")
+            "I/O error on \(file) (\(action): \(reason), code \(code)). Check the disk and the file system it is on, then run again."
+        )
     }
 
     private func diskFull(_ file: String, action: String, reason: String) -> SubscriptionStoreError {

@@ -2,11 +2,11 @@ import Foundation
 import RenewalStorage
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// An exclusive `flock` on a lock file next to the database. `flock` locks belong to the open file,

@@ -22,7 +22,9 @@ public enum AppleRoots {
     /// The shipped roots. Decoding a constant cannot fail at run time once the tests pass; an empty
     /// list would make every signed answer fail closed (`jws_untrusted_chain`), never pass.
     public static let certificates: [Certificate] = {
-        guard let der = Data(base64Encoded: appleRootCAG3), let root = try? Certificate(derEncoded: Array(der)) else { return [] }
+        guard let der = Data(base64Encoded: appleRootCAG3), let root = try? Certificate(derEncoded: Array(der)) else {
+            return []
+        }
         return [root]
     }()
 }

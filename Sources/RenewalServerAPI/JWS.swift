@@ -53,7 +53,8 @@ public struct ServerAPIToken: Sendable {
     public func signed(with key: P256.Signing.PrivateKey, now: Date = Date()) throws -> String {
         let header = #"{"alg":"ES256","kid":"\#(Self.escaped(keyID))","typ":"JWT"}"#
         let issued = Int(now.timeIntervalSince1970)
-        let claims = #"{"iss":"\#(Self.escaped(issuerID))","iat":\#(issued),"exp":\#(issued + Int(lifetime)),"aud":"appstoreconnect-v1","bid":"\#(Self.escaped(bundleID))"}"#
+        let claims =
+            #"{"iss":"\#(Self.escaped(issuerID))","iat":\#(issued),"exp":\#(issued + Int(lifetime)),"aud":"appstoreconnect-v1","bid":"\#(Self.escaped(bundleID))"}"#
         let input = Base64URL.encode(Data(header.utf8)) + "." + Base64URL.encode(Data(claims.utf8))
         let signature = try key.signature(for: Data(input.utf8))
         return input + "." + Base64URL.encode(signature.rawRepresentation)
@@ -77,17 +78,23 @@ public struct SigningChain: Sendable {
     /// changed to make chains Apple's policy refuses.
     public static func generate(
         name: String = "renewal simulator",
-        notBefore: Date = Date(timeIntervalSince1970: 946_684_800), notAfter: Date = Date(timeIntervalSince1970: 4_102_444_800),
-        leafOID: ASN1ObjectIdentifier = AppleOID.receiptSigner, intermediateOID: ASN1ObjectIdentifier = AppleOID.wwdrIntermediate
+        notBefore: Date = Date(timeIntervalSince1970: 946_684_800),
+        notAfter: Date = Date(timeIntervalSince1970: 4_102_444_800),
+        leafOID: ASN1ObjectIdentifier = AppleOID.receiptSigner,
+        intermediateOID: ASN1ObjectIdentifier = AppleOID.wwdrIntermediate
     ) throws -> SigningChain {
-        let rootKey = P256.Signing.PrivateKey(), intermediateKey = P256.Signing.PrivateKey(), leafKey = P256.Signing.PrivateKey()
+        let rootKey = P256.Signing.PrivateKey(), intermediateKey = P256.Signing.PrivateKey(),
+            leafKey = P256.Signing.PrivateKey()
         let rootName = try DistinguishedName { CommonName("\(name) root CA") }
         let intermediateName = try DistinguishedName { CommonName("\(name) intermediate CA") }
         let leafName = try DistinguishedName { CommonName("\(name) signing") }
         let marker = try ASN1Any(erasing: ASN1Null())
-        let markerBytes: [UInt8] = try { var serializer = DER.Serializer(); try serializer.serialize(marker); return serializer.serializedBytes }()
+        let markerBytes: [UInt8] = try {
+            var serializer = DER.Serializer(); try serializer.serialize(marker); return serializer.serializedBytes
+        }()
         let root = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(rootKey.publicKey), notValidBefore: notBefore, notValidAfter: notAfter,
+            version: .v3, serialNumber: .init(), publicKey: .init(rootKey.publicKey), notValidBefore: notBefore,
+            notValidAfter: notAfter,
             issuer: rootName, subject: rootName, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
@@ -104,7 +111,8 @@ public struct SigningChain: Sendable {
             },
             issuerPrivateKey: .init(rootKey))
         let leaf = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey), notValidBefore: notBefore, notValidAfter: notAfter,
+            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey), notValidBefore: notBefore,
+            notValidAfter: notAfter,
             issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
@@ -127,7 +135,8 @@ public struct SigningChain: Sendable {
             try serializer.serialize(certificate)
             return Data(serializer.serializedBytes).base64EncodedString()
         }
-        let header = try JSONSerialization.data(withJSONObject: ["alg": "ES256", "typ": "JWT", "x5c": x5c], options: [.sortedKeys])
+        let header = try JSONSerialization.data(
+            withJSONObject: ["alg": "ES256", "typ": "JWT", "x5c": x5c], options: [.sortedKeys])
         let input = Base64URL.encode(header) + "." + Base64URL.encode(payload)
         let signature = try leafKey.signature(for: Data(input.utf8))
         return input + "." + Base64URL.encode(signature.rawRepresentation)

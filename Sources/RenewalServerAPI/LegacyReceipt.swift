@@ -26,7 +26,8 @@ public enum LegacyReceipt {
         public var description: String {
             switch self {
             case .notBase64: "the stored receipt is not base64"
-            case .notAReceipt(let reason): "the stored receipt is neither an app receipt nor an iOS 6 transaction receipt (\(reason))"
+            case .notAReceipt(let reason):
+                "the stored receipt is neither an app receipt nor an iOS 6 transaction receipt (\(reason))"
             }
         }
     }
@@ -36,7 +37,9 @@ public enum LegacyReceipt {
 
     /// The top-level attributes of an iOS 7+ app receipt's payload, as (type, value bytes), in order.
     public static func attributes(appReceipt base64: String) throws(ReadError) -> [(type: Int, value: [UInt8])] {
-        guard let data = Data(base64Encoded: base64, options: .ignoreUnknownCharacters), !data.isEmpty else { throw .notBase64 }
+        guard let data = Data(base64Encoded: base64, options: .ignoreUnknownCharacters), !data.isEmpty else {
+            throw .notBase64
+        }
         do {
             let contentInfo = try BER.parse(Array(data))
             let contentInfoItems = children(of: contentInfo)
@@ -89,12 +92,14 @@ public enum LegacyReceipt {
 
     /// The transaction id of an iOS 6 transaction receipt.
     public static func transactionID(transactionReceipt base64: String) throws(ReadError) -> String {
-        guard let data = Data(base64Encoded: base64, options: .ignoreUnknownCharacters), let text = String(data: data, encoding: .utf8) else {
+        guard let data = Data(base64Encoded: base64, options: .ignoreUnknownCharacters),
+            let text = String(data: data, encoding: .utf8)
+        else {
             throw .notBase64
         }
         guard let info = plistValue("purchase-info", in: text),
-              let infoData = Data(base64Encoded: info, options: .ignoreUnknownCharacters),
-              let infoText = String(data: infoData, encoding: .utf8)
+            let infoData = Data(base64Encoded: info, options: .ignoreUnknownCharacters),
+            let infoText = String(data: infoData, encoding: .utf8)
         else { throw .notAReceipt("no \"purchase-info\"") }
         guard let id = plistValue("transaction-id", in: infoText), !id.isEmpty, id.allSatisfy(\.isNumber) else {
             throw .notAReceipt("no \"transaction-id\" in \"purchase-info\"")
@@ -138,8 +143,9 @@ public enum LegacyReceipt {
     }
 
     static func integer(_ node: ASN1Node) -> Int? {
-        guard node.identifier.tagNumber == 2, node.identifier.tagClass == .universal, case .primitive(let bytes) = node.content,
-              (1...7).contains(bytes.count)
+        guard node.identifier.tagNumber == 2, node.identifier.tagClass == .universal,
+            case .primitive(let bytes) = node.content,
+            (1...7).contains(bytes.count)
         else { return nil }
         return bytes.reduce(0) { $0 << 8 | Int($1) }
     }

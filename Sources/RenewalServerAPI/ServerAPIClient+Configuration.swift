@@ -50,7 +50,8 @@ extension ServerAPIClient {
             rootCertificates: [Certificate] = AppleRoots.certificates,
             requestTimeout: Duration = .seconds(30), maxResponseBytes: Int = 4 << 20, maxAttempts: Int = 4,
             retryBaseDelay: Duration = .milliseconds(500), retryMaxDelay: Duration = .seconds(8),
-            maxRetryAfter: Duration = .seconds(60), tokenLifetime: TimeInterval = 20 * 60, maxConnectionsPerHost: Int = 16
+            maxRetryAfter: Duration = .seconds(60), tokenLifetime: TimeInterval = 20 * 60,
+            maxConnectionsPerHost: Int = 16
         ) {
             self.keyID = keyID
             self.issuerID = issuerID
@@ -134,7 +135,9 @@ public enum ServerAPICredentials {
                 throw .unreadable(path: path, detail: (error as NSError).localizedDescription)
             }
             if let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") {
-                let blocks = text.components(separatedBy: "-----END CERTIFICATE-----").filter { $0.contains("-----BEGIN CERTIFICATE-----") }
+                let blocks = text.components(separatedBy: "-----END CERTIFICATE-----").filter {
+                    $0.contains("-----BEGIN CERTIFICATE-----")
+                }
                 for block in blocks {
                     guard let certificate = try? Certificate(pemEncoded: block + "-----END CERTIFICATE-----") else {
                         throw .notACertificate(path: path)
@@ -142,7 +145,9 @@ public enum ServerAPICredentials {
                     result.append(certificate)
                 }
             } else {
-                guard let certificate = try? Certificate(derEncoded: Array(data)) else { throw .notACertificate(path: path) }
+                guard let certificate = try? Certificate(derEncoded: Array(data)) else {
+                    throw .notACertificate(path: path)
+                }
                 result.append(certificate)
             }
         }

@@ -36,7 +36,8 @@ public final class ServerAPIClient: Sendable {
     public init(transport: AppleTransport, configuration: Configuration, budget: (any RequestBudget)? = nil) {
         self.transport = transport
         self.configuration = configuration
-        self.verifier = SignedDataVerifier(rootCertificates: configuration.rootCertificates, bundleID: configuration.bundleID)
+        self.verifier = SignedDataVerifier(
+            rootCertificates: configuration.rootCertificates, bundleID: configuration.bundleID)
         self.budget = budget ?? LocalRequestBudget(rates: RequestRates())
     }
 
@@ -46,7 +47,8 @@ public final class ServerAPIClient: Sendable {
         _ body: (ServerAPIClient) async throws -> T
     ) async throws -> T {
         try await AppleTransport.withAppleTransport(
-            requestTimeout: configuration.requestTimeout, connectionsPerHost: configuration.maxConnectionsPerHost, observer: observer
+            requestTimeout: configuration.requestTimeout, connectionsPerHost: configuration.maxConnectionsPerHost,
+            observer: observer
         ) { transport in
             try await body(ServerAPIClient(transport: transport, configuration: configuration, budget: budget))
         }
@@ -73,7 +75,8 @@ public final class ServerAPIClient: Sendable {
         var unauthorized: Set<AppStoreEnvironment> = []
         var notFound: Set<AppStoreEnvironment> = []
         var rateLimitedRetries = 0
-        return await configuration.retryPolicy.run(observer: transport.observer, logger: logger, reason: Self.reason) { _ in
+        return await configuration.retryPolicy.run(observer: transport.observer, logger: logger, reason: Self.reason) {
+            _ in
             let other: AppStoreEnvironment = environment == .production ? .sandbox : .production
             switch await exchange(transactionID: transactionID, environment: environment, logger: logger) {
             case .success(let response):
@@ -117,23 +120,32 @@ public final class ServerAPIClient: Sendable {
     }
 
     /// Every signed part verified and mapped; any part that fails verification fails the check.
-    private func evidence(_ response: StatusResponse, transactionID: String, environment: AppStoreEnvironment) async -> AppleAnswer {
+    private func evidence(_ response: StatusResponse, transactionID: String, environment: AppStoreEnvironment) async
+        -> AppleAnswer
+    {
         do {
             var evidence = try await verifier.evidence(from: response, environment: environment.rawValue)
             evidence.source = .serverAPI
             evidence.lookupTransactionID = transactionID
             return .verified(evidence)
         } catch {
-            return .transient(CheckFailure(
-                reason: error.reason,
-                message: "The App Store Server API's signed answer failed verification (\(error)); the subscription keeps its state and is retried later."),
+            return .transient(
+                CheckFailure(
+                    reason: error.reason,
+                    message:
+                        "The App Store Server API's signed answer failed verification (\(error)); the subscription keeps its state and is retried later."
+                ),
                 isOutage: false)
         }
     }
 
     /// Waits for the budget and any 429 pause, sends one request and reads the answer.
-    func exchange(transactionID: String, environment: AppStoreEnvironment, logger: Logger) async -> Result<StatusResponse, AppleAPIError> {
-        let path = "/inApps/v1/subscriptions/" + (transactionID.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+    func exchange(transactionID: String, environment: AppStoreEnvironment, logger: Logger) async -> Result<
+        StatusResponse, AppleAPIError
+    > {
+        let path =
+            "/inApps/v1/subscriptions/"
+            + (transactionID.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
         let url = configuration.baseURL(environment) + path
         do {
             if let until = pausedUntil.withLock({ $0[environment] }), until > .now {
@@ -170,10 +182,14 @@ public final class ServerAPIClient: Sendable {
         }
     }
 
-    private func send(_ request: HTTPClientRequest, environment: AppStoreEnvironment, logger: Logger) async -> Result<StatusResponse, AppleAPIError> {
+    private func send(_ request: HTTPClientRequest, environment: AppStoreEnvironment, logger: Logger) async -> Result<
+        StatusResponse, AppleAPIError
+    > {
         let response: HTTPClientResponse
         let buffer: ByteBuffer
-        switch await transport.fetch(request, timeout: configuration.requestTimeout, maxBytes: configuration.maxResponseBytes, logger: logger) {
+        switch await transport.fetch(
+            request, timeout: configuration.requestTimeout, maxBytes: configuration.maxResponseBytes, logger: logger)
+        {
         case .success(let fetched):
             (response, buffer) = fetched
         case .failure(let failure):
@@ -181,7 +197,8 @@ public final class ServerAPIClient: Sendable {
         }
         let code = Int(response.status.code)
         let body = Data(buffer.readableBytesView)
-        logger.trace("Server API answered", metadata: [LogKey.httpStatus: "\(code)", LogKey.responseBytes: "\(body.count)"])
+        logger.trace(
+            "Server API answered", metadata: [LogKey.httpStatus: "\(code)", LogKey.responseBytes: "\(body.count)"])
         switch code {
         case 200:
             guard let decoded = try? JSONDecoder().decode(StatusResponse.self, from: body) else {
@@ -198,7 +215,9 @@ public final class ServerAPIClient: Sendable {
             return .failure(.rateLimited(until: until))
         default:
             let apiCode = (try? JSONDecoder().decode(ErrorBody.self, from: body))?.errorCode
-            if let apiCode, Self.retryableCodes.contains(apiCode) { return .failure(.retryableCode(apiCode, httpStatus: code)) }
+            if let apiCode, Self.retryableCodes.contains(apiCode) {
+                return .failure(.retryableCode(apiCode, httpStatus: code))
+            }
             if code == 404 { return .failure(.notFound) }
             return .failure(.httpStatus(code, apiCode: apiCode))
         }
@@ -216,7 +235,9 @@ public final class ServerAPIClient: Sendable {
     /// to wait (HTTP's own meaning), and none as one second.
     static func retryAfter(_ header: String?, now: Date) -> ContinuousClock.Instant {
         let clockNow = ContinuousClock.now
-        guard let text = header?.trimmingCharacters(in: .whitespaces), let value = Double(text), value.isFinite, value >= 0 else {
+        guard let text = header?.trimmingCharacters(in: .whitespaces), let value = Double(text), value.isFinite,
+            value >= 0
+        else {
             return clockNow + .seconds(1)
         }
         let seconds = value > 1e11 ? value / 1000 - now.timeIntervalSince1970 : value
@@ -229,7 +250,9 @@ extension ServerAPIClient: TransactionVerifier {
         Self.lookupID(for: check)
     }
 
-    public func verify(transactionID: String, preferring environment: AppStoreEnvironment?, logger: Logger) async -> AppleAnswer {
+    public func verify(transactionID: String, preferring environment: AppStoreEnvironment?, logger: Logger) async
+        -> AppleAnswer
+    {
         await statuses(transactionID: transactionID, preferring: environment, logger: logger)
     }
 
@@ -249,6 +272,7 @@ extension ServerAPIClient: TransactionVerifier {
 
     /// The transaction id a check asks by, without asking Apple.
     public static func lookupID(for check: ReceiptCheck) -> String? {
-        check.originalTransactionID ?? check.subscriptionIDs.first ?? (try? LegacyReceipt.lookupID(receipt: check.receipt)) ?? nil
+        check.originalTransactionID ?? check.subscriptionIDs.first
+            ?? (try? LegacyReceipt.lookupID(receipt: check.receipt)) ?? nil
     }
 }

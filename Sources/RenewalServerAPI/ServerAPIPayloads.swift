@@ -38,7 +38,8 @@ public struct JWSTransaction: SignedPayload, Sendable, Hashable {
     enum CodingKeys: String, CodingKey {
         case transactionId, originalTransactionId, webOrderLineItemId, bundleId, productId, subscriptionGroupIdentifier
         case purchaseDate, originalPurchaseDate, expiresDate, signedDate, type, inAppOwnershipType, revocationDate
-        case revocationReason, revocationType, revocationPercentage, isUpgraded, offerType, offerDiscountType, environment
+        case revocationReason, revocationType, revocationPercentage, isUpgraded, offerType, offerDiscountType,
+            environment
         case transactionReason, billingPlanType, commitmentInfo
     }
 

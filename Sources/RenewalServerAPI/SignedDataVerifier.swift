@@ -48,7 +48,9 @@ struct AppleOIDPolicy: VerifierPolicy {
     let verifyingCriticalExtensions: [ASN1ObjectIdentifier] = [AppleOID.receiptSigner, AppleOID.wwdrIntermediate]
 
     func chainMeetsPolicyRequirements(chain: UnverifiedCertificateChain) async -> PolicyEvaluationResult {
-        guard chain.count == 3 else { return .failsToMeetPolicy(reason: "the chain has \(chain.count) certificates, not 3") }
+        guard chain.count == 3 else {
+            return .failsToMeetPolicy(reason: "the chain has \(chain.count) certificates, not 3")
+        }
         guard chain[0].extensions[oid: AppleOID.receiptSigner] != nil else {
             return .failsToMeetPolicy(reason: "the leaf lacks Apple's receipt-signing OID 1.2.840.113635.100.6.11.1")
         }
@@ -91,7 +93,9 @@ public final class SignedDataVerifier: Sendable {
     /// Verifies a signed transaction and returns its payload.
     public func transaction(_ jws: String, environment: String) async throws(SignedDataFailure) -> JWSTransaction {
         let payload: JWSTransaction = try await verify(jws, environment: environment)
-        guard payload.bundleId == bundleID else { throw .wrongBundle(expected: bundleID, found: payload.bundleId ?? "none") }
+        guard payload.bundleId == bundleID else {
+            throw .wrongBundle(expected: bundleID, found: payload.bundleId ?? "none")
+        }
         return payload
     }
 
@@ -127,14 +131,16 @@ public final class SignedDataVerifier: Sendable {
             key = try await leafKey(parts.header, certificates, at: signedDate)
         }
         guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: parts.signature),
-              key.isValidSignature(signature, for: parts.signingInput)
+            key.isValidSignature(signature, for: parts.signingInput)
         else { throw .badSignature }
         return payload
     }
 
     /// Verifies the header's chain (leaf, intermediate) at `signedDate` and caches the leaf's key
     /// under the header, for the span of time every certificate of the chain is valid in.
-    func leafKey(_ header: Data, _ x5c: [String], at signedDate: Date) async throws(SignedDataFailure) -> P256.Signing.PublicKey {
+    func leafKey(_ header: Data, _ x5c: [String], at signedDate: Date) async throws(SignedDataFailure)
+        -> P256.Signing.PublicKey
+    {
         counters.withLock { $0.misses += 1 }
         let leaf: Certificate, intermediate: Certificate
         do {
@@ -153,11 +159,15 @@ public final class SignedDataVerifier: Sendable {
             chain = Array(validated)
         case .couldNotValidate(let failures):
             let reasons = failures.map { "\($0.policyFailureReason)" }
-            throw .untrustedChain(reasons.isEmpty ? "no path to a trusted root" : Set(reasons).sorted().joined(separator: "; "))
+            throw .untrustedChain(
+                reasons.isEmpty ? "no path to a trusted root" : Set(reasons).sorted().joined(separator: "; "))
         }
-        guard let key = P256.Signing.PublicKey(leaf.publicKey) else { throw .untrustedChain("the leaf's key is not P-256") }
+        guard let key = P256.Signing.PublicKey(leaf.publicKey) else {
+            throw .untrustedChain("the leaf's key is not P-256")
+        }
         let entry = CachedChain(
-            key: key, validFrom: chain.map(\.notValidBefore).max() ?? signedDate, validUntil: chain.map(\.notValidAfter).min() ?? signedDate)
+            key: key, validFrom: chain.map(\.notValidBefore).max() ?? signedDate,
+            validUntil: chain.map(\.notValidAfter).min() ?? signedDate)
         cache.withLock { cache in
             if cache.count >= Self.cacheLimit { cache.removeAll() }
             cache[header] = entry
@@ -166,7 +176,9 @@ public final class SignedDataVerifier: Sendable {
     }
 
     static func standardBase64(_ text: String) throws -> Data {
-        guard let data = Data(base64Encoded: text) else { throw SignedDataFailure.malformed("an x5c entry is not base64") }
+        guard let data = Data(base64Encoded: text) else {
+            throw SignedDataFailure.malformed("an x5c entry is not base64")
+        }
         return data
     }
 }
@@ -187,7 +199,9 @@ struct CompactJWS {
     init(_ text: String) throws(SignedDataFailure) {
         let trimmed = Self.trimmed(text)
         // Split on the byte, not on Characters: a JWS is ASCII, and a few KB long.
-        let parts = trimmed.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { Substring($0) }
+        let parts = trimmed.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map {
+            Substring($0)
+        }
         guard parts.count == 3 else { throw .malformed("\(parts.count) parts, not 3") }
         // The header is decoded by `certificates()`, when its chain is not cached.
         guard let payload = Base64URL.decode(parts[1]), let signature = Base64URL.decode(parts[2]) else {
@@ -205,7 +219,9 @@ struct CompactJWS {
         guard let headerData = Base64URL.decode(Substring(decoding: header, as: UTF8.self)) else {
             throw .malformed("a part is not base64url")
         }
-        guard let header = try? JSONDecoder().decode(Header.self, from: headerData) else { throw .malformed("the header is not JSON") }
+        guard let header = try? JSONDecoder().decode(Header.self, from: headerData) else {
+            throw .malformed("the header is not JSON")
+        }
         guard header.alg == "ES256" else { throw .malformed("alg is \(header.alg ?? "missing"), not ES256") }
         guard let x5c = header.x5c, x5c.count == 3 else { throw .malformed("the header has no three-certificate x5c") }
         return x5c
@@ -215,7 +231,8 @@ struct CompactJWS {
     static func trimmed(_ text: String) -> Substring {
         let bytes = text.utf8
         let isSpace = { (byte: UInt8) in byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
-        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) })
+        else {
             return text[text.endIndex...]
         }
         return text[first...last]

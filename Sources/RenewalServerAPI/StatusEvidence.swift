@@ -30,7 +30,9 @@ extension SignedDataVerifier {
     /// The facts of a status answer in the same terms as a verifyReceipt answer, so the same history
     /// gives the same states whichever source read it. Every signed part must verify: one that does
     /// not fails the whole answer, since leaving a subscription out would read as "no longer listed".
-    public func evidence(from response: StatusResponse, environment: String) async throws(SignedDataFailure) -> AppleEvidence {
+    public func evidence(from response: StatusResponse, environment: String) async throws(SignedDataFailure)
+        -> AppleEvidence
+    {
         guard response.environment == environment else {
             throw .wrongEnvironment(expected: environment, found: response.environment ?? "none")
         }
@@ -39,7 +41,9 @@ extension SignedDataVerifier {
         var others = 0
         for group in response.data ?? [] {
             for item in group.lastTransactions ?? [] {
-                guard let signedTransaction = item.signedTransactionInfo else { throw .malformed("a status item has no signedTransactionInfo") }
+                guard let signedTransaction = item.signedTransactionInfo else {
+                    throw .malformed("a status item has no signedTransactionInfo")
+                }
                 let transaction = try await self.transaction(signedTransaction, environment: environment)
                 let renewal = try await item.signedRenewalInfo.asyncMap { jws async throws(SignedDataFailure) in
                     try await self.renewalInfo(jws, environment: environment)
@@ -52,26 +56,32 @@ extension SignedDataVerifier {
                     throw .malformed("a transaction has no originalTransactionId")
                 }
                 if let claimed = item.originalTransactionId, claimed != original {
-                    throw .malformed("the status item's originalTransactionId \(claimed) differs from its signed transaction's \(original)")
+                    throw .malformed(
+                        "the status item's originalTransactionId \(claimed) differs from its signed transaction's \(original)"
+                    )
                 }
-                subscriptions.append(Self.subscription(
-                    original: original, status: item.status.flatMap(ServerAPIStatus.init(rawValue:)), transaction: transaction,
-                    renewal: renewal, group: group.subscriptionGroupIdentifier, environment: environment))
+                subscriptions.append(
+                    Self.subscription(
+                        original: original, status: item.status.flatMap(ServerAPIStatus.init(rawValue:)),
+                        transaction: transaction,
+                        renewal: renewal, group: group.subscriptionGroupIdentifier, environment: environment))
             }
         }
         return AppleEvidence(
-            environment: AppStoreEnvironment(rawValue: environment), bundleID: response.bundleId ?? bundleID, latestReceipt: nil,
+            environment: AppStoreEnvironment(rawValue: environment), bundleID: response.bundleId ?? bundleID,
+            latestReceipt: nil,
             subscriptions: subscriptions, otherPurchases: others)
     }
 
     static func subscription(
-        original: String, status: ServerAPIStatus?, transaction: JWSTransaction, renewal: JWSRenewalInfo?, group: String?, environment: String
+        original: String, status: ServerAPIStatus?, transaction: JWSTransaction, renewal: JWSRenewalInfo?,
+        group: String?, environment: String
     ) -> SubscriptionEvidence {
         var autoRenew = renewal?.autoRenewStatus.map { $0 == 1 }
         // A monthly plan inside a 12-month commitment keeps billing every month until the commitment
         // ends, whatever the customer chose for the next commitment: not churn until then.
         if let commitmentEnd = transaction.commitmentInfo?.commitmentExpiresDate, let expires = transaction.expiresDate,
-           commitmentEnd > expires, transaction.revocationDate == nil
+            commitmentEnd > expires, transaction.revocationDate == nil
         {
             autoRenew = true
         }

@@ -20,7 +20,8 @@ public protocol RunHistoryStore: SubscriptionStore {
     /// Runs that started in `[since, until)` (either bound optional), oldest first, `limit` at a
     /// time after `cursor` (the last run of the previous page). Dashboards and `renewal report`
     /// page through them, so memory stays flat however many runs there are.
-    func runs(startedFrom since: Date?, before until: Date?, after cursor: RunRecord?, limit: Int) async throws -> [RunRecord]
+    func runs(startedFrom since: Date?, before until: Date?, after cursor: RunRecord?, limit: Int) async throws
+        -> [RunRecord]
     /// The run that started last, if any.
     func lastRun() async throws -> RunRecord?
     /// When the last run that exited 0 ended, if any.
@@ -30,7 +31,9 @@ public protocol RunHistoryStore: SubscriptionStore {
     /// Up to `limit` of a run's changes with an id above `afterID`, in insertion order.
     func changes(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(id: Int64, change: RecordedChange)]
     /// Up to `limit` of a run's failures with an id above `afterID`, in insertion order.
-    func failures(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(id: Int64, failure: RecordedFailure)]
+    func failures(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(
+        id: Int64, failure: RecordedFailure
+    )]
     /// How many changes of each kind a run recorded.
     func changeCounts(ofRun runID: String) async throws -> [String: Int]
     /// How many failures of each reason a run recorded.
@@ -51,7 +54,9 @@ public struct RecordedChange: Sendable, Hashable {
     /// The API whose answer made the change (`verify_receipt`, `server_api`); nil before schema v5.
     public var source: String?
 
-    public init(userID: String, event: SubscriptionEvent, ownershipType: String?, occurredAt: Date, source: String? = nil) {
+    public init(
+        userID: String, event: SubscriptionEvent, ownershipType: String?, occurredAt: Date, source: String? = nil
+    ) {
         self.source = source
         self.userID = userID
         self.event = event

@@ -15,7 +15,8 @@ extension SQLSubscriptionStore {
         _ selection: ReceiptSelection, after: ReceiptCursor?, limit: Int, lease: Lease?
     ) async throws -> [StoredReceipt] {
         guard limit > 0,
-            let statement = Self.batchStatement(selection, after: after, limit: limit, lease: lease, dialect: database.dialect)
+            let statement = Self.batchStatement(
+                selection, after: after, limit: limit, lease: lease, dialect: database.dialect)
         else { return [] }
         let work: (any SQLConnection) throws -> [StoredReceipt] = { connection in
             let rows = try connection.execute(statement.sql, statement.binds)
@@ -67,7 +68,8 @@ extension SQLSubscriptionStore {
         let limitParameter = binds.add(.int64(Int64(limit)))
         guard let leaseSet else {
             return SQLStatement(
-                sql: "SELECT \(receiptColumns) FROM receipts r \(whereClause) ORDER BY \(order) LIMIT \(limitParameter)",
+                sql:
+                    "SELECT \(receiptColumns) FROM receipts r \(whereClause) ORDER BY \(order) LIMIT \(limitParameter)",
                 binds: binds.values
             )
         }
@@ -100,7 +102,9 @@ extension SQLSubscriptionStore {
         }
         if !selector.states.isEmpty {
             let states = binds.list(selector.states.map { .text($0.rawValue) })
-            var alternatives = ["EXISTS (SELECT 1 FROM subscriptions s WHERE s.receipt_id = r.id AND s.state IN (\(states)))"]
+            var alternatives = [
+                "EXISTS (SELECT 1 FROM subscriptions s WHERE s.receipt_id = r.id AND s.state IN (\(states)))"
+            ]
             if selector.states.contains(.unverified) {
                 alternatives.append("r.status = \(binds.add(.text(ReceiptStatus.unverified.rawValue)))")
             }

@@ -4,7 +4,9 @@ import RenewalCore
 /// The reads behind `renewal report` and its charts: paged, so a run with millions of changes is
 /// rendered in flat memory.
 extension SQLSubscriptionStore {
-    public func runs(startedFrom since: Date?, before until: Date?, after cursor: RunRecord?, limit: Int) async throws -> [RunRecord] {
+    public func runs(startedFrom since: Date?, before until: Date?, after cursor: RunRecord?, limit: Int) async throws
+        -> [RunRecord]
+    {
         var conditions: [String] = []
         var binds: [SQLValue] = []
         if let since {
@@ -18,7 +20,8 @@ extension SQLSubscriptionStore {
         if let cursor {
             binds.append(SQLValue(cursor.startedAt))
             binds.append(.text(cursor.id))
-            conditions.append("(started_at > $\(binds.count - 1) OR (started_at = $\(binds.count - 1) AND id > $\(binds.count)))")
+            conditions.append(
+                "(started_at > $\(binds.count - 1) OR (started_at = $\(binds.count - 1) AND id > $\(binds.count)))")
         }
         binds.append(.int64(Int64(limit)))
         let whereClause = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
@@ -30,13 +33,15 @@ extension SQLSubscriptionStore {
 
     public func lastRun() async throws -> RunRecord? {
         try await onConnection { connection in
-            try connection.execute("SELECT * FROM runs ORDER BY started_at DESC, id DESC LIMIT 1", []).first.map(Self.runRecord)
+            try connection.execute("SELECT * FROM runs ORDER BY started_at DESC, id DESC LIMIT 1", []).first.map(
+                Self.runRecord)
         }
     }
 
     public func lastSuccess() async throws -> Date? {
         try await onConnection { connection in
-            try connection.execute("SELECT MAX(finished_at) AS finished_at FROM runs WHERE exit_code = 0", []).first?.optionalDate("finished_at")
+            try connection.execute("SELECT MAX(finished_at) AS finished_at FROM runs WHERE exit_code = 0", []).first?
+                .optionalDate("finished_at")
         }
     }
 
@@ -49,7 +54,9 @@ extension SQLSubscriptionStore {
         }
     }
 
-    public func changes(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(id: Int64, change: RecordedChange)] {
+    public func changes(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(
+        id: Int64, change: RecordedChange
+    )] {
         try await onConnection { connection in
             try connection.execute(
                 "SELECT * FROM entitlement_changes WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3",
@@ -58,7 +65,9 @@ extension SQLSubscriptionStore {
         }
     }
 
-    public func failures(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(id: Int64, failure: RecordedFailure)] {
+    public func failures(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(
+        id: Int64, failure: RecordedFailure
+    )] {
         try await onConnection { connection in
             try connection.execute(
                 "SELECT * FROM run_failures WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3",
@@ -68,11 +77,13 @@ extension SQLSubscriptionStore {
     }
 
     public func changeCounts(ofRun runID: String) async throws -> [String: Int] {
-        try await counts("SELECT kind AS name, COUNT(*) AS n FROM entitlement_changes WHERE run_id = $1 GROUP BY kind", runID)
+        try await counts(
+            "SELECT kind AS name, COUNT(*) AS n FROM entitlement_changes WHERE run_id = $1 GROUP BY kind", runID)
     }
 
     public func failureCounts(ofRun runID: String) async throws -> [String: Int] {
-        try await counts("SELECT reason AS name, COUNT(*) AS n FROM run_failures WHERE run_id = $1 GROUP BY reason", runID)
+        try await counts(
+            "SELECT reason AS name, COUNT(*) AS n FROM run_failures WHERE run_id = $1 GROUP BY reason", runID)
     }
 
     public func entitledNow() async throws -> [String: Int] {

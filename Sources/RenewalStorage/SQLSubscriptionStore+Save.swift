@@ -5,7 +5,9 @@ extension SQLSubscriptionStore {
     public func save(_ update: ReceiptUpdate) async throws {
         let dialect = database.dialect
         try await inTransaction { connection in
-            if let owner = update.leaseOwner, try !Self.holdsLease(update.receiptID, owner: owner, on: connection, dialect: dialect) {
+            if let owner = update.leaseOwner,
+                try !Self.holdsLease(update.receiptID, owner: owner, on: connection, dialect: dialect)
+            {
                 throw SubscriptionStoreError.leaseLost(receiptID: update.receiptID)
             }
             try Self.write(update, on: connection)
@@ -29,7 +31,9 @@ extension SQLSubscriptionStore {
         var results: [Decision?] = []
         for item in items {
             do {
-                results.append(try await inTransaction { connection in try Self.saveFenced(item, on: connection, dialect: dialect) })
+                results.append(
+                    try await inTransaction { connection in try Self.saveFenced(item, on: connection, dialect: dialect)
+                    })
             } catch SubscriptionStoreError.leaseLost {
                 results.append(nil)
             }
@@ -42,7 +46,8 @@ extension SQLSubscriptionStore {
     private static func saveFenced<Decision: Sendable>(
         _ item: PendingSave<Decision>, on connection: any SQLConnection, dialect: SQLDialect
     ) throws -> Decision? {
-        if let owner = item.leaseOwner, try !holdsLease(item.receiptID, owner: owner, on: connection, dialect: dialect) {
+        if let owner = item.leaseOwner, try !holdsLease(item.receiptID, owner: owner, on: connection, dialect: dialect)
+        {
             return nil
         }
         let (claimed, owners) = try claim(item.claiming, forReceipt: item.receiptID, on: connection)
@@ -53,7 +58,9 @@ extension SQLSubscriptionStore {
     }
 
     /// Claims the decision did not use (it failed, say) are given back.
-    private static func giveBack(_ claimed: [String], unusedBy update: ReceiptUpdate, on connection: any SQLConnection) throws {
+    private static func giveBack(_ claimed: [String], unusedBy update: ReceiptUpdate, on connection: any SQLConnection)
+        throws
+    {
         guard !claimed.isEmpty else { return }
         let written = Set(update.subscriptions.map(\.snapshot.originalTransactionID))
         for id in claimed where !written.contains(id) {
@@ -112,7 +119,9 @@ extension SQLSubscriptionStore {
         return (claimed, owners)
     }
 
-    public func recordFailures(_ failures: [RecordedFailure], runID: String, releasingLeasesOf owner: String?) async throws -> Int {
+    public func recordFailures(_ failures: [RecordedFailure], runID: String, releasingLeasesOf owner: String?)
+        async throws -> Int
+    {
         guard !failures.isEmpty else { return 0 }
         return try await inTransaction { connection in
             var lost = 0
@@ -130,8 +139,9 @@ extension SQLSubscriptionStore {
                         continue
                     }
                 }
-                try Self.insert(recorded.failure, runID: runID, receiptID: recorded.receiptID, userID: recorded.userID,
-                                at: recorded.occurredAt, on: connection)
+                try Self.insert(
+                    recorded.failure, runID: runID, receiptID: recorded.receiptID, userID: recorded.userID,
+                    at: recorded.occurredAt, on: connection)
             }
             return lost
         }
@@ -146,7 +156,10 @@ extension SQLSubscriptionStore {
             INSERT INTO run_failures (run_id, receipt_id, user_id, reason, message, occurred_at)
             VALUES ($1, $2, $3, $4, $5, $6)
             """,
-            [SQLValue(runID), .int64(receiptID), .text(userID), .text(failure.reason), .text(failure.message), SQLValue(date)])
+            [
+                SQLValue(runID), .int64(receiptID), .text(userID), .text(failure.reason), .text(failure.message),
+                SQLValue(date),
+            ])
     }
 
     /// Writes one update on a connection already inside a transaction.
@@ -161,8 +174,9 @@ extension SQLSubscriptionStore {
             try Self.insert(change, of: write, ownershipType: ownershipType, on: connection)
         }
         if let failure = write.failure {
-            try Self.insert(failure, runID: write.runID, receiptID: write.receiptID, userID: write.userID,
-                       at: write.checkedAt, on: connection)
+            try Self.insert(
+                failure, runID: write.runID, receiptID: write.receiptID, userID: write.userID,
+                at: write.checkedAt, on: connection)
         }
         for conflict in write.conflicts {
             _ = try connection.execute(
@@ -171,8 +185,10 @@ extension SQLSubscriptionStore {
                     product_id, detected_at)
                 VALUES ($1, $2, $3, $4, $5, $6)
                 """,
-                [SQLValue(write.runID), .text(conflict.originalTransactionID), .text(conflict.ownerUserID),
-                 .text(conflict.claimantUserID), SQLValue(conflict.productID), SQLValue(write.checkedAt)]
+                [
+                    SQLValue(write.runID), .text(conflict.originalTransactionID), .text(conflict.ownerUserID),
+                    .text(conflict.claimantUserID), SQLValue(conflict.productID), SQLValue(write.checkedAt),
+                ]
             )
         }
         for subscription in write.subscriptions {
@@ -239,8 +255,10 @@ extension SQLSubscriptionStore {
             .text(snapshot.originalTransactionID), .int64(write.receiptID), .text(write.userID),
             SQLValue(snapshot.productID), .text(snapshot.state.rawValue), SQLValue(snapshot.entitled),
             SQLValue(snapshot.expiresAt), SQLValue(snapshot.autoRenew), SQLValue(snapshot.autoRenewProductID),
-            SQLValue(snapshot.gracePeriodExpiresAt), SQLValue(snapshot.isInBillingRetry), SQLValue(snapshot.cancelledAt),
-            SQLValue(snapshot.expirationIntent), SQLValue(snapshot.isTrialPeriod), SQLValue(snapshot.isInIntroOfferPeriod),
+            SQLValue(snapshot.gracePeriodExpiresAt), SQLValue(snapshot.isInBillingRetry),
+            SQLValue(snapshot.cancelledAt),
+            SQLValue(snapshot.expirationIntent), SQLValue(snapshot.isTrialPeriod),
+            SQLValue(snapshot.isInIntroOfferPeriod),
             SQLValue(snapshot.ownershipType), SQLValue(snapshot.environment?.rawValue),
             SQLValue(snapshot.latestTransactionID), SQLValue(snapshot.subscriptionGroupIdentifier),
             SQLValue(subscription.lastVerifiedAt), SQLValue(subscription.nextCheckAt), SQLValue(write.checkedAt),
@@ -257,10 +275,13 @@ extension SQLSubscriptionStore {
                 to_state, old_expires_at, new_expires_at, environment, ownership_type, occurred_at, source)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
             """,
-            [SQLValue(write.runID), .text(write.userID), SQLValue(change.originalTransactionID), SQLValue(change.productID),
-             .text(change.kind.rawValue), .text(change.fromState.rawValue), .text(change.toState.rawValue),
-             SQLValue(change.oldExpiresAt), SQLValue(change.newExpiresAt), SQLValue(change.environment?.rawValue),
-             SQLValue(ownershipType), SQLValue(write.checkedAt), SQLValue(write.source?.rawValue)]
+            [
+                SQLValue(write.runID), .text(write.userID), SQLValue(change.originalTransactionID),
+                SQLValue(change.productID),
+                .text(change.kind.rawValue), .text(change.fromState.rawValue), .text(change.toState.rawValue),
+                SQLValue(change.oldExpiresAt), SQLValue(change.newExpiresAt), SQLValue(change.environment?.rawValue),
+                SQLValue(ownershipType), SQLValue(write.checkedAt), SQLValue(write.source?.rawValue),
+            ]
         )
     }
 
@@ -280,7 +301,9 @@ extension SQLSubscriptionStore {
     }
 
     public func finishRun(_ run: RunRecord) async throws {
-        let updated = Self.runColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0 != "id" }
+        let updated = Self.runColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+            $0 != "id"
+        }
         try await inTransaction { connection in
             _ = try connection.execute(
                 """
@@ -301,12 +324,16 @@ extension SQLSubscriptionStore {
     }
 
     private static func runValues(of run: RunRecord) -> [SQLValue] {
-        [.text(run.id), .text(run.command), SQLValue(run.startedAt), SQLValue(run.finishedAt), .text(run.status.rawValue),
-         SQLValue(run.exitCode), SQLValue(run.checked), SQLValue(run.changed), SQLValue(run.unchanged),
-         SQLValue(run.failed), SQLValue(run.conflicts), .text(run.host), SQLValue(run.processID),
-         SQLValue(run.workerID), SQLValue(run.leaseLost), SQLValue(run.counts.receiptsChanged), SQLValue(run.counts.invalid),
-         SQLValue(run.counts.skipped), SQLValue(run.counts.recoveredLeases), SQLValue(run.counts.dueAtStart),
-         SQLValue(run.counts.dueLeft), SQLValue(run.counts.migrated)]
+        [
+            .text(run.id), .text(run.command), SQLValue(run.startedAt), SQLValue(run.finishedAt),
+            .text(run.status.rawValue),
+            SQLValue(run.exitCode), SQLValue(run.checked), SQLValue(run.changed), SQLValue(run.unchanged),
+            SQLValue(run.failed), SQLValue(run.conflicts), .text(run.host), SQLValue(run.processID),
+            SQLValue(run.workerID), SQLValue(run.leaseLost), SQLValue(run.counts.receiptsChanged),
+            SQLValue(run.counts.invalid),
+            SQLValue(run.counts.skipped), SQLValue(run.counts.recoveredLeases), SQLValue(run.counts.dueAtStart),
+            SQLValue(run.counts.dueLeft), SQLValue(run.counts.migrated),
+        ]
     }
 
     /// `$1, $2, … $count`.

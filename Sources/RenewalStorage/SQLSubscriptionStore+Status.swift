@@ -13,7 +13,8 @@ extension SQLSubscriptionStore {
             let from = after.map { "WHERE user_id >= \(rangeBinds.add(.text($0.userID)))" } ?? ""
             let offset = rangeBinds.add(.int64(Int64(limit) + 1))
             let rows = try await onConnection { connection in
-                try connection.execute("SELECT user_id FROM receipts \(from) ORDER BY user_id LIMIT 1 OFFSET \(offset)", rangeBinds.values)
+                try connection.execute(
+                    "SELECT user_id FROM receipts \(from) ORDER BY user_id LIMIT 1 OFFSET \(offset)", rangeBinds.values)
             }
             upperUser = try rows.first?.text("user_id")
         }

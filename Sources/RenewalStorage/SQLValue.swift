@@ -85,7 +85,9 @@ extension SQLRow {
     }
 
     func int64(_ name: String) throws -> Int64 {
-        guard let value = try optionalInt64(name) else { throw SubscriptionStoreError.corruptRow("column \(name) is null") }
+        guard let value = try optionalInt64(name) else {
+            throw SubscriptionStoreError.corruptRow("column \(name) is null")
+        }
         return value
     }
 
@@ -98,7 +100,9 @@ extension SQLRow {
 
     func optionalInt(_ name: String) throws -> Int? {
         guard let value = try optionalInt64(name) else { return nil }
-        guard let exact = Int(exactly: value) else { throw SubscriptionStoreError.corruptRow("column \(name) is out of range") }
+        guard let exact = Int(exactly: value) else {
+            throw SubscriptionStoreError.corruptRow("column \(name) is out of range")
+        }
         return exact
     }
 
@@ -112,7 +116,9 @@ extension SQLRow {
     }
 
     func text(_ name: String) throws -> String {
-        guard let value = try optionalText(name) else { throw SubscriptionStoreError.corruptRow("column \(name) is null") }
+        guard let value = try optionalText(name) else {
+            throw SubscriptionStoreError.corruptRow("column \(name) is null")
+        }
         return value
     }
 
@@ -134,7 +140,9 @@ extension SQLRow {
     }
 
     func bool(_ name: String) throws -> Bool {
-        guard let value = try optionalBool(name) else { throw SubscriptionStoreError.corruptRow("column \(name) is null") }
+        guard let value = try optionalBool(name) else {
+            throw SubscriptionStoreError.corruptRow("column \(name) is null")
+        }
         return value
     }
 

@@ -22,7 +22,8 @@ public protocol SubscriptionStore: Sendable {
     ///   - lease: when set, only receipts without a live lease are returned, and each is leased to
     ///     `lease.owner` until `lease.until` in the same statement. When nil, nothing is written
     ///     (dry runs).
-    func nextBatch(_ selection: ReceiptSelection, after: ReceiptCursor?, limit: Int, lease: Lease?) async throws -> [StoredReceipt]
+    func nextBatch(_ selection: ReceiptSelection, after: ReceiptCursor?, limit: Int, lease: Lease?) async throws
+        -> [StoredReceipt]
 
     /// Writes the result of one check in one transaction: the receipt row, its subscriptions, the
     /// change events, the failure or conflicts, and releases the lease.
@@ -47,7 +48,8 @@ public protocol SubscriptionStore: Sendable {
     /// before they could be written) in `run_failures`, and releases their leases. A receipt whose
     /// lease `owner` no longer holds is skipped; returns how many were.
     @discardableResult
-    func recordFailures(_ failures: [RecordedFailure], runID: String, releasingLeasesOf owner: String?) async throws -> Int
+    func recordFailures(_ failures: [RecordedFailure], runID: String, releasingLeasesOf owner: String?) async throws
+        -> Int
 
     /// Takes back the work of processes that died holding it: their `running` runs become
     /// `abandoned` and their leases are released, so the rows can be claimed at once. Which

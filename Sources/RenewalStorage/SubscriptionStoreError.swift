@@ -31,7 +31,8 @@ public enum SubscriptionStoreError: Error, Sendable, CustomStringConvertible {
         case .query(let detail): return "Database error: \(detail)"
         case .corruptRow(let detail): return "Unreadable stored row: \(detail)"
         case .leaseLost(let receiptID):
-            return "The lease on receipt \(receiptID) passed to another worker; this worker's result for it was not written."
+            return
+                "The lease on receipt \(receiptID) passed to another worker; this worker's result for it was not written."
         }
     }
 }

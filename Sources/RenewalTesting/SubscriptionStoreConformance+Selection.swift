@@ -26,7 +26,10 @@ extension SubscriptionStoreConformance {
         try await migrate(store)
         // Given two imported receipts, one of them checked and scheduled far ahead
         let first = try await store.importReceipts(
-            [ReceiptImport(userID: "u1", latestReceipt: "r1"), ReceiptImport(userID: "u2", latestReceipt: "r2", productID: "p")],
+            [
+                ReceiptImport(userID: "u1", latestReceipt: "r1"),
+                ReceiptImport(userID: "u2", latestReceipt: "r2", productID: "p"),
+            ],
             now: origin
         )
         #expect(first == [.inserted, .inserted])
@@ -61,7 +64,9 @@ extension SubscriptionStoreConformance {
         // Given 250 receipts over 83 distinct times (ties, broken by id, straddle page ends), imported
         // latest first so id order and time order disagree
         for minute in (0..<83).reversed() {
-            let items = stride(from: minute, to: 250, by: 83).map { ReceiptImport(userID: "user-\($0)", latestReceipt: "r") }
+            let items = stride(from: minute, to: 250, by: 83).map {
+                ReceiptImport(userID: "user-\($0)", latestReceipt: "r")
+            }
             _ = try await store.importReceipts(items, now: at(minutes: Double(minute)))
         }
         // When paging through the due receipts 40 at a time
@@ -99,18 +104,23 @@ extension SubscriptionStoreConformance {
         #expect(taken.map(\.userID) == ["u"])
         // Then B sees nothing while the lease lives, in a run or a backfill
         let during = at(minutes: 5)
-        #expect(try await store.nextBatch(.due(asOf: during), after: nil, limit: 10, lease: lease("B", now: during)).isEmpty)
+        #expect(
+            try await store.nextBatch(.due(asOf: during), after: nil, limit: 10, lease: lease("B", now: during)).isEmpty
+        )
         let backfill = ReceiptSelection.backfill(BackfillSelector(all: true))
         #expect(try await store.nextBatch(backfill, after: nil, limit: 10, lease: lease("B", now: during)).isEmpty)
         // And B takes it over once the lease has expired (at its expiry instant included)
         let expiry = now.addingTimeInterval(600)
-        let takenOver = try await store.nextBatch(.due(asOf: expiry), after: nil, limit: 10, lease: lease("B", now: expiry))
+        let takenOver = try await store.nextBatch(
+            .due(asOf: expiry), after: nil, limit: 10, lease: lease("B", now: expiry))
         #expect(takenOver.map(\.userID) == ["u"])
         // And now A is the one locked out
         let afterTakeOver = at(minutes: 12)
         #expect(
-            try await store.nextBatch(.due(asOf: afterTakeOver), after: nil, limit: 10, lease: lease("A", now: afterTakeOver))
-                .isEmpty
+            try await store.nextBatch(
+                .due(asOf: afterTakeOver), after: nil, limit: 10, lease: lease("A", now: afterTakeOver)
+            )
+            .isEmpty
         )
     }
 
@@ -138,16 +148,27 @@ extension SubscriptionStoreConformance {
         let d = try await importReceipt(store, user: "d")
         let e = try await importReceipt(store, user: "e")
         let day = 1440.0
-        try await store.save(verifiedWrite(b, subscriptions: [
-            subscription("b1", product: "pro.monthly", state: .active, expiresAt: at(minutes: 30 * day)),
-        ]))
-        try await store.save(verifiedWrite(c, subscriptions: [
-            subscription("c1", product: "basic.monthly", state: .expired, expiresAt: at(minutes: -5 * day), environment: .sandbox),
-        ], environment: .sandbox))
+        try await store.save(
+            verifiedWrite(
+                b,
+                subscriptions: [
+                    subscription("b1", product: "pro.monthly", state: .active, expiresAt: at(minutes: 30 * day))
+                ]))
+        try await store.save(
+            verifiedWrite(
+                c,
+                subscriptions: [
+                    subscription(
+                        "c1", product: "basic.monthly", state: .expired, expiresAt: at(minutes: -5 * day),
+                        environment: .sandbox)
+                ], environment: .sandbox))
         try await store.save(verifiedWrite(d, subscriptions: [], status: .invalid))
-        try await store.save(verifiedWrite(e, subscriptions: [
-            subscription("e1", product: "basic.yearly", state: .expired, expiresAt: at(minutes: -100 * day)),
-        ]))
+        try await store.save(
+            verifiedWrite(
+                e,
+                subscriptions: [
+                    subscription("e1", product: "basic.yearly", state: .expired, expiresAt: at(minutes: -100 * day))
+                ]))
         func users(_ selector: BackfillSelector) async throws -> [String] {
             try await allPages(store, .backfill(selector), pageSize: 2).map(\.userID)
         }
@@ -163,7 +184,8 @@ extension SubscriptionStoreConformance {
         #expect(try await users(BackfillSelector(environment: .sandbox)) == ["c"])
         #expect(try await users(BackfillSelector(environment: .production)) == ["b", "d", "e"])
         #expect(
-            try await users(BackfillSelector(productIDs: ["basic.monthly", "basic.yearly"], environment: .production)) == ["e"]
+            try await users(BackfillSelector(productIDs: ["basic.monthly", "basic.yearly"], environment: .production))
+                == ["e"]
         )
         #expect(try await users(BackfillSelector(all: true, userIDs: ["a", "c"], states: [.expired])) == ["c"])
         // And a backfill ignores the schedule: b, c, d, e are not due until minute 60

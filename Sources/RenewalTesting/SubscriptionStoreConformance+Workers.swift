@@ -5,7 +5,9 @@ extension SubscriptionStoreConformance {
     /// Lets each store (one per simulated worker, each on its own connection) claim due receipts in
     /// small leased pages at the same time until nothing is left, and returns every id claimed.
     /// Callers check that no id was claimed twice.
-    public static func claimConcurrently(_ stores: [any SubscriptionStore], now: Date, pageSize: Int = 7) async throws -> [Int64] {
+    public static func claimConcurrently(_ stores: [any SubscriptionStore], now: Date, pageSize: Int = 7) async throws
+        -> [Int64]
+    {
         try await withThrowingTaskGroup(of: [Int64].self) { group in
             for (index, store) in stores.enumerated() {
                 group.addTask {

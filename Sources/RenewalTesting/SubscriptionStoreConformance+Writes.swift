@@ -21,7 +21,8 @@ extension SubscriptionStoreConformance {
             kind: .verified, originalTransactionID: "otid-1", productID: "p", fromState: .unverified, toState: .active,
             oldExpiresAt: nil, newExpiresAt: at(minutes: 40_000), environment: .production
         )
-        let conflict = OwnershipConflict(originalTransactionID: "otid-9", ownerUserID: "other", claimantUserID: "u", productID: "p")
+        let conflict = OwnershipConflict(
+            originalTransactionID: "otid-9", ownerUserID: "other", claimantUserID: "u", productID: "p")
         var write = verifiedWrite(
             receipt, subscriptions: subscriptions, runID: "run-1", checkedAt: now, nextCheckAt: at(minutes: 30_000),
             newLatestReceipt: "newer", leaseOwner: "A"
@@ -46,11 +47,18 @@ extension SubscriptionStoreConformance {
         let changes = try await store.changes(ofRun: "run-1")
         #expect(changes == [RecordedChange(userID: "u", event: change, ownershipType: "PURCHASED", occurredAt: now)])
         let failures = try await store.failures(ofRun: "run-1")
-        #expect(failures == [RecordedFailure(receiptID: receipt.id, userID: "u", failure: try #require(write.failure), occurredAt: now)])
+        #expect(
+            failures == [
+                RecordedFailure(
+                    receiptID: receipt.id, userID: "u", failure: try #require(write.failure), occurredAt: now)
+            ])
         #expect(try await store.conflicts(ofRun: "run-1") == [conflict])
         // And the lease is released: B takes the receipt before A's lease would have ended
         let backfill = ReceiptSelection.backfill(BackfillSelector(all: true))
-        #expect(try await store.nextBatch(backfill, after: nil, limit: 1, lease: lease("B", now: now)).map(\.id) == [receipt.id])
+        #expect(
+            try await store.nextBatch(backfill, after: nil, limit: 1, lease: lease("B", now: now)).map(\.id) == [
+                receipt.id
+            ])
     }
 
     public static func saveBatchWritesHeldLeasesOnly(_ store: any RunHistoryStore) async throws {
@@ -68,7 +76,10 @@ extension SubscriptionStoreConformance {
             let id = "otid-\(receipt.userID)"
             return PendingSave(receiptID: receipt.id, leaseOwner: "A", claiming: [id]) { owners in
                 let write = verifiedWrite(
-                    receipt, subscriptions: [subscription(id, product: "p", state: .active, expiresAt: at(minutes: 40_000), verifiedAt: now)],
+                    receipt,
+                    subscriptions: [
+                        subscription(id, product: "p", state: .active, expiresAt: at(minutes: 40_000), verifiedAt: now)
+                    ],
                     runID: "run-1", checkedAt: now, leaseOwner: "A")
                 return (write, owners.isEmpty ? receipt.userID : "owned elsewhere")
             }
@@ -81,10 +92,14 @@ extension SubscriptionStoreConformance {
             if receipt.id == lost.id {
                 #expect(saved.status == .unverified && saved.subscriptions.isEmpty)
             } else {
-                #expect(saved.status == .verified && saved.subscriptions.map(\.snapshot.originalTransactionID) == ["otid-\(receipt.userID)"])
+                #expect(
+                    saved.status == .verified
+                        && saved.subscriptions.map(\.snapshot.originalTransactionID) == ["otid-\(receipt.userID)"])
             }
         }
-        #expect(try await store.owners(ofOriginalTransactionIDs: ["otid-\(lost.userID)"]).isEmpty, "the lost item claimed nothing")
+        #expect(
+            try await store.owners(ofOriginalTransactionIDs: ["otid-\(lost.userID)"]).isEmpty,
+            "the lost item claimed nothing")
     }
 
     public static func saveIsAtomic(_ store: any RunHistoryStore) async throws {
@@ -93,12 +108,16 @@ extension SubscriptionStoreConformance {
         // Given a write whose receipt row does not exist
         var write = verifiedWrite(receipt, subscriptions: [], runID: "run-1")
         write.receiptID = receipt.id + 1000
-        write.changes = [SubscriptionEvent(
-            kind: .expired, originalTransactionID: "x", productID: "p", fromState: .active, toState: .expired,
-            oldExpiresAt: origin, newExpiresAt: origin, environment: .production
-        )]
+        write.changes = [
+            SubscriptionEvent(
+                kind: .expired, originalTransactionID: "x", productID: "p", fromState: .active, toState: .expired,
+                oldExpiresAt: origin, newExpiresAt: origin, environment: .production
+            )
+        ]
         write.failure = CheckFailure(reason: "timeout", message: "Apple did not answer in time.")
-        write.conflicts = [OwnershipConflict(originalTransactionID: "x", ownerUserID: "o", claimantUserID: "u", productID: nil)]
+        write.conflicts = [
+            OwnershipConflict(originalTransactionID: "x", ownerUserID: "o", claimantUserID: "u", productID: nil)
+        ]
         // When it is saved, it fails, and nothing of it remains
         await #expect(throws: SubscriptionStoreError.self) { try await store.save(write) }
         #expect(try await store.changes(ofRun: "run-1").isEmpty)
@@ -110,9 +129,11 @@ extension SubscriptionStoreConformance {
     public static func latestReceiptReplacedOnlyWhenGiven(_ store: any RunHistoryStore) async throws {
         try await migrate(store)
         let receipt = try await importReceipt(store, user: "u", receipt: "original")
-        try await store.save(verifiedWrite(receipt, subscriptions: [], environment: .sandbox, checkedAt: at(minutes: 1)))
+        try await store.save(
+            verifiedWrite(receipt, subscriptions: [], environment: .sandbox, checkedAt: at(minutes: 1)))
         #expect(try await stored(store, user: "u").latestReceipt == "original")
-        try await store.save(verifiedWrite(receipt, subscriptions: [], checkedAt: at(minutes: 2), newLatestReceipt: "newer"))
+        try await store.save(
+            verifiedWrite(receipt, subscriptions: [], checkedAt: at(minutes: 2), newLatestReceipt: "newer"))
         #expect(try await stored(store, user: "u").latestReceipt == "newer")
         // A failed check keeps the receipt, the last verification time and the environment
         var failed = verifiedWrite(receipt, subscriptions: [], environment: nil, checkedAt: at(minutes: 3))
@@ -139,38 +160,48 @@ extension SubscriptionStoreConformance {
         // Then the owner's row is untouched and the claimant owns nothing
         #expect(try await stored(store, user: "owner").subscriptions == [original])
         #expect(try await stored(store, user: "claimant").subscriptions.isEmpty)
-        #expect(try await store.owners(ofOriginalTransactionIDs: ["shared"]) == ["shared": SubscriptionOwner(receiptID: owner.id, userID: "owner")])
+        #expect(
+            try await store.owners(ofOriginalTransactionIDs: ["shared"]) == [
+                "shared": SubscriptionOwner(receiptID: owner.id, userID: "owner")
+            ])
     }
 
     public static func ownersMapsTransactionIDs(_ store: any RunHistoryStore) async throws {
         try await migrate(store)
         let first = try await importReceipt(store, user: "u1")
         let second = try await importReceipt(store, user: "u2")
-        try await store.save(verifiedWrite(first, subscriptions: [subscription("t1", product: "p", state: .active, expiresAt: nil)]))
-        try await store.save(verifiedWrite(second, subscriptions: [subscription("t2", product: "p", state: .expired, expiresAt: nil)]))
+        try await store.save(
+            verifiedWrite(first, subscriptions: [subscription("t1", product: "p", state: .active, expiresAt: nil)]))
+        try await store.save(
+            verifiedWrite(second, subscriptions: [subscription("t2", product: "p", state: .expired, expiresAt: nil)]))
         let owners = try await store.owners(ofOriginalTransactionIDs: ["t1", "t2", "unknown", "t1"])
-        #expect(owners == [
-            "t1": SubscriptionOwner(receiptID: first.id, userID: "u1"),
-            "t2": SubscriptionOwner(receiptID: second.id, userID: "u2"),
-        ])
+        #expect(
+            owners == [
+                "t1": SubscriptionOwner(receiptID: first.id, userID: "u1"),
+                "t2": SubscriptionOwner(receiptID: second.id, userID: "u2"),
+            ])
         #expect(try await store.owners(ofOriginalTransactionIDs: []).isEmpty)
     }
 
     public static func releaseLeasesTouchesOnlyLeases(_ store: any RunHistoryStore) async throws {
         try await migrate(store)
         let receipt = try await importReceipt(store, user: "u")
-        try await store.save(verifiedWrite(receipt, subscriptions: [subscription("t", product: "p", state: .active, expiresAt: nil)],
-                                           nextCheckAt: at(minutes: 2)))
+        try await store.save(
+            verifiedWrite(
+                receipt, subscriptions: [subscription("t", product: "p", state: .active, expiresAt: nil)],
+                nextCheckAt: at(minutes: 2)))
         let before = try await stored(store, user: "u")
         let now = at(minutes: 3)
-        #expect(try await store.nextBatch(.due(asOf: now), after: nil, limit: 5, lease: lease("A", now: now)) == [before])
+        #expect(
+            try await store.nextBatch(.due(asOf: now), after: nil, limit: 5, lease: lease("A", now: now)) == [before])
         // Another owner's release changes nothing
         try await store.releaseLeases(receiptIDs: [receipt.id], owner: "B")
         #expect(try await store.nextBatch(.due(asOf: now), after: nil, limit: 5, lease: lease("B", now: now)).isEmpty)
         // The holder's release frees the row and leaves every other column as it was
         try await store.releaseLeases(receiptIDs: [receipt.id, 999_999], owner: "A")
         #expect(try await stored(store, user: "u") == before)
-        #expect(try await store.nextBatch(.due(asOf: now), after: nil, limit: 5, lease: lease("B", now: now)) == [before])
+        #expect(
+            try await store.nextBatch(.due(asOf: now), after: nil, limit: 5, lease: lease("B", now: now)) == [before])
     }
 
     public static func statusPages(_ store: any RunHistoryStore) async throws {
@@ -179,10 +210,13 @@ extension SubscriptionStoreConformance {
         try await importReceipt(store, user: "alice", product: "pro")
         let bob = try await importReceipt(store, user: "bob")
         let carol = try await importReceipt(store, user: "carol")
-        try await store.save(verifiedWrite(bob, subscriptions: [
-            subscription("b-2", product: "basic", state: .expired, expiresAt: at(minutes: -60)),
-            subscription("b-1", product: "pro", state: .active, expiresAt: at(minutes: 600)),
-        ]))
+        try await store.save(
+            verifiedWrite(
+                bob,
+                subscriptions: [
+                    subscription("b-2", product: "basic", state: .expired, expiresAt: at(minutes: -60)),
+                    subscription("b-1", product: "pro", state: .active, expiresAt: at(minutes: 600)),
+                ]))
         var invalid = verifiedWrite(carol, subscriptions: [], status: .invalid)
         invalid.failure = CheckFailure(reason: "apple_status_21003", message: "Apple rejected the receipt.")
         try await store.save(invalid)
@@ -195,7 +229,10 @@ extension SubscriptionStoreConformance {
             cursor = row.cursor
         }
         // Then
-        #expect(all.map { "\($0.userID)/\($0.originalTransactionID ?? "-")" } == ["alice/-", "bob/b-1", "bob/b-2", "carol/-"])
+        #expect(
+            all.map { "\($0.userID)/\($0.originalTransactionID ?? "-")" } == [
+                "alice/-", "bob/b-1", "bob/b-2", "carol/-",
+            ])
         #expect(paged == all)
         let alice = try #require(all.first)
         #expect(alice.state == .unverified && !alice.entitled && alice.productID == "pro")
@@ -208,7 +245,9 @@ extension SubscriptionStoreConformance {
         #expect(all[3].state == .invalid && !all[3].entitled && all[3].lastFailure == "apple_status_21003")
         let onlyBob = try await store.statusPage(userID: "bob", after: nil, limit: 10)
         #expect(onlyBob.map(\.originalTransactionID) == ["b-1", "b-2"])
-        #expect(try await store.statusPage(userID: "bob", after: onlyBob[0].cursor, limit: 10).map(\.originalTransactionID) == ["b-2"])
+        #expect(
+            try await store.statusPage(userID: "bob", after: onlyBob[0].cursor, limit: 10).map(\.originalTransactionID)
+                == ["b-2"])
         #expect(try await store.statusPage(userID: "nobody", after: nil, limit: 10).isEmpty)
     }
 

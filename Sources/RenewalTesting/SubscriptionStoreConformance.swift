@@ -39,9 +39,13 @@ public enum SubscriptionStoreConformance {
         Check("a receipt not yet due is never selected", receiptNotDueIsNeverSelected),
         Check("a live lease hides a receipt from another owner; an expired one is taken over", leasesHideAndExpire),
         Check("a batch without a lease writes nothing", batchWithoutLeaseWritesNothing),
-        Check("save writes receipt, subscriptions, changes, failure and conflicts and releases the lease", saveWritesEverything),
+        Check(
+            "save writes receipt, subscriptions, changes, failure and conflicts and releases the lease",
+            saveWritesEverything),
         Check("save is atomic: a failing write leaves nothing behind", saveIsAtomic),
-        Check("saveBatch writes the items whose lease holds in one go and skips a lost one untouched", saveBatchWritesHeldLeasesOnly),
+        Check(
+            "saveBatch writes the items whose lease holds in one go and skips a lost one untouched",
+            saveBatchWritesHeldLeasesOnly),
         Check("latest_receipt is replaced only when a new one is given", latestReceiptReplacedOnlyWhenGiven),
         Check("a subscription owned by another receipt is never overwritten", foreignSubscriptionIsNotOverwritten),
         Check("owners maps original transaction ids to their receipt and user", ownersMapsTransactionIDs),
@@ -51,7 +55,9 @@ public enum SubscriptionStoreConformance {
         Check("runs round-trip through beginRun and finishRun", runsRoundTrip),
         Check("withRunLock runs the body and returns its value", runLockRunsBody),
         Check("a write is fenced by its lease: a worker that lost it writes nothing", fencedWriteNeedsTheLease),
-        Check("importing a new receipt fences out the check in flight on the old one", importOfANewReceiptFencesOutTheCheckInFlight),
+        Check(
+            "importing a new receipt fences out the check in flight on the old one",
+            importOfANewReceiptFencesOutTheCheckInFlight),
         Check("a dead process's run is abandoned and its leases taken back at once", deadProcessesWorkIsTakenBack),
     ]
 }
@@ -83,7 +89,8 @@ extension SubscriptionStoreConformance {
 
     /// The stored receipt of `user`, read without a lease.
     static func stored(_ store: any RunHistoryStore, user: String) async throws -> StoredReceipt {
-        let page = try await store.nextBatch(.backfill(BackfillSelector(userIDs: [user])), after: nil, limit: 2, lease: nil)
+        let page = try await store.nextBatch(
+            .backfill(BackfillSelector(userIDs: [user])), after: nil, limit: 2, lease: nil)
         #expect(page.count == 1)
         return try #require(page.first)
     }

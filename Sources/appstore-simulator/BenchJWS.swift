@@ -5,9 +5,9 @@ import RenewalCore
 import RenewalServerAPI
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 extension AppStoreSimulatorCommand {
@@ -18,7 +18,8 @@ extension AppStoreSimulatorCommand {
     struct BenchJWS: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "bench-jws",
-            abstract: "Time the job's JWS verification (chain cache warm) on answers signed with the simulator's chain.")
+            abstract: "Time the job's JWS verification (chain cache warm) on answers signed with the simulator's chain."
+        )
 
         @Option(help: "How many answers (each a signed transaction and a signed renewal info).") var count = 10_000
 
@@ -34,7 +35,8 @@ extension AppStoreSimulatorCommand {
             for index in 0..<count {
                 let original = String(1_000_000_000_000 + index)
                 let transaction: [String: Any] = [
-                    "bundleId": SimulatedReceipt.bundleID, "environment": "Production", "signedDate": signedDate, "quantity": 1,
+                    "bundleId": SimulatedReceipt.bundleID, "environment": "Production", "signedDate": signedDate,
+                    "quantity": 1,
                     "type": "Auto-Renewable Subscription", "storefront": "USA", "storefrontId": "143441",
                     "inAppOwnershipType": "PURCHASED", "transactionReason": "RENEWAL",
                     "transactionId": String(2_000_000_000_000 + index), "originalTransactionId": original,
@@ -44,14 +46,16 @@ extension AppStoreSimulatorCommand {
                 ]
                 let renewal: [String: Any] = [
                     "environment": "Production", "signedDate": signedDate, "originalTransactionId": original,
-                    "productId": "com.example.pro.monthly", "autoRenewProductId": "com.example.pro.monthly", "autoRenewStatus": 1,
+                    "productId": "com.example.pro.monthly", "autoRenewProductId": "com.example.pro.monthly",
+                    "autoRenewStatus": 1,
                     "isInBillingRetryPeriod": false, "recentSubscriptionStartDate": signedDate - 40 * 86_400_000,
                     "renewalDate": signedDate + 29 * 86_400_000,
                 ]
-                answers.append((
-                    try chain.sign(JSONSerialization.data(withJSONObject: transaction, options: [.sortedKeys])),
-                    try chain.sign(JSONSerialization.data(withJSONObject: renewal, options: [.sortedKeys]))
-                ))
+                answers.append(
+                    (
+                        try chain.sign(JSONSerialization.data(withJSONObject: transaction, options: [.sortedKeys])),
+                        try chain.sign(JSONSerialization.data(withJSONObject: renewal, options: [.sortedKeys]))
+                    ))
             }
             let verifier = SignedDataVerifier(rootCertificates: [chain.root], bundleID: SimulatedReceipt.bundleID)
             // Warm the chain cache with the first answer, as a run does with its first.
@@ -66,9 +70,12 @@ extension AppStoreSimulatorCommand {
             let cpu = Self.cpuSeconds() - cpuBefore
             let cache = verifier.cacheStatistics
             let perCore = Double(count) / max(cpu, 1e-9)
-            print(String(
-                format: "bench-jws: %d answers (%d JWS) in %.3f s wall, %.3f s CPU: %.0f answers/s per core (%.0f JWS/s), %.1f µs per answer; chain cache %d hits, %d misses",
-                count, 2 * count, wall, cpu, perCore, 2 * perCore, cpu / Double(count) * 1e6, cache.hits, cache.misses))
+            print(
+                String(
+                    format:
+                        "bench-jws: %d answers (%d JWS) in %.3f s wall, %.3f s CPU: %.0f answers/s per core (%.0f JWS/s), %.1f µs per answer; chain cache %d hits, %d misses",
+                    count, 2 * count, wall, cpu, perCore, 2 * perCore, cpu / Double(count) * 1e6, cache.hits,
+                    cache.misses))
         }
 
         static func cpuSeconds() -> Double {

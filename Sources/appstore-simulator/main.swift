@@ -9,7 +9,8 @@ import RenewalServerAPI
 struct AppStoreSimulatorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "appstore-simulator",
-        abstract: "A simulator of Apple's verifyReceipt endpoints and App Store Server API, for tests, demos and benchmarks.",
+        abstract:
+            "A simulator of Apple's verifyReceipt endpoints and App Store Server API, for tests, demos and benchmarks.",
         subcommands: [Serve.self, Receipts.self, BenchJWS.self],
         defaultSubcommand: Serve.self)
 }
@@ -34,7 +35,9 @@ extension AppStoreSimulatorCommand {
     /// Runs the simulator until SIGINT or SIGTERM.
     struct Serve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Serve /verifyReceipt and /sandbox/verifyReceipt. The shared secret, if any, comes from APPSTORE_SHARED_SECRET.")
+            abstract:
+                "Serve /verifyReceipt and /sandbox/verifyReceipt. The shared secret, if any, comes from APPSTORE_SHARED_SECRET."
+        )
 
         @Option(help: "Address to bind.") var host = "127.0.0.1"
         @Option(help: "Port to bind (0: any free port).") var port = 8099
@@ -44,13 +47,15 @@ extension AppStoreSimulatorCommand {
         var slowDelayMS = 10_000
         @Option(help: "Seconds added to the wall clock to make the simulator clock.")
         var clockOffsetSeconds: Double = 0
-        @Option(help: ArgumentHelp(
-            "Write the Server API's credentials here at start: AuthKey.p8 (the API key the simulator accepts), root.pem (the root its signed data chains to) and server-api.env (the APPSTORE_* variables for renewal).",
-            valueName: "dir"))
+        @Option(
+            help: ArgumentHelp(
+                "Write the Server API's credentials here at start: AuthKey.p8 (the API key the simulator accepts), root.pem (the root its signed data chains to) and server-api.env (the APPSTORE_* variables for renewal).",
+                valueName: "dir"))
         var exportDir: String?
-        @Option(help: ArgumentHelp(
-            "Import lines ({\"user_id\", \"latest_receipt\"} JSON Lines, as `receipts` prints) whose transactions the Server API knows from the start; verifyReceipt requests and POST /_simulator/receipts add more.",
-            valueName: "file"))
+        @Option(
+            help: ArgumentHelp(
+                "Import lines ({\"user_id\", \"latest_receipt\"} JSON Lines, as `receipts` prints) whose transactions the Server API knows from the start; verifyReceipt requests and POST /_simulator/receipts add more.",
+                valueName: "file"))
         var register: [String] = []
 
         func validate() throws {
@@ -108,15 +113,19 @@ extension AppStoreSimulatorCommand {
                 enum CodingKeys: String, CodingKey { case latestReceipt = "latest_receipt" }
             }
             return data.split(separator: UInt8(ascii: "\n")).compactMap { line in
-                (try? JSONDecoder().decode(Line.self, from: Data(line))).flatMap { SimulatedReceipt(encoded: $0.latestReceipt) }
+                (try? JSONDecoder().decode(Line.self, from: Data(line))).flatMap {
+                    SimulatedReceipt(encoded: $0.latestReceipt)
+                }
             }
         }
 
         /// Writes the key (0600), the root and an env file for `renewal`.
-        static func export(_ serverAPI: SimulatedServerAPI, endpoints: SimulatorEndpoints, to directory: String) throws {
+        static func export(_ serverAPI: SimulatedServerAPI, endpoints: SimulatorEndpoints, to directory: String) throws
+        {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             let key = directory + "/AuthKey.p8"
-            FileManager.default.createFile(atPath: key, contents: Data(serverAPI.privateKeyPEM.utf8), attributes: [.posixPermissions: 0o600])
+            FileManager.default.createFile(
+                atPath: key, contents: Data(serverAPI.privateKeyPEM.utf8), attributes: [.posixPermissions: 0o600])
             try serverAPI.chain.rootPEM().write(toFile: directory + "/root.pem", atomically: true, encoding: .utf8)
             let env = """
                 APPSTORE_KEY_ID=\(serverAPI.keyID)
@@ -152,7 +161,9 @@ extension AppStoreSimulatorCommand {
 
         func validate() throws {
             guard count >= 0 else { throw ValidationError("--count must be 0 or more.") }
-            guard periodDays > 0, periodDays.isFinite else { throw ValidationError("--period-days must be more than 0.") }
+            guard periodDays > 0, periodDays.isFinite else {
+                throw ValidationError("--period-days must be more than 0.")
+            }
             guard startedDaysAgo.isFinite, clockOffsetSeconds.isFinite else {
                 throw ValidationError("--started-days-ago and --clock-offset-seconds must be numbers.")
             }
@@ -174,7 +185,8 @@ extension AppStoreSimulatorCommand {
                 let receipt = SimulatedReceipt(
                     account: user, scenario: scenarios[index % scenarios.count], start: start,
                     period: periodDays * 86_400, productID: productID)
-                let quotedUser = (try? encoder.encode(user)).flatMap { String(data: $0, encoding: .utf8) } ?? "\"\(user)\""
+                let quotedUser =
+                    (try? encoder.encode(user)).flatMap { String(data: $0, encoding: .utf8) } ?? "\"\(user)\""
                 chunk += "{\"user_id\": \(quotedUser), \"latest_receipt\": \"\(receipt.encoded)\"}\n"
                 if chunk.utf8.count > 64 << 10 {
                     FileHandle.standardOutput.write(Data(chunk.utf8))

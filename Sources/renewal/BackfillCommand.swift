@@ -25,8 +25,11 @@ struct BackfillCommand: AsyncParsableCommand {
     @Option(name: .customLong("product"), help: ArgumentHelp("A product id (repeatable).", valueName: "id"))
     var products: [String] = []
 
-    @Option(name: .customLong("state"), help: ArgumentHelp(
-        "A state (repeatable): \(SubscriptionState.allCases.map(\.rawValue).joined(separator: ", ")).", valueName: "state"))
+    @Option(
+        name: .customLong("state"),
+        help: ArgumentHelp(
+            "A state (repeatable): \(SubscriptionState.allCases.map(\.rawValue).joined(separator: ", ")).",
+            valueName: "state"))
     var states: [String] = []
 
     @Option(name: .long, help: "Subscriptions that expired (and are not entitled) within this many days.")
@@ -43,26 +46,33 @@ struct BackfillCommand: AsyncParsableCommand {
 
     func validate() throws {
         for state in states where SubscriptionState(rawValue: state) == nil {
-            throw ValidationError("--state \(state) is not a state; use one of \(SubscriptionState.allCases.map(\.rawValue).joined(separator: ", ")).")
+            throw ValidationError(
+                "--state \(state) is not a state; use one of \(SubscriptionState.allCases.map(\.rawValue).joined(separator: ", "))."
+            )
         }
         if let days = expiredWithinDays, days < 1 { throw ValidationError("--expired-within-days must be at least 1.") }
         if let environment, !["Production", "Sandbox"].contains(environment) {
             throw ValidationError("--environment must be Production or Sandbox.")
         }
         if selector(now: Date()).isEmpty {
-            throw ValidationError("Say which receipts to re-check: --all, --user, --product, --state, --expired-within-days or --environment.")
+            throw ValidationError(
+                "Say which receipts to re-check: --all, --user, --product, --state, --expired-within-days or --environment."
+            )
         }
     }
 
     func selector(now: Date) -> BackfillSelector {
         BackfillSelector(
-            all: all, userIDs: users, productIDs: products, states: states.compactMap(SubscriptionState.init(rawValue:)),
+            all: all, userIDs: users, productIDs: products,
+            states: states.compactMap(SubscriptionState.init(rawValue:)),
             expiredSince: expiredWithinDays.map { now.addingTimeInterval(-Double($0) * 86_400) },
             environment: environment.map(AppStoreEnvironment.init(rawValue:)))
     }
 
     func run() async throws {
-        try await JobRunner(database: database, appStore: appStore, serverAPI: serverAPI, options: options, logging: logging)
-            .execute(.backfill(selector(now: options.clock())))
+        try await JobRunner(
+            database: database, appStore: appStore, serverAPI: serverAPI, options: options, logging: logging
+        )
+        .execute(.backfill(selector(now: options.clock())))
     }
 }

@@ -35,7 +35,9 @@ struct CheckCommand: AsyncParsableCommand {
                 try await Self.checkServerAPI(serverAPIConfiguration, store: store, logger: logger)
                 // A team that finished migrating may have no shared secret any more.
                 guard SharedSecret.isSet else {
-                    print("shared secret: not set; verifyReceipt is not used (rows the Server API cannot check will fail)")
+                    print(
+                        "shared secret: not set; verifyReceipt is not used (rows the Server API cannot check will fail)"
+                    )
                     return
                 }
             }
@@ -62,12 +64,20 @@ struct CheckCommand: AsyncParsableCommand {
     /// The key parses (it did, to get here); a signed request reaches both environments and the
     /// token is accepted: 401 from both is exit 78. Asks by a stored receipt's transaction id when
     /// there is one (and reports what Apple says of it), else by a made-up id Apple answers 404.
-    static func checkServerAPI(_ configuration: ServerAPIClient.Configuration, store: any SubscriptionStore, logger: Logger) async throws {
-        print("server api: key \(configuration.keyID) of issuer \(configuration.issuerID) for \(configuration.bundleID) (key file parses)")
+    static func checkServerAPI(
+        _ configuration: ServerAPIClient.Configuration, store: any SubscriptionStore, logger: Logger
+    ) async throws {
+        print(
+            "server api: key \(configuration.keyID) of issuer \(configuration.issuerID) for \(configuration.bundleID) (key file parses)"
+        )
         let sample = try await sampleReceipt(in: store)
-        let id = sample.flatMap { ServerAPIClient.lookupID(for: ReceiptCheck(
-            receipt: $0.latestReceipt, originalTransactionID: $0.originalTransactionID,
-            subscriptionIDs: $0.subscriptions.map(\.snapshot.originalTransactionID), environment: $0.environment)) }
+        let id = sample.flatMap {
+            ServerAPIClient.lookupID(
+                for: ReceiptCheck(
+                    receipt: $0.latestReceipt, originalTransactionID: $0.originalTransactionID,
+                    subscriptionIDs: $0.subscriptions.map(\.snapshot.originalTransactionID), environment: $0.environment
+                ))
+        }
         let answer = try await ServerAPIClient.withServerAPIClient(configuration: configuration) { client in
             await client.statuses(transactionID: id ?? "0", preferring: sample?.environment, logger: logger)
         }
@@ -76,7 +86,9 @@ struct CheckCommand: AsyncParsableCommand {
         case .misconfigured(let failure):
             throw ConfigurationError("server api: \(failure.message)")
         case .verified(let evidence):
-            print("server api: ok (\(configuration.productionURL) accepts the token; signed answer for \(whose) verified to the trusted root, \(evidence.subscriptions.count) subscription(s), \(evidence.environment?.rawValue ?? "unknown environment"))")
+            print(
+                "server api: ok (\(configuration.productionURL) accepts the token; signed answer for \(whose) verified to the trusted root, \(evidence.subscriptions.count) subscription(s), \(evidence.environment?.rawValue ?? "unknown environment"))"
+            )
         case .transient(let failure, let isOutage):
             if failure.reason == AppleAPIError.notFound.reason {
                 print("server api: ok (the token is accepted; Apple knows no transaction by \(whose))")
@@ -106,7 +118,9 @@ struct CheckCommand: AsyncParsableCommand {
         let whose = sample.map { "the stored receipt of user \($0.userID)" } ?? "a made-up receipt"
         switch answer {
         case .misconfigured:
-            throw ConfigurationError("Apple rejected the shared secret (21004) for \(whose). Set APPSTORE_SHARED_SECRET to the app's shared secret from App Store Connect.")
+            throw ConfigurationError(
+                "Apple rejected the shared secret (21004) for \(whose). Set APPSTORE_SHARED_SECRET to the app's shared secret from App Store Connect."
+            )
         case .verified(let evidence):
             print("apple: ok (\(url) answers)")
             print("shared secret: accepted by Apple for \(whose)")
@@ -116,9 +130,13 @@ struct CheckCommand: AsyncParsableCommand {
         case .rejected(let rejection):
             print("apple: ok (\(url) answers)")
             if let sample {
-                print("shared secret: not confirmed: Apple could not read the stored receipt of user \(sample.userID) (\(rejection.reason)), and it checks the secret only for a receipt it can read")
+                print(
+                    "shared secret: not confirmed: Apple could not read the stored receipt of user \(sample.userID) (\(rejection.reason)), and it checks the secret only for a receipt it can read"
+                )
             } else {
-                print("shared secret: not confirmed: the database holds no receipt yet, and Apple checks the secret only for a receipt it can read; run `renewal check` again after `renewal import`")
+                print(
+                    "shared secret: not confirmed: the database holds no receipt yet, and Apple checks the secret only for a receipt it can read; run `renewal check` again after `renewal import`"
+                )
             }
         case .transient(let failure, let isOutage):
             FileHandle.standardError.write(Data("renewal: apple: \(failure.message)\n".utf8))

@@ -22,7 +22,10 @@ struct DemoCommand: AsyncParsableCommand {
             of the simulator's clock; prints the changes and where the reports and the database are.
             """)
 
-    @Option(name: .long, help: ArgumentHelp("Directory for the database and reports. Default: a new temporary directory.", valueName: "dir"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Directory for the database and reports. Default: a new temporary directory.", valueName: "dir"))
     var directory: String?
 
     @OptionGroup var logging: LoggingOptions
@@ -38,7 +41,8 @@ struct DemoCommand: AsyncParsableCommand {
             }
             let state = SimulatorState(now: Date())
             let secret = "demo-shared-secret"
-            let simulator = SimulatorConfiguration(sharedSecret: secret, latency: .milliseconds(20), slowDelay: .seconds(3), state: state)
+            let simulator = SimulatorConfiguration(
+                sharedSecret: secret, latency: .milliseconds(20), slowDelay: .seconds(3), state: state)
             try await withAppStoreSimulator(configuration: simulator, logger: logger) { endpoints in
                 let store = try SQLiteSubscriptionStore.open(path: databasePath, create: true)
                 _ = try await store.migrate()
@@ -62,9 +66,11 @@ struct DemoCommand: AsyncParsableCommand {
                         state.advance(by: step.advanceDays * 86_400)
                         var configuration = RenewalRun.Configuration(command: .run)
                         configuration.concurrency = 8
-                        configuration.reportPath = (directory as NSString).appendingPathComponent("report-run-\(index + 1).json")
+                        configuration.reportPath = (directory as NSString).appendingPathComponent(
+                            "report-run-\(index + 1).json")
                         let outcome = try await RenewalRun(
-                            configuration: configuration, store: store, verifier: client, logger: logger, now: { state.now }
+                            configuration: configuration, store: store, verifier: client, logger: logger,
+                            now: { state.now }
                         ).run()
                         try output.run(number: index + 1, title: step.title, outcome: outcome)
                     }
@@ -72,7 +78,8 @@ struct DemoCommand: AsyncParsableCommand {
                     guard let identity = simulator.serverAPI else { return }
                     let serverAPI = ServerAPIClient.Configuration(
                         keyID: identity.keyID, issuerID: identity.issuerID, bundleID: SimulatedReceipt.bundleID,
-                        privateKey: identity.apiKey, productionURL: endpoints.serverAPIURL, sandboxURL: endpoints.sandboxServerAPIURL,
+                        privateKey: identity.apiKey, productionURL: endpoints.serverAPIURL,
+                        sandboxURL: endpoints.sandboxServerAPIURL,
                         rootCertificates: [identity.chain.root], requestTimeout: .milliseconds(1500), maxAttempts: 3,
                         retryBaseDelay: .milliseconds(50))
                     try await ServerAPIClient.withServerAPIClient(configuration: serverAPI) { serverAPIClient in
@@ -81,11 +88,13 @@ struct DemoCommand: AsyncParsableCommand {
                         configuration.reportPath = (directory as NSString).appendingPathComponent("report-run-5.json")
                         let outcome = try await RenewalRun(
                             configuration: configuration, store: store,
-                            verifier: SourceRouter(mode: .auto, verifyReceipt: client, serverAPI: serverAPIClient), logger: logger,
+                            verifier: SourceRouter(mode: .auto, verifyReceipt: client, serverAPI: serverAPIClient),
+                            logger: logger,
                             now: { state.now }
                         ).run()
                         try output.run(
-                            number: 5, title: "Day 15: backfill --all through the App Store Server API (--source auto)", outcome: outcome)
+                            number: 5, title: "Day 15: backfill --all through the App Store Server API (--source auto)",
+                            outcome: outcome)
                         output.migration(outcome: outcome, cacheHits: serverAPIClient.verifier.cacheStatistics.hits)
                     }
                 }
@@ -100,7 +109,8 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     private static func makeTemporaryDirectory() throws -> String {
-        var template = Array((NSTemporaryDirectory() as NSString).appendingPathComponent("renewal-demo-XXXXXX").utf8CString)
+        var template = Array(
+            (NSTemporaryDirectory() as NSString).appendingPathComponent("renewal-demo-XXXXXX").utf8CString)
         guard let path = mkdtemp(&template) else {
             throw ConfigurationError("Cannot create a temporary directory; pass --directory DIR.")
         }

@@ -13,7 +13,10 @@ enum DemoData {
 
     static func customers(at start: Date) -> [Customer] {
         let day: TimeInterval = 86_400
-        func customer(_ user: String, _ scenario: Scenario, daysAgo: Double, period: Double = 30, account: String? = nil, _ story: String) -> Customer {
+        func customer(
+            _ user: String, _ scenario: Scenario, daysAgo: Double, period: Double = 30, account: String? = nil,
+            _ story: String
+        ) -> Customer {
             Customer(
                 userID: user,
                 receipt: SimulatedReceipt(
@@ -39,12 +42,15 @@ enum DemoData {
             customer("oscar", .outage, daysAgo: 20, "Apple answers an HTML 503 page"),
             customer("peggy", .truncatedJSON, daysAgo: 20, "Apple's answer is cut off mid-JSON"),
             customer("quinn", .slow, daysAgo: 20, "Apple answers after the timeout"),
-            customer("alice-work", .renewal, daysAgo: 20, account: "alice",
-                     "second app account paying with alice's Apple ID (shared_apple_id)"),
+            customer(
+                "alice-work", .renewal, daysAgo: 20, account: "alice",
+                "second app account paying with alice's Apple ID (shared_apple_id)"),
         ]
     }
 
     static func imports(_ customers: [Customer]) -> [ReceiptImport] {
-        customers.map { ReceiptImport(userID: $0.userID, latestReceipt: $0.receipt.encoded, productID: $0.receipt.productID) }
+        customers.map {
+            ReceiptImport(userID: $0.userID, latestReceipt: $0.receipt.encoded, productID: $0.receipt.productID)
+        }
     }
 }

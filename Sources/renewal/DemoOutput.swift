@@ -18,7 +18,9 @@ struct DemoOutput {
     /// The migration run's summary: rows moved, and what stayed on verifyReceipt.
     func migration(outcome: RenewalOutcome, cacheHits: Int) {
         let c = outcome.counts
-        print("  migrated \(c.migrated) receipts to the App Store Server API (signed answers verified, \(cacheHits) from the chain cache);")
+        print(
+            "  migrated \(c.migrated) receipts to the App Store Server API (signed answers verified, \(cacheHits) from the chain cache);"
+        )
         print("  the rest stay on verifyReceipt: receipts with no transaction id Apple knows, or that failed this time")
     }
 
@@ -26,7 +28,9 @@ struct DemoOutput {
         let c = outcome.counts
         print("")
         print("Run \(number): \(title)")
-        print("  checked \(c.checked), \(c.changed) changes, \(c.unchanged) unchanged, \(c.failed) failed, \(c.conflicts) conflicts -> exit code \(outcome.status.exitCode) (\(outcome.status.rawValue))")
+        print(
+            "  checked \(c.checked), \(c.changed) changes, \(c.unchanged) unchanged, \(c.failed) failed, \(c.conflicts) conflicts -> exit code \(outcome.status.exitCode) (\(outcome.status.rawValue))"
+        )
         guard let path = outcome.reportPath, let data = FileManager.default.contents(atPath: path),
             let report = try JSONSerialization.jsonObject(with: data) as? [String: Any]
         else { return }
@@ -38,13 +42,19 @@ struct DemoOutput {
             let expires = (change["new_expires_at"] as? String).map { "expires \($0.prefix(10))" } ?? ""
             let environment = change["environment"] as? String ?? ""
             let product = change["product_id"] as? String ?? "-"
-            print("  \(pad(user, 12)) \(pad(kind, 22)) \(pad(from + " -> " + to, 30)) \(pad(product, 32)) \(pad(expires, 19)) \(environment)")
+            print(
+                "  \(pad(user, 12)) \(pad(kind, 22)) \(pad(from + " -> " + to, 30)) \(pad(product, 32)) \(pad(expires, 19)) \(environment)"
+            )
         }
         for failure in report["failures"] as? [[String: Any]] ?? [] {
-            print("  \(pad(failure["user_id"] as? String ?? "?", 12)) failed: \(pad(failure["reason"] as? String ?? "?", 16)) state kept, retried later")
+            print(
+                "  \(pad(failure["user_id"] as? String ?? "?", 12)) failed: \(pad(failure["reason"] as? String ?? "?", 16)) state kept, retried later"
+            )
         }
         for conflict in report["conflicts"] as? [[String: Any]] ?? [] {
-            print("  \(pad(conflict["user_id"] as? String ?? "?", 12)) conflict: shared_apple_id, subscription stays with \(conflict["owner_user_id"] as? String ?? "?")")
+            print(
+                "  \(pad(conflict["user_id"] as? String ?? "?", 12)) conflict: shared_apple_id, subscription stays with \(conflict["owner_user_id"] as? String ?? "?")"
+            )
         }
     }
 

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import RenewalCore
 import RenewalStorage
@@ -56,7 +56,9 @@ struct ImportCommand: AsyncParsableCommand {
                 case .success(let item):
                     batch.append(item)
                     if batch.count >= batchSize {
-                        for outcome in try await store.importReceipts(batch, now: now) { tally[outcome, default: 0] += 1 }
+                        for outcome in try await store.importReceipts(batch, now: now) {
+                            tally[outcome, default: 0] += 1
+                        }
                         batch.removeAll(keepingCapacity: true)
                     }
                 }
@@ -64,7 +66,9 @@ struct ImportCommand: AsyncParsableCommand {
             if !batch.isEmpty {
                 for outcome in try await store.importReceipts(batch, now: now) { tally[outcome, default: 0] += 1 }
             }
-            print("Imported: \(tally[.inserted, default: 0]) new, \(tally[.replaced, default: 0]) replaced, \(tally[.unchanged, default: 0]) unchanged, \(rejected) rejected.")
+            print(
+                "Imported: \(tally[.inserted, default: 0]) new, \(tally[.replaced, default: 0]) replaced, \(tally[.unchanged, default: 0]) unchanged, \(rejected) rejected."
+            )
             if rejected > 0 { throw ExitCode(3) }
         }
     }
@@ -85,7 +89,9 @@ enum ImportLine {
         let bytes: Data
         switch line {
         case .tooLong(let length):
-            return .failure("the line is \(length) bytes, over the \(LineReader.maximumLineBytes) allowed; is this a JSON Lines file?")
+            return .failure(
+                "the line is \(length) bytes, over the \(LineReader.maximumLineBytes) allowed; is this a JSON Lines file?"
+            )
         case .line(let data): bytes = data
         }
         if bytes.allSatisfy(isWhitespace) { return .skip }
@@ -103,29 +109,39 @@ enum ImportLine {
         let userID: String
         switch fields[0]?.kind {
         case .string?:
-            guard let text = fields[0]?.string else { return .failure("user_id is not UTF-8; export the file as UTF-8 JSON Lines") }
+            guard let text = fields[0]?.string else {
+                return .failure("user_id is not UTF-8; export the file as UTF-8 JSON Lines")
+            }
             guard text.utf8.contains(where: { !isWhitespace($0) }) else {
                 return .failure("user_id is missing or empty; give the app's user id as a string")
             }
             userID = text
         case .true?, .false?: return .failure("user_id must be a string or an integer, not a boolean")
         case .number?:
-            guard let number = fields[0]?.integer else { return .failure("user_id must be a string or an integer, not \(fields[0]?.numberText ?? "a fraction")") }
+            guard let number = fields[0]?.integer else {
+                return .failure("user_id must be a string or an integer, not \(fields[0]?.numberText ?? "a fraction")")
+            }
             userID = String(number)
         default: return .failure("user_id is missing or empty; give the app's user id as a string")
         }
         guard let value = fields[1], value.kind == .string, let rawReceipt = value.string else {
-            return .failure("latest_receipt is missing or not a string; give the base64 receipt the app stored (user \(userID))")
+            return .failure(
+                "latest_receipt is missing or not a string; give the base64 receipt the app stored (user \(userID))")
         }
         // Receipts pasted from a terminal or a wrapped export carry line breaks: those go.
-        let receipt = isBase64(rawReceipt) ? rawReceipt : String(decoding: rawReceipt.utf8.filter { !isWhitespace($0) }, as: UTF8.self)
+        let receipt =
+            isBase64(rawReceipt)
+            ? rawReceipt : String(decoding: rawReceipt.utf8.filter { !isWhitespace($0) }, as: UTF8.self)
         guard !receipt.isEmpty else { return .failure("latest_receipt is empty (user \(userID))") }
         guard isBase64(receipt) else {
-            return .failure("latest_receipt is not valid base64 (user \(userID)); export the receipt exactly as Apple gave it")
+            return .failure(
+                "latest_receipt is not valid base64 (user \(userID)); export the receipt exactly as Apple gave it")
         }
         var productID: String?
         if let value = fields[2] {
-            guard value.kind == .string, let text = value.string else { return .failure("product_id must be a string (user \(userID))") }
+            guard value.kind == .string, let text = value.string else {
+                return .failure("product_id must be a string (user \(userID))")
+            }
             productID = text.isEmpty ? nil : text
         }
         return .success(ReceiptImport(userID: userID, latestReceipt: receipt, productID: productID))

@@ -36,7 +36,10 @@ struct JSONLogHandler: LogHandler {
             "source": event.source,
         ]
         if !merged.isEmpty { object["metadata"] = merged.mapValues(Self.plain) }
-        guard var line = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
+        guard
+            var line = try? JSONSerialization.data(
+                withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        else { return }
         line.append(0x0A)
         line.withUnsafeBytes { bytes in
             guard let base = bytes.baseAddress else { return }

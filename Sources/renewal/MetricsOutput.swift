@@ -18,7 +18,9 @@ struct MetricsOutput: Sendable {
     var pushURL: String? {
         guard let pushgateway else { return nil }
         let base = pushgateway.hasSuffix("/") ? String(pushgateway.dropLast()) : pushgateway
-        let host = instance.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? "unknown"
+        let host =
+            instance.addingPercentEncoding(
+                withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? "unknown"
         return "\(base)/metrics/job/renewal/instance/\(host)"
     }
 
@@ -28,7 +30,9 @@ struct MetricsOutput: Sendable {
         guard let textfile else { return }
         let temporary = textfile + ".tmp-\(ProcessInfo.processInfo.processIdentifier)"
         guard FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8)) else {
-            throw MetricsOutputError(description: "cannot write \(temporary); check that the directory of --metrics-textfile exists and is writable")
+            throw MetricsOutputError(
+                description:
+                    "cannot write \(temporary); check that the directory of --metrics-textfile exists and is writable")
         }
         guard rename(temporary, textfile) == 0 else {
             let reason = String(cString: strerror(errno))
@@ -53,13 +57,17 @@ struct MetricsOutput: Sendable {
         guard (200..<300).contains(Int(response.status.code)) else {
             let body = try? await response.body.collect(upTo: 4_096)
             let detail = body.map { String(buffer: $0) }?.prefix(300) ?? ""
-            throw MetricsOutputError(description: "the Pushgateway at \(pushgateway ?? url) answered HTTP \(response.status.code): \(detail)")
+            throw MetricsOutputError(
+                description: "the Pushgateway at \(pushgateway ?? url) answered HTTP \(response.status.code): \(detail)"
+            )
         }
     }
 
     /// Runs `body` while pushing `metrics` every `interval` seconds; pushes once more at the end.
     /// Metric delivery problems are logged as warnings: they never change the run's exit code.
-    func around<T>(_ metrics: RunMetrics?, warn: @escaping @Sendable (String) -> Void, _ body: () async throws -> T) async throws -> T {
+    func around<T>(_ metrics: RunMetrics?, warn: @escaping @Sendable (String) -> Void, _ body: () async throws -> T)
+        async throws -> T
+    {
         guard let metrics, pushURL != nil else { return try await body() }
         return try await HTTPClient.withHTTPClient { client in
             // The pusher is a child task: the group waits for it to end before the HTTP client it

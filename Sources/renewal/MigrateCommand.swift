@@ -16,10 +16,12 @@ struct MigrateCommand: AsyncParsableCommand {
             let logger = logging.makeLogger()
             let store = try StoreFactory.open(database.resolved, create: true)
             let applied = try await store.migrate()
-            logger.info("Schema migrated", metadata: [LogKey.dbBackend: "\(store.backendName)", LogKey.dbApplied: "\(applied)"])
-            print(applied.isEmpty
-                ? "Schema already up to date (\(store.backendName))."
-                : "Applied migrations \(applied.map(String.init).joined(separator: ", ")) (\(store.backendName)).")
+            logger.info(
+                "Schema migrated", metadata: [LogKey.dbBackend: "\(store.backendName)", LogKey.dbApplied: "\(applied)"])
+            print(
+                applied.isEmpty
+                    ? "Schema already up to date (\(store.backendName))."
+                    : "Applied migrations \(applied.map(String.init).joined(separator: ", ")) (\(store.backendName)).")
         }
     }
 }

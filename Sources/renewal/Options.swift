@@ -22,10 +22,14 @@ struct DatabaseOptions: ParsableArguments {
 
 /// Where Apple is and how to talk to it. The shared secret comes only from the environment.
 struct AppStoreOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("verifyReceipt production URL. Env: APPSTORE_VERIFY_RECEIPT_URL.", valueName: "url"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("verifyReceipt production URL. Env: APPSTORE_VERIFY_RECEIPT_URL.", valueName: "url"))
     var productionURL: String?
 
-    @Option(name: .long, help: ArgumentHelp("verifyReceipt sandbox URL. Env: APPSTORE_SANDBOX_VERIFY_RECEIPT_URL.", valueName: "url"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("verifyReceipt sandbox URL. Env: APPSTORE_SANDBOX_VERIFY_RECEIPT_URL.", valueName: "url"))
     var sandboxURL: String?
 
     @Option(name: .long, help: ArgumentHelp("Seconds to wait for one Apple answer.", valueName: "seconds"))
@@ -37,17 +41,23 @@ struct AppStoreOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Largest Apple answer accepted, in bytes.", valueName: "bytes"))
     var maxResponseBytes: Int = 8 << 20
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The app's bundle id; answers for another bundle change nothing. Env: APPSTORE_BUNDLE_ID. Default: not checked.",
-        valueName: "id"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The app's bundle id; answers for another bundle change nothing. Env: APPSTORE_BUNDLE_ID. Default: not checked.",
+            valueName: "id"))
     var bundleID: String?
 
-    @Option(name: .long, parsing: .singleValue, help: ArgumentHelp(
-        "Product ids this app sells (comma-separated, repeatable); answers only for other products change nothing. Env: RENEWAL_PRODUCTS. Default: any.",
-        valueName: "ids"))
+    @Option(
+        name: .long, parsing: .singleValue,
+        help: ArgumentHelp(
+            "Product ids this app sells (comma-separated, repeatable); answers only for other products change nothing. Env: RENEWAL_PRODUCTS. Default: any.",
+            valueName: "ids"))
     var products: [String] = []
 
-    @Flag(name: .long, help: "Also allow every product id already in the database (subscriptions and imported product ids).")
+    @Flag(
+        name: .long,
+        help: "Also allow every product id already in the database (subscriptions and imported product ids).")
     var productsFromDatabase = false
 
     func validate() throws {
@@ -55,7 +65,9 @@ struct AppStoreOptions: ParsableArguments {
         guard (1...20).contains(maxAttempts) else { throw ValidationError("--max-attempts must be between 1 and 20.") }
         guard maxResponseBytes >= 1024 else { throw ValidationError("--max-response-bytes must be at least 1024.") }
         for (flag, value) in [("--production-url", resolvedProductionURL), ("--sandbox-url", resolvedSandboxURL)] {
-            guard let url = URL(string: value), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
+            guard let url = URL(string: value), let scheme = url.scheme, ["http", "https"].contains(scheme),
+                url.host != nil
+            else {
                 throw ValidationError("\(flag) must be an http(s) URL, got '\(value)'.")
             }
         }
@@ -69,7 +81,9 @@ struct AppStoreOptions: ParsableArguments {
     /// `--products`, else `RENEWAL_PRODUCTS`, split on commas; nil when neither names any.
     var resolvedProducts: Set<String>? {
         let lists = products.isEmpty ? Environment.value("RENEWAL_PRODUCTS").map { [$0] } ?? [] : products
-        let ids = lists.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let ids = lists.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+            !$0.isEmpty
+        }
         return ids.isEmpty ? nil : Set(ids)
     }
 
@@ -84,29 +98,36 @@ struct AppStoreOptions: ParsableArguments {
     }
 
     var resolvedProductionURL: String {
-        productionURL ?? Environment.value("APPSTORE_VERIFY_RECEIPT_URL") ?? "https://buy.itunes.apple.com/verifyReceipt"
+        productionURL ?? Environment.value("APPSTORE_VERIFY_RECEIPT_URL")
+            ?? "https://buy.itunes.apple.com/verifyReceipt"
     }
 
     var resolvedSandboxURL: String {
-        sandboxURL ?? Environment.value("APPSTORE_SANDBOX_VERIFY_RECEIPT_URL") ?? "https://sandbox.itunes.apple.com/verifyReceipt"
+        sandboxURL ?? Environment.value("APPSTORE_SANDBOX_VERIFY_RECEIPT_URL")
+            ?? "https://sandbox.itunes.apple.com/verifyReceipt"
     }
 }
 
 /// `--log-level` / `RENEWAL_LOG_LEVEL`.
 struct LoggingOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp(
-        "trace, debug, info, notice, warning, error or critical. Env: RENEWAL_LOG_LEVEL. Default: info.",
-        valueName: "level"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "trace, debug, info, notice, warning, error or critical. Env: RENEWAL_LOG_LEVEL. Default: info.",
+            valueName: "level"))
     var logLevel: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "text (one readable line per entry) or json (one JSON object per line: timestamp, level, message, metadata). Env: RENEWAL_LOG_FORMAT. Default: text.",
-        valueName: "format"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "text (one readable line per entry) or json (one JSON object per line: timestamp, level, message, metadata). Env: RENEWAL_LOG_FORMAT. Default: text.",
+            valueName: "format"))
     var logFormat: String?
 
     func validate() throws {
         guard level != nil else {
-            throw ValidationError("--log-level must be one of: \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")).")
+            throw ValidationError(
+                "--log-level must be one of: \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")).")
         }
         guard format != nil else {
             throw ValidationError("--log-format must be text or json (also RENEWAL_LOG_FORMAT).")

@@ -17,7 +17,9 @@ struct ReportCommand: AsyncParsableCommand {
             read a page at a time, so any run size renders in flat memory.
             """)
 
-    @Option(name: .long, help: ArgumentHelp("The run to render (a run_id from the report or the runs table).", valueName: "id"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("The run to render (a run_id from the report or the runs table).", valueName: "id"))
     var run: String?
 
     @Option(name: .long, help: ArgumentHelp("Every run that started at or after this time.", valueName: "time"))
@@ -26,10 +28,17 @@ struct ReportCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Every run that started before this time.", valueName: "time"))
     var until: String?
 
-    @Option(name: .long, help: ArgumentHelp("json, jsonl, csv, table or html. Default: table on a terminal, json otherwise.", valueName: "format"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "json, jsonl, csv, table or html. Default: table on a terminal, json otherwise.", valueName: "format"))
     var format: String?
 
-    @Option(name: .long, help: ArgumentHelp("Write here (atomically: a temporary file renamed into place) instead of standard output.", valueName: "file"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Write here (atomically: a temporary file renamed into place) instead of standard output.",
+            valueName: "file"))
     var output: String?
 
     @OptionGroup var database: DatabaseOptions
@@ -37,14 +46,17 @@ struct ReportCommand: AsyncParsableCommand {
 
     func validate() throws {
         if let format, ReportFormat(rawValue: format) == nil {
-            throw ValidationError("--format must be one of: \(ReportFormat.allCases.map(\.rawValue).joined(separator: ", ")).")
+            throw ValidationError(
+                "--format must be one of: \(ReportFormat.allCases.map(\.rawValue).joined(separator: ", ")).")
         }
         if run != nil, since != nil || until != nil {
             throw ValidationError("Give either --run or --since/--until, not both.")
         }
         for (flag, value) in [("--since", since), ("--until", until)] {
             if let value, ReportTime.parse(value, now: Date()) == nil {
-                throw ValidationError("\(flag) \(value) is not a time; give 2026-11-01, 2026-11-01T06:00:00Z, or an age such as 36h or 7d.")
+                throw ValidationError(
+                    "\(flag) \(value) is not a time; give 2026-11-01, 2026-11-01T06:00:00Z, or an age such as 36h or 7d."
+                )
             }
         }
     }
@@ -62,11 +74,15 @@ struct ReportCommand: AsyncParsableCommand {
             if let run {
                 selection = .run(run)
             } else if since != nil || until != nil {
-                selection = .range(since: since.flatMap { ReportTime.parse($0, now: now) }, until: until.flatMap { ReportTime.parse($0, now: now) })
+                selection = .range(
+                    since: since.flatMap { ReportTime.parse($0, now: now) },
+                    until: until.flatMap { ReportTime.parse($0, now: now) })
             } else {
                 selection = .last
             }
-            let chosen = format.flatMap(ReportFormat.init(rawValue:)) ?? (output == nil && isatty(STDOUT_FILENO) == 1 ? .table : .json)
+            let chosen =
+                format.flatMap(ReportFormat.init(rawValue:))
+                ?? (output == nil && isatty(STDOUT_FILENO) == 1 ? .table : .json)
             let sink = try output.map { try ReportOutput(path: $0) } ?? ReportOutput()
             do {
                 try await StoredReport(store: history).render(selection, format: chosen, to: sink)

@@ -29,8 +29,10 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
-        try await JobRunner(database: database, appStore: appStore, serverAPI: serverAPI, options: options, logging: logging)
-            .execute(.run)
+        try await JobRunner(
+            database: database, appStore: appStore, serverAPI: serverAPI, options: options, logging: logging
+        )
+        .execute(.run)
     }
 }
 
@@ -52,11 +54,15 @@ struct JobRunner {
                 bundleID: appStore.resolvedBundleID, timeout: appStore.timeout, maxAttempts: appStore.maxAttempts,
                 connections: resolved.concurrency)
             if mode == .serverAPI, serverAPIConfiguration == nil {
-                throw ConfigurationError("--source server-api needs APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE.")
+                throw ConfigurationError(
+                    "--source server-api needs APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE."
+                )
             }
             // verifyReceipt needs the shared secret unless every check goes to the Server API, or
             // the Server API is configured and the secret is not (a team that finished migrating).
-            let secret = mode == .serverAPI || (serverAPIConfiguration != nil && !SharedSecret.isSet) ? nil : try SharedSecret.load()
+            let secret =
+                mode == .serverAPI || (serverAPIConfiguration != nil && !SharedSecret.isSet)
+                ? nil : try SharedSecret.load()
             let clientConfiguration = AppStoreClient.Configuration(
                 productionURL: appStore.resolvedProductionURL, sandboxURL: appStore.resolvedSandboxURL,
                 sharedSecret: secret, requestTimeout: .milliseconds(Int64(appStore.timeout * 1000)),
@@ -65,28 +71,34 @@ struct JobRunner {
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
             resolved.identity = try await appStore.identity(store: store)
-            logger.info("Configuration", metadata: [
-                LogKey.dbBackend: "\(store.backendName)", LogKey.appstoreClient: "\(clientConfiguration)",
-                LogKey.appstoreSource: "\(mode.rawValue)",
-                LogKey.appstoreServerAPI: "\(serverAPIConfiguration.map { "\($0)" } ?? "not configured")",
-            ])
+            logger.info(
+                "Configuration",
+                metadata: [
+                    LogKey.dbBackend: "\(store.backendName)", LogKey.appstoreClient: "\(clientConfiguration)",
+                    LogKey.appstoreSource: "\(mode.rawValue)",
+                    LogKey.appstoreServerAPI: "\(serverAPIConfiguration.map { "\($0)" } ?? "not configured")",
+                ])
             let budget = FleetRequestBudget(store: store, rates: serverAPI.rates, logger: logger)
             let clock = options.clock
             let metricsOutput = MetricsOutput(
-                textfile: options.metricsTextfile, pushgateway: options.resolvedPushgateway, interval: options.pushInterval,
+                textfile: options.metricsTextfile, pushgateway: options.resolvedPushgateway,
+                interval: options.pushInterval,
                 instance: options.resolvedMetricsInstance ?? resolved.host)
             let metrics = metricsOutput.isEnabled ? RunMetrics(command: command.name) : nil
             resolved.metrics = metrics
             resolved.progress = TerminalProgress.make(quiet: options.quiet)
             let configuration = resolved
-            let warn: @Sendable (String) -> Void = { logger.warning("Metrics not delivered", metadata: ["error": "\($0)"]) }
+            let warn: @Sendable (String) -> Void = {
+                logger.warning("Metrics not delivered", metadata: ["error": "\($0)"])
+            }
             let startedAt = clock()
             let outcome: RenewalOutcome
             do {
                 outcome = try await metricsOutput.around(metrics, warn: warn) {
                     // One HTTP client for both APIs (their hosts differ, so each keeps its own connections).
                     try await AppleTransport.withAppleTransport(
-                        requestTimeout: clientConfiguration.requestTimeout, connectionsPerHost: clientConfiguration.maxConnectionsPerHost,
+                        requestTimeout: clientConfiguration.requestTimeout,
+                        connectionsPerHost: clientConfiguration.maxConnectionsPerHost,
                         observer: metrics
                     ) { transport in
                         let client = AppStoreClient(transport: transport, configuration: clientConfiguration)
@@ -96,7 +108,8 @@ struct JobRunner {
                         let verifier = SourceRouter(mode: mode, verifyReceipt: client, serverAPI: serverAPIClient)
                         return try await store.withRunLock(owner: configuration.workerID) {
                             try await RenewalRun(
-                                configuration: configuration, store: store, verifier: verifier, logger: logger, now: clock
+                                configuration: configuration, store: store, verifier: verifier, logger: logger,
+                                now: clock
                             ).runUntilDone()
                         }
                     }
@@ -106,22 +119,27 @@ struct JobRunner {
                 if let metrics {
                     let (code, _) = ExitMapping.classify(error)
                     metrics.finish(
-                        status: code == RunStatus.locked.exitCode ? .locked : .failed, exitCode: code, startedAt: startedAt, finishedAt: clock(),
-                        dueAtStart: nil, dueLeft: nil, lastSuccess: try? await (store as? any RunHistoryStore)?.lastSuccess())
+                        status: code == RunStatus.locked.exitCode ? .locked : .failed, exitCode: code,
+                        startedAt: startedAt, finishedAt: clock(),
+                        dueAtStart: nil, dueLeft: nil,
+                        lastSuccess: try? await (store as? any RunHistoryStore)?.lastSuccess())
                     await Self.deliver(metrics, to: metricsOutput, warn: warn)
                 }
                 throw error
             }
             if let metrics {
                 metrics.finish(
-                    status: outcome.status, exitCode: outcome.status.exitCode, startedAt: outcome.startedAt, finishedAt: clock(),
+                    status: outcome.status, exitCode: outcome.status.exitCode, startedAt: outcome.startedAt,
+                    finishedAt: clock(),
                     dueAtStart: outcome.counts.dueAtStart, dueLeft: command == .run ? outcome.counts.dueLeft : nil,
                     lastSuccess: try? await (store as? any RunHistoryStore)?.lastSuccess())
                 await Self.deliver(metrics, to: metricsOutput, warn: warn)
             }
             if let html = options.htmlReport {
                 if configuration.dryRun {
-                    logger.warning("A dry run stores nothing, so there is no HTML report; use --report FILE.json for the dry run's JSON.")
+                    logger.warning(
+                        "A dry run stores nothing, so there is no HTML report; use --report FILE.json for the dry run's JSON."
+                    )
                 } else if let history = store as? any RunHistoryStore {
                     let output = try ReportOutput(path: html)
                     do {
@@ -135,17 +153,25 @@ struct JobRunner {
             }
             print(Self.summary(outcome, dryRun: configuration.dryRun, html: options.htmlReport))
             if outcome.status == .sharedSecretRejected {
-                FileHandle.standardError.write(Data("renewal: Apple rejected the shared secret (21004); nothing was changed. Set APPSTORE_SHARED_SECRET to the app's shared secret from App Store Connect.\n".utf8))
+                FileHandle.standardError.write(
+                    Data(
+                        "renewal: Apple rejected the shared secret (21004); nothing was changed. Set APPSTORE_SHARED_SECRET to the app's shared secret from App Store Connect.\n"
+                            .utf8))
             }
             if outcome.status == .credentialsRejected {
-                FileHandle.standardError.write(Data("renewal: the App Store Server API refused the API key (HTTP 401 in production and sandbox); nothing was changed. Check APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE.\n".utf8))
+                FileHandle.standardError.write(
+                    Data(
+                        "renewal: the App Store Server API refused the API key (HTTP 401 in production and sandbox); nothing was changed. Check APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE.\n"
+                            .utf8))
             }
             if outcome.status.exitCode != 0 { throw ExitCode(outcome.status.exitCode) }
         }
     }
 
     /// Writes the textfile and pushes once more; failures are warnings, never the run's exit code.
-    static func deliver(_ metrics: RunMetrics, to output: MetricsOutput, warn: @escaping @Sendable (String) -> Void) async {
+    static func deliver(_ metrics: RunMetrics, to output: MetricsOutput, warn: @escaping @Sendable (String) -> Void)
+        async
+    {
         let text = metrics.text()
         do { try output.writeTextfile(text) } catch { warn("\(error)") }
         guard output.pushURL != nil else { return }

@@ -17,44 +17,63 @@ struct RunOptions: ParsableArguments {
     @Flag(name: .long, help: "Verify and report changes, but write nothing to the database.")
     var dryRun = false
 
-    @Option(name: .long, help: ArgumentHelp(
-        "JSON file overriding schedule defaults (seconds), e.g. {\"entitled_maximum_interval\": 86400}.",
-        valueName: "file"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "JSON file overriding schedule defaults (seconds), e.g. {\"entitled_maximum_interval\": 86400}.",
+            valueName: "file"))
     var schedule: String?
 
     @Option(name: .long, help: "Consecutive Apple outages (after retries) that stop the run with exit code 4.")
     var breakerThreshold: Int = 10
 
-    @Option(name: .long, help: ArgumentHelp("How long a claim on a receipt lasts before another worker may take it.", valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How long a claim on a receipt lasts before another worker may take it.", valueName: "seconds"))
     var leaseSeconds: Double = 600
 
-    @Option(name: .long, help: ArgumentHelp(
-        "After SIGTERM/SIGINT, how long in-flight Apple requests may finish before they are cancelled and their receipts released untouched (a second signal exits at once).",
-        valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "After SIGTERM/SIGINT, how long in-flight Apple requests may finish before they are cancelled and their receipts released untouched (a second signal exits at once).",
+            valueName: "seconds"))
     var drainSeconds: Double = 20
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Also write the run as one self-contained HTML page with charts (--report FILE.html does the same).", valueName: "file"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Also write the run as one self-contained HTML page with charts (--report FILE.html does the same).",
+            valueName: "file"))
     var reportHtml: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Write Prometheus metrics here at the end of the run, atomically (node_exporter's textfile collector).", valueName: "path"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Write Prometheus metrics here at the end of the run, atomically (node_exporter's textfile collector).",
+            valueName: "path"))
     var metricsTextfile: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Push Prometheus metrics to this Pushgateway (job=renewal, instance=host) during and at the end of the run. Env: RENEWAL_PUSHGATEWAY_URL.",
-        valueName: "url"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Push Prometheus metrics to this Pushgateway (job=renewal, instance=host) during and at the end of the run. Env: RENEWAL_PUSHGATEWAY_URL.",
+            valueName: "url"))
     var pushgateway: String?
 
     @Option(name: .long, help: ArgumentHelp("Seconds between pushes during a run.", valueName: "seconds"))
     var pushInterval: Double = 30
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The Pushgateway's instance label (use a stable name where hosts come and go, e.g. Kubernetes pods). Env: RENEWAL_METRICS_INSTANCE. Default: the host name.",
-        valueName: "name"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The Pushgateway's instance label (use a stable name where hosts come and go, e.g. Kubernetes pods). Env: RENEWAL_METRICS_INSTANCE. Default: the host name.",
+            valueName: "name"))
     var metricsInstance: String?
 
-    @Flag(name: .long, help: "No progress line on standard error (it only shows on a terminal anyway, and not with NO_COLOR).")
+    @Flag(
+        name: .long,
+        help: "No progress line on standard error (it only shows on a terminal anyway, and not with NO_COLOR).")
     var quiet = false
 
     @Option(name: .long, help: .hidden)
@@ -84,17 +103,25 @@ struct RunOptions: ParsableArguments {
         if let limit, limit < 1 { throw ValidationError("--limit must be at least 1.") }
         guard breakerThreshold >= 1 else { throw ValidationError("--breaker-threshold must be at least 1.") }
         guard leaseSeconds >= 1 else { throw ValidationError("--lease-seconds must be at least 1.") }
-        guard (0...600).contains(drainSeconds) else { throw ValidationError("--drain-seconds must be between 0 and 600.") }
+        guard (0...600).contains(drainSeconds) else {
+            throw ValidationError("--drain-seconds must be between 0 and 600.")
+        }
         guard pushInterval >= 1 else { throw ValidationError("--push-interval must be at least 1 second.") }
         if let url = resolvedPushgateway {
-            guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
-                throw ValidationError("--pushgateway \(url) is not an http(s) URL; give the Pushgateway's base URL, e.g. http://pushgateway:9091.")
+            guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil
+            else {
+                throw ValidationError(
+                    "--pushgateway \(url) is not an http(s) URL; give the Pushgateway's base URL, e.g. http://pushgateway:9091."
+                )
             }
         }
         if let instance = resolvedMetricsInstance, instance.isEmpty || instance.contains("/") {
-            throw ValidationError("--metrics-instance \"\(instance)\" must be a non-empty name without '/', e.g. renewal-worker-0.")
+            throw ValidationError(
+                "--metrics-instance \"\(instance)\" must be a non-empty name without '/', e.g. renewal-worker-0.")
         }
-        if let now, Timestamp.date(now) == nil { throw ValidationError("--now must be an RFC 3339 time like 2026-01-31T12:00:00Z.") }
+        if let now, Timestamp.date(now) == nil {
+            throw ValidationError("--now must be an RFC 3339 time like 2026-01-31T12:00:00Z.")
+        }
         _ = try loadSchedule()
     }
 

@@ -14,15 +14,20 @@ enum SharedSecret {
         }
         if let path = Environment.value("APPSTORE_SHARED_SECRET_FILE") {
             guard let data = FileManager.default.contents(atPath: path) else {
-                throw ConfigurationError("APPSTORE_SHARED_SECRET_FILE names \(path), which cannot be read. Point it at a readable file holding the shared secret.")
+                throw ConfigurationError(
+                    "APPSTORE_SHARED_SECRET_FILE names \(path), which cannot be read. Point it at a readable file holding the shared secret."
+                )
             }
             let secret = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             guard !secret.isEmpty else {
-                throw ConfigurationError("APPSTORE_SHARED_SECRET_FILE names \(path), which is empty. Put the app's shared secret in it.")
+                throw ConfigurationError(
+                    "APPSTORE_SHARED_SECRET_FILE names \(path), which is empty. Put the app's shared secret in it.")
             }
             return secret
         }
-        throw ConfigurationError("No shared secret: set APPSTORE_SHARED_SECRET (or APPSTORE_SHARED_SECRET_FILE) to the app's App Store Connect shared secret.")
+        throw ConfigurationError(
+            "No shared secret: set APPSTORE_SHARED_SECRET (or APPSTORE_SHARED_SECRET_FILE) to the app's App Store Connect shared secret."
+        )
     }
 }
 

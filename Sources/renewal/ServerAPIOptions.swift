@@ -9,9 +9,11 @@ import RenewalStorage
 /// `--source` and the App Store Server API's credentials. The key id, issuer id and the key file
 /// come only from the environment; the key never appears on argv or in a log.
 struct ServerAPIOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp(
-        "auto (the App Store Server API where credentials are set and the row has a transaction id, verifyReceipt otherwise), verify-receipt or server-api. Env: RENEWAL_SOURCE. Default: auto.",
-        valueName: "source"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "auto (the App Store Server API where credentials are set and the row has a transaction id, verifyReceipt otherwise), verify-receipt or server-api. Env: RENEWAL_SOURCE. Default: auto.",
+            valueName: "source"))
     var source: String?
 
     // Named explicitly: ArgumentParser would spell these `--server-apiurl`. That spelling, which
@@ -23,16 +25,22 @@ struct ServerAPIOptions: ParsableArguments {
 
     @Option(
         name: [.customLong("sandbox-server-api-url"), .customLong("sandbox-server-apiurl")],
-        help: ArgumentHelp("App Store Server API sandbox base URL. Env: APPSTORE_SANDBOX_SERVER_API_URL.", valueName: "url"))
+        help: ArgumentHelp(
+            "App Store Server API sandbox base URL. Env: APPSTORE_SANDBOX_SERVER_API_URL.", valueName: "url"))
     var sandboxServerAPIURL: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Server API requests per second in production for all workers on this database together, a ceiling: requests are spaced at 80% of it to absorb network jitter (Apple allows 50). Env: RENEWAL_SERVER_API_RATE. Default: 45.",
-        valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Server API requests per second in production for all workers on this database together, a ceiling: requests are spaced at 80% of it to absorb network jitter (Apple allows 50). Env: RENEWAL_SERVER_API_RATE. Default: 45.",
+            valueName: "n"))
     var serverAPIRate: Double?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Server API requests per second in sandbox, for all workers together (spaced at 80% of it). Env: RENEWAL_SERVER_API_SANDBOX_RATE. Default: 10.", valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Server API requests per second in sandbox, for all workers together (spaced at 80% of it). Env: RENEWAL_SERVER_API_SANDBOX_RATE. Default: 10.",
+            valueName: "n"))
     var serverAPISandboxRate: Double?
 
     var resolvedSource: SourceMode? {
@@ -42,12 +50,16 @@ struct ServerAPIOptions: ParsableArguments {
     var rates: RequestRates {
         RequestRates(
             production: serverAPIRate ?? Environment.value("RENEWAL_SERVER_API_RATE").flatMap(Double.init) ?? 45,
-            sandbox: serverAPISandboxRate ?? Environment.value("RENEWAL_SERVER_API_SANDBOX_RATE").flatMap(Double.init) ?? 10)
+            sandbox: serverAPISandboxRate ?? Environment.value("RENEWAL_SERVER_API_SANDBOX_RATE").flatMap(Double.init)
+                ?? 10)
     }
 
     var resolvedURLs: (production: String, sandbox: String) {
-        (serverAPIURL ?? Environment.value("APPSTORE_SERVER_API_URL") ?? "https://api.storekit.apple.com",
-         sandboxServerAPIURL ?? Environment.value("APPSTORE_SANDBOX_SERVER_API_URL") ?? "https://api.storekit-sandbox.apple.com")
+        (
+            serverAPIURL ?? Environment.value("APPSTORE_SERVER_API_URL") ?? "https://api.storekit.apple.com",
+            sandboxServerAPIURL ?? Environment.value("APPSTORE_SANDBOX_SERVER_API_URL")
+                ?? "https://api.storekit-sandbox.apple.com"
+        )
     }
 
     func validate() throws {
@@ -55,9 +67,13 @@ struct ServerAPIOptions: ParsableArguments {
             throw ValidationError("--source must be auto, verify-receipt or server-api (also RENEWAL_SOURCE).")
         }
         for (name, rate) in [("--server-api-rate", rates.production), ("--server-api-sandbox-rate", rates.sandbox)] {
-            guard rate > 0, rate <= 1_000, rate.isFinite else { throw ValidationError("\(name) must be a number of requests per second in (0, 1000].") }
+            guard rate > 0, rate <= 1_000, rate.isFinite else {
+                throw ValidationError("\(name) must be a number of requests per second in (0, 1000].")
+            }
         }
-        for (flag, value) in [("--server-api-url", resolvedURLs.production), ("--sandbox-server-api-url", resolvedURLs.sandbox)] {
+        for (flag, value) in [
+            ("--server-api-url", resolvedURLs.production), ("--sandbox-server-api-url", resolvedURLs.sandbox),
+        ] {
             guard let url = URL(string: value), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
                 throw ValidationError("\(flag) must be an http(s) URL, got '\(value)'.")
             }
@@ -66,15 +82,21 @@ struct ServerAPIOptions: ParsableArguments {
 
     /// The client configuration, or nil when no Server API credential is set. Some but not all set,
     /// an unreadable key or root file: a configuration error naming the variable and the fix.
-    func configuration(bundleID: String?, timeout: Double, maxAttempts: Int, connections: Int) throws -> ServerAPIClient.Configuration? {
+    func configuration(bundleID: String?, timeout: Double, maxAttempts: Int, connections: Int) throws -> ServerAPIClient
+        .Configuration?
+    {
         let keyID = Environment.value("APPSTORE_KEY_ID")
         let issuerID = Environment.value("APPSTORE_ISSUER_ID")
         let keyFile = Environment.value("APPSTORE_PRIVATE_KEY_FILE")
-        let given = [("APPSTORE_KEY_ID", keyID), ("APPSTORE_ISSUER_ID", issuerID), ("APPSTORE_PRIVATE_KEY_FILE", keyFile)]
+        let given = [
+            ("APPSTORE_KEY_ID", keyID), ("APPSTORE_ISSUER_ID", issuerID), ("APPSTORE_PRIVATE_KEY_FILE", keyFile),
+        ]
         guard given.contains(where: { $0.1 != nil }) else { return nil }
         let missing = given.filter { $0.1 == nil }.map(\.0) + (bundleID == nil ? ["APPSTORE_BUNDLE_ID"] : [])
         guard missing.isEmpty, let keyID, let issuerID, let keyFile, let bundleID else {
-            throw ConfigurationError("The App Store Server API needs \(missing.joined(separator: ", ")) too (APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE together), or none of them to use verifyReceipt only.")
+            throw ConfigurationError(
+                "The App Store Server API needs \(missing.joined(separator: ", ")) too (APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE together), or none of them to use verifyReceipt only."
+            )
         }
         let key: P256.Signing.PrivateKey
         do {
@@ -84,13 +106,19 @@ struct ServerAPIOptions: ParsableArguments {
         }
         var roots = AppleRoots.certificates
         if let list = Environment.value("APPSTORE_ROOT_CERTIFICATES") {
-            let paths = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let paths = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+                !$0.isEmpty
+            }
             do {
                 roots = try ServerAPICredentials.certificates(files: paths)
             } catch {
                 throw ConfigurationError("APPSTORE_ROOT_CERTIFICATES: \(error)")
             }
-            guard !roots.isEmpty else { throw ConfigurationError("APPSTORE_ROOT_CERTIFICATES names no certificate; give comma-separated PEM or DER files, or unset it to trust Apple's root.") }
+            guard !roots.isEmpty else {
+                throw ConfigurationError(
+                    "APPSTORE_ROOT_CERTIFICATES names no certificate; give comma-separated PEM or DER files, or unset it to trust Apple's root."
+                )
+            }
         }
         let urls = resolvedURLs
         return ServerAPIClient.Configuration(
@@ -122,15 +150,18 @@ struct FleetRequestBudget: RequestBudget {
         let interval = rates.interval(for: bucket.environment)
         for attempt in 1...3 {
             do {
-                guard let wait = try await store.reserveRequestSlot(bucket: bucket.description, interval: interval) else {
+                guard let wait = try await store.reserveRequestSlot(bucket: bucket.description, interval: interval)
+                else {
                     return try await local.admit(bucket)
                 }
                 if wait > .zero { try await Task.sleep(for: wait) }
                 return
             } catch let error as SubscriptionStoreError {
-                logger.warning("Could not reserve a Server API request slot in the database; waiting", metadata: [
-                    LogKey.bucket: "\(bucket)", LogKey.attempt: "\(attempt)", "error": "\(error)",
-                ])
+                logger.warning(
+                    "Could not reserve a Server API request slot in the database; waiting",
+                    metadata: [
+                        LogKey.bucket: "\(bucket)", LogKey.attempt: "\(attempt)", "error": "\(error)",
+                    ])
                 if attempt == 3 { throw error }
                 try await Task.sleep(for: interval * 4)
             }

@@ -58,17 +58,23 @@ struct StatusOutput {
 
     mutating func write(_ row: StatusRow) {
         if json {
-            let element = (try? encoder.encode(StatusJSON(row: row))).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+            let element =
+                (try? encoder.encode(StatusJSON(row: row))).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
             print(count == 0 ? "[\n" + element : ",\n" + element, terminator: "")
         } else {
             if count == 0 {
-                print(Self.columns(["USER", "ORIGINAL_TRANSACTION_ID", "PRODUCT", "STATE", "ENTITLED", "EXPIRES_AT", "ENV", "NEXT_CHECK_AT"]))
+                print(
+                    Self.columns([
+                        "USER", "ORIGINAL_TRANSACTION_ID", "PRODUCT", "STATE", "ENTITLED", "EXPIRES_AT", "ENV",
+                        "NEXT_CHECK_AT",
+                    ]))
             }
-            print(Self.columns([
-                row.userID, row.originalTransactionID ?? "-", row.productID ?? "-", row.state.rawValue,
-                row.entitled ? "yes" : "no", row.expiresAt.map(Timestamp.string) ?? "-",
-                row.environment?.rawValue ?? "-", row.nextCheckAt.map(Timestamp.string) ?? "-",
-            ]))
+            print(
+                Self.columns([
+                    row.userID, row.originalTransactionID ?? "-", row.productID ?? "-", row.state.rawValue,
+                    row.entitled ? "yes" : "no", row.expiresAt.map(Timestamp.string) ?? "-",
+                    row.environment?.rawValue ?? "-", row.nextCheckAt.map(Timestamp.string) ?? "-",
+                ]))
         }
         count += 1
     }

@@ -21,7 +21,9 @@ enum StoreFactory {
             return try PostgresSubscriptionStore.open(url: database)
         }
         if lowered.contains("://") {
-            throw ConfigurationError("--database / RENEWAL_DATABASE must be a SQLite file path or a postgres:// URL, got a URL with another scheme.")
+            throw ConfigurationError(
+                "--database / RENEWAL_DATABASE must be a SQLite file path or a postgres:// URL, got a URL with another scheme."
+            )
         }
         return try SQLiteSubscriptionStore.open(path: database, create: create)
     }

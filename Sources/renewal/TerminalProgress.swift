@@ -34,7 +34,9 @@ final class TerminalProgress: RunProgress, Sendable {
             guard now.timeIntervalSince(state.lastDraw) >= 0.25 else { return nil }
             state.lastDraw = now
             state.drawn = true
-            return Self.line(done: counts.checked, failed: counts.failed, total: state.total, elapsed: now.timeIntervalSince(state.started))
+            return Self.line(
+                done: counts.checked, failed: counts.failed, total: state.total,
+                elapsed: now.timeIntervalSince(state.started))
         }
         if let line { FileHandle.standardError.write(Data(("\r\u{1B}[K" + line).utf8)) }
     }

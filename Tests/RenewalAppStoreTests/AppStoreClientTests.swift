@@ -109,7 +109,8 @@ struct AppStoreClientTests {
     @Test("transient_21005 recovers on the third request")
     func transientRecovers() async throws {
         try await TestSupport.withSimulatorAndClient { state, _, client in
-            let result = await client.verify(receipt: TestSupport.receipt(.transient21005).encoded, logger: TestSupport.quiet)
+            let result = await client.verify(
+                receipt: TestSupport.receipt(.transient21005).encoded, logger: TestSupport.quiet)
             #expect(result.evidence != nil)
             #expect(state.stats.requests == 3)
         }
@@ -118,7 +119,8 @@ struct AppStoreClientTests {
     @Test("transient_21005 with two attempts fails as a temporary status")
     func transientExhaustsAttempts() async throws {
         try await TestSupport.withSimulatorAndClient(adjust: { $0.maxAttempts = 2 }) { state, _, client in
-            let result = await client.verify(receipt: TestSupport.receipt(.transient21005).encoded, logger: TestSupport.quiet)
+            let result = await client.verify(
+                receipt: TestSupport.receipt(.transient21005).encoded, logger: TestSupport.quiet)
             #expect(result.failure?.reason == AppleAPIError.temporaryStatus(.serverUnavailable).reason)
             #expect(result.failure?.isOutage == true)
             #expect(state.stats.requests == 2)
@@ -137,7 +139,9 @@ struct AppStoreClientTests {
         }
     }
 
-    @Test("The three bad-body scenarios fail with the expected errors", arguments: [Scenario.outage, .html200, .truncatedJSON])
+    @Test(
+        "The three bad-body scenarios fail with the expected errors",
+        arguments: [Scenario.outage, .html200, .truncatedJSON])
     func badBodies(scenario: Scenario) async throws {
         try await TestSupport.withSimulatorAndClient { _, _, client in
             let result = await client.verify(receipt: TestSupport.receipt(scenario).encoded, logger: TestSupport.quiet)
@@ -200,9 +204,13 @@ struct AppStoreClientTests {
         try await TestSupport.withSimulatorAndClient { state, _, client in
             let receipt = TestSupport.receipt(.renewal).encoded
             state.fault = .status21005
-            #expect(await client.verify(receipt: receipt, logger: TestSupport.quiet).failure?.reason == AppleAPIError.temporaryStatus(.serverUnavailable).reason)
+            #expect(
+                await client.verify(receipt: receipt, logger: TestSupport.quiet).failure?.reason
+                    == AppleAPIError.temporaryStatus(.serverUnavailable).reason)
             state.fault = .outage
-            #expect(await client.verify(receipt: receipt, logger: TestSupport.quiet).failure?.reason == AppleAPIError.httpStatus(503).reason)
+            #expect(
+                await client.verify(receipt: receipt, logger: TestSupport.quiet).failure?.reason
+                    == AppleAPIError.httpStatus(503).reason)
             state.fault = .none
             #expect(await client.verify(receipt: receipt, logger: TestSupport.quiet).evidence != nil)
         }

@@ -134,8 +134,9 @@ struct AppStoreSimulatorTests {
 
             let clock = try await TestSupport.control(endpoints, "/clock", post: #"{"advance_seconds": 2678400}"#)
             #expect(clock.status == 200)
-            #expect((clock.body["now_ms"] as? Int64).map { $0 } ?? (clock.body["now_ms"] as? Int).map(Int64.init)
-                == AppleDateFormat.milliseconds(TestSupport.now.addingTimeInterval(31 * day)))
+            #expect(
+                (clock.body["now_ms"] as? Int64).map { $0 } ?? (clock.body["now_ms"] as? Int).map(Int64.init)
+                    == AppleDateFormat.milliseconds(TestSupport.now.addingTimeInterval(31 * day)))
             #expect(state.now == TestSupport.now.addingTimeInterval(31 * day))
 
             let after = try #require(await client.wireAnswer(receipt: receipt.encoded))

@@ -25,7 +25,9 @@ enum TestSupport {
     }
 
     /// The client configuration the tests start from: simulator URLs, 1 ms backoff.
-    static func clientConfiguration(_ endpoints: SimulatorEndpoints, secret: String? = TestSupport.secret) -> AppStoreClient.Configuration {
+    static func clientConfiguration(_ endpoints: SimulatorEndpoints, secret: String? = TestSupport.secret)
+        -> AppStoreClient.Configuration
+    {
         AppStoreClient.Configuration(
             productionURL: endpoints.productionURL, sandboxURL: endpoints.sandboxURL, sharedSecret: secret,
             requestTimeout: .seconds(30), maxAttempts: 4,
@@ -106,10 +108,14 @@ extension AppStoreClient {
     /// Apple's answer as sent on the wire (production, then sandbox on 21007), for tests of the
     /// simulator's format; nil when no JSON answer came back.
     func wireAnswer(receipt: String) async -> VerifyReceiptResponse? {
-        guard case .success(let first) = await exchange(receipt: receipt, environment: .production, logger: TestSupport.quiet)
+        guard
+            case .success(let first) = await exchange(
+                receipt: receipt, environment: .production, logger: TestSupport.quiet)
         else { return nil }
         guard first.status == .sandboxReceiptOnProduction else { return first }
-        guard case .success(let second) = await exchange(receipt: receipt, environment: .sandbox, logger: TestSupport.quiet)
+        guard
+            case .success(let second) = await exchange(
+                receipt: receipt, environment: .sandbox, logger: TestSupport.quiet)
         else { return nil }
         return second
     }

@@ -18,11 +18,14 @@ struct RetryPolicyTests {
         func retrying() { retries.withLock { $0 += 1 } }
     }
 
-    @Test("a temporary failure is asked again up to maxAttempts, then its answer stands; each retry is told to the observer")
+    @Test(
+        "a temporary failure is asked again up to maxAttempts, then its answer stands; each retry is told to the observer"
+    )
     func retriesUpToMaxAttempts() async {
         let observer = Counter()
         var attempts: [Int] = []
-        let answer = await Self.instant.run(observer: observer, logger: Self.quiet, reason: { $0 }) { attempt -> RetryPolicy.Step<String> in
+        let answer = await Self.instant.run(observer: observer, logger: Self.quiet, reason: { $0 }) {
+            attempt -> RetryPolicy.Step<String> in
             attempts.append(attempt)
             return .retry("failed \(attempt)")
         }
@@ -34,7 +37,8 @@ struct RetryPolicyTests {
     @Test("a finished step ends the loop at once, whatever attempts remain")
     func finishEnds() async {
         var calls = 0
-        let answer = await Self.instant.run(observer: nil, logger: Self.quiet, reason: { $0 }) { attempt -> RetryPolicy.Step<String> in
+        let answer = await Self.instant.run(observer: nil, logger: Self.quiet, reason: { $0 }) {
+            attempt -> RetryPolicy.Step<String> in
             calls += 1
             return attempt == 2 ? .finish("done") : .retry("again")
         }
@@ -44,7 +48,8 @@ struct RetryPolicyTests {
     @Test("switching environment and waiting out Retry-After cost no attempt")
     func redirectsAndWaitsAreFree() async {
         var calls: [Int] = []
-        let answer = await Self.instant.run(observer: nil, logger: Self.quiet, reason: { $0 }) { attempt -> RetryPolicy.Step<String> in
+        let answer = await Self.instant.run(observer: nil, logger: Self.quiet, reason: { $0 }) {
+            attempt -> RetryPolicy.Step<String> in
             calls.append(attempt)
             switch calls.count {
             case 1: return .redirect
@@ -145,11 +150,15 @@ struct AppleAPIErrorTests {
 
     @Test("messages name the API that failed and say the state stays")
     func messagesNameTheAPI() {
-        #expect(AppleAPIError.httpStatus(503).message(.verifyReceipt) == "Apple answered HTTP 503; the receipt keeps its state and is retried later.")
+        #expect(
+            AppleAPIError.httpStatus(503).message(.verifyReceipt)
+                == "Apple answered HTTP 503; the receipt keeps its state and is retried later.")
         #expect(
             AppleAPIError.httpStatus(500, apiCode: 5_000_000).message(.serverAPI)
-                == "The App Store Server API answered HTTP 500 with error 5000000; the subscription keeps its state and is retried later.")
+                == "The App Store Server API answered HTTP 500 with error 5000000; the subscription keeps its state and is retried later."
+        )
         #expect(AppleAPIError.timeout.message(.serverAPI).hasPrefix("The App Store Server API did not answer"))
-        #expect(AppleAPIError.connection("refused").message(.verifyReceipt).hasPrefix("Could not reach Apple (refused)"))
+        #expect(
+            AppleAPIError.connection("refused").message(.verifyReceipt).hasPrefix("Could not reach Apple (refused)"))
     }
 }

@@ -5,9 +5,9 @@ import Synchronization
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Fault injection on Apple's side: the real binary against an Apple that is down in five ways.
@@ -43,7 +43,9 @@ struct AppleDownTests {
     static let attempts = 2
     static var callBound: Int { (threshold + concurrency - 1) * attempts }
 
-    @Test("Apple down → exit 4, no subscription changed, failures recorded, calls ≤ (threshold + concurrency − 1) × attempts", arguments: Outage.allCases)
+    @Test(
+        "Apple down → exit 4, no subscription changed, failures recorded, calls ≤ (threshold + concurrency − 1) × attempts",
+        arguments: Outage.allCases)
     func appleDown(_ outage: Outage) async throws {
         try await CLI.withDirectoryAndSimulator(secret: Self.secret) { directory, state, _, endpoints in
             var env = [
@@ -54,10 +56,13 @@ struct AppleDownTests {
             // Given twelve receipts verified while Apple was fine
             #expect(try await CLI.run(["migrate"], environment: env).status == 0)
             let lines = (0..<12).map { index in
-                let receipt = SimulatedReceipt(account: "down-\(index)", scenario: .renewal, start: state.now.addingTimeInterval(-86_400))
+                let receipt = SimulatedReceipt(
+                    account: "down-\(index)", scenario: .renewal, start: state.now.addingTimeInterval(-86_400))
                 return #"{"user_id": "u\#(index)", "latest_receipt": "\#(receipt.encoded)"}"#
             }
-            #expect(try await CLI.run(["import", "-"], environment: env, stdin: lines.joined(separator: "\n") + "\n").status == 0)
+            #expect(
+                try await CLI.run(["import", "-"], environment: env, stdin: lines.joined(separator: "\n") + "\n").status
+                    == 0)
             #expect(try await CLI.run(["run"], environment: env).status == 0)
             let before = try await CLI.run(["status", "--json"], environment: env).stdout
 
@@ -67,23 +72,31 @@ struct AppleDownTests {
             let requestsBefore = state.stats.requests
             let started = ContinuousClock.now
             let down = try await CLI.run(
-                ["backfill", "--all", "--timeout", outage.timeout, "--max-attempts", "\(Self.attempts)",
-                 "--breaker-threshold", "\(Self.threshold)", "--concurrency", "\(Self.concurrency)",
-                 "--report", directory + "/down.json"], environment: env)
+                [
+                    "backfill", "--all", "--timeout", outage.timeout, "--max-attempts", "\(Self.attempts)",
+                    "--breaker-threshold", "\(Self.threshold)", "--concurrency", "\(Self.concurrency)",
+                    "--report", directory + "/down.json",
+                ], environment: env)
             // Requests that reached the broken Apple: for a resetting server, connections that carried
             // request bytes; for one that never answers, every connection (each held a request).
             let raw = outage == .reset ? server?.requests : server?.connections
             let calls = (raw ?? 0) + state.stats.requests - requestsBefore
-            print("apple-down figures: \(outage.rawValue): exit \(down.status), \(calls) Apple calls (bound \(Self.callBound)), \(ContinuousClock.now - started)")
+            print(
+                "apple-down figures: \(outage.rawValue): exit \(down.status), \(calls) Apple calls (bound \(Self.callBound)), \(ContinuousClock.now - started)"
+            )
 
             // Then the breaker trips, nothing changes, failures are recorded, and the calls are bounded
             #expect(down.status == 4, "\(down.stdout)\n\(down.stderr)")
             #expect(try await CLI.run(["status", "--json"], environment: env).stdout == before)
-            let report = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/down.json"))) as? [String: Any])
+            let report = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/down.json")))
+                    as? [String: Any])
             #expect(report["status"] as? String == "aborted_apple_unavailable")
             #expect((report["changes"] as? [Any])?.isEmpty == true)
             #expect(((report["failures"] as? [Any])?.count ?? 0) >= Self.threshold)
-            #expect(calls >= Self.threshold && calls <= Self.callBound, "\(calls) calls (\(server?.connections ?? 0) connections)")
+            #expect(
+                calls >= Self.threshold && calls <= Self.callBound,
+                "\(calls) calls (\(server?.connections ?? 0) connections)")
             #expect(!(down.stdout + down.stderr).contains(Self.secret))
         }
     }
@@ -130,7 +143,9 @@ final class RawServer: Sendable {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = 0
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0, listen(listener, 64) == 0 else { throw POSIXError(.EADDRNOTAVAIL) }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
@@ -158,7 +173,8 @@ final class RawServer: Sendable {
                             box.value.withLock { $0.requests += 1 }
                         }
                         var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
-                        _ = setsockopt(connection, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+                        _ = setsockopt(
+                            connection, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
                         close(connection)
                     }
                 }

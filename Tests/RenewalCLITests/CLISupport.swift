@@ -13,7 +13,8 @@ struct CLI {
 
     /// The `renewal` executable SwiftPM built next to the test bundle (it is a dependency of this target).
     static var binary: URL {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         let candidates = [
             Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("renewal"),
             Bundle.main.bundleURL.appendingPathComponent("renewal"),
@@ -32,16 +33,20 @@ struct CLI {
     ) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Swift.Result<CLI.Result, any Error> {
-                    try runBlocking(arguments, environment: environment, stdin: stdin, program: program)
-                })
+                continuation.resume(
+                    with: Swift.Result<CLI.Result, any Error> {
+                        try runBlocking(arguments, environment: environment, stdin: stdin, program: program)
+                    })
             }
         }
     }
 
-    private static func runBlocking(_ arguments: [String], environment: [String: String], stdin: String?, program: String) throws -> Result {
+    private static func runBlocking(
+        _ arguments: [String], environment: [String: String], stdin: String?, program: String
+    ) throws -> Result {
         let process = Process()
-        process.executableURL = program == "renewal" ? binary : binary.deletingLastPathComponent().appendingPathComponent(program)
+        process.executableURL =
+            program == "renewal" ? binary : binary.deletingLastPathComponent().appendingPathComponent(program)
         process.arguments = arguments
         var env = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory()]
         for (key, value) in environment { env[key] = value }
@@ -72,7 +77,8 @@ struct CLI {
 
     private static let reachableCopy: Swift.Result<String, any Error> = Swift.Result {
         let folder = "/tmp/renewal-binary-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        try FileManager.default.createDirectory(
+            atPath: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
         let copy = folder + "/renewal"
         try FileManager.default.copyItem(atPath: binary.path, toPath: copy)
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: copy)
@@ -88,7 +94,8 @@ struct CLI {
     /// A fresh directory (removed afterwards) and the in-process simulator with `secret`, logging
     /// nothing, for `body`.
     static func withDirectoryAndSimulator(
-        secret: String, _ body: (String, SimulatorState, SimulatorConfiguration, SimulatorEndpoints) async throws -> Void
+        secret: String,
+        _ body: (String, SimulatorState, SimulatorConfiguration, SimulatorEndpoints) async throws -> Void
     ) async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }

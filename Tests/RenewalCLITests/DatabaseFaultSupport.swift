@@ -4,9 +4,9 @@ import Logging
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The receipts every database-fault test imports: a mix of scenarios and ages, so the stored
@@ -14,7 +14,8 @@ import Darwin
 /// a receipt holding two subscriptions.
 struct FaultReceipts {
     static let scenarios: [Scenario] = [
-        .renewal, .voluntaryExpiry, .billingRetry, .gracePeriod, .refund, .upgrade, .familyShared, .multipleSubscriptions,
+        .renewal, .voluntaryExpiry, .billingRetry, .gracePeriod, .refund, .upgrade, .familyShared,
+        .multipleSubscriptions,
     ]
     /// Ages in days, each well away from a 30-day period boundary.
     static let ages: [Double] = [10, 40, 52]
@@ -31,7 +32,8 @@ struct FaultReceipts {
             let account = "\(prefix)-\(index)"
             let scenario = Self.scenarios[index % Self.scenarios.count]
             let age = Self.ages[(index / Self.scenarios.count) % Self.ages.count]
-            let receipt = SimulatedReceipt(account: account, scenario: scenario, start: now.addingTimeInterval(-age * 86_400))
+            let receipt = SimulatedReceipt(
+                account: account, scenario: scenario, start: now.addingTimeInterval(-age * 86_400))
             accounts.append(account)
             encoded.append(receipt.encoded)
             lines.append(#"{"user_id": "user-\#(account)", "latest_receipt": "\#(receipt.encoded)"}"#)
@@ -68,7 +70,10 @@ final class FaultProcess: @unchecked Sendable {
     /// - Parameters:
     ///   - launcher: the command line that runs the binary, the binary's path and its arguments
     ///     appended; empty to run it directly.
-    init(_ arguments: [String], launcher: [String] = [], environment: [String: String], stdin: String? = nil, directory: String) throws {
+    init(
+        _ arguments: [String], launcher: [String] = [], environment: [String: String], stdin: String? = nil,
+        directory: String
+    ) throws {
         let id = UUID().uuidString
         outPath = directory + "/out-\(id).log"
         errPath = directory + "/err-\(id).log"
@@ -128,8 +133,10 @@ final class FaultProcess: @unchecked Sendable {
         _ arguments: [String], launcher: [String] = [], environment: [String: String] = [:], stdin: String? = nil,
         directory: String, timeout: TimeInterval = 45
     ) async throws -> FaultRun {
-        try await FaultProcess(arguments, launcher: launcher, environment: environment, stdin: stdin, directory: directory)
-            .finish(timeout: timeout)
+        try await FaultProcess(
+            arguments, launcher: launcher, environment: environment, stdin: stdin, directory: directory
+        )
+        .finish(timeout: timeout)
     }
 }
 
@@ -162,8 +169,9 @@ func tool(_ path: String, _ arguments: [String], stdin: String? = nil) throws ->
     let errorData = errors.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     guard process.terminationStatus == 0 else {
-        throw ToolFailure(command: ([path] + arguments).joined(separator: " "), status: process.terminationStatus,
-                          stderr: String(decoding: errorData, as: UTF8.self))
+        throw ToolFailure(
+            command: ([path] + arguments).joined(separator: " "), status: process.terminationStatus,
+            stderr: String(decoding: errorData, as: UTF8.self))
     }
     return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
 }
@@ -180,33 +188,54 @@ struct ToolFailure: Error, CustomStringConvertible {
 enum DatabaseInvariants {
     /// Each query counts violations of one rule; every count must be 0.
     static let rules: [(String, String)] = [
-        ("a transition recorded twice in entitlement_changes", """
+        (
+            "a transition recorded twice in entitlement_changes",
+            """
             SELECT count(*) FROM (SELECT user_id FROM entitlement_changes
             GROUP BY user_id, original_transaction_id, kind, from_state, to_state, new_expires_at HAVING count(*) > 1) d
-            """),
-        ("a never-verified receipt with subscriptions (half-written result)", """
+            """
+        ),
+        (
+            "a never-verified receipt with subscriptions (half-written result)",
+            """
             SELECT count(*) FROM receipts r WHERE r.status = 'unverified'
             AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.receipt_id = r.id)
-            """),
-        ("a verified receipt without subscriptions (half-written result)", """
+            """
+        ),
+        (
+            "a verified receipt without subscriptions (half-written result)",
+            """
             SELECT count(*) FROM receipts r WHERE r.status = 'verified'
             AND NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.receipt_id = r.id)
-            """),
-        ("a change event for a subscription that was not written", """
+            """
+        ),
+        (
+            "a change event for a subscription that was not written",
+            """
             SELECT count(*) FROM entitlement_changes e
             WHERE NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.original_transaction_id = e.original_transaction_id)
-            """),
-        ("a subscription without its change events", """
+            """
+        ),
+        (
+            "a subscription without its change events",
+            """
             SELECT count(*) FROM subscriptions s
             WHERE NOT EXISTS (SELECT 1 FROM entitlement_changes e WHERE e.original_transaction_id = s.original_transaction_id)
-            """),
-        ("a subscription whose state differs from its last change event's to_state", """
+            """
+        ),
+        (
+            "a subscription whose state differs from its last change event's to_state",
+            """
             SELECT count(*) FROM subscriptions s WHERE s.state <> (SELECT e.to_state FROM entitlement_changes e
             WHERE e.original_transaction_id = s.original_transaction_id ORDER BY e.id DESC LIMIT 1)
-            """),
-        ("a subscription whose entitled flag contradicts its state", """
+            """
+        ),
+        (
+            "a subscription whose entitled flag contradicts its state",
+            """
             SELECT count(*) FROM subscriptions WHERE (entitled <> 0) <> (state IN ('active', 'grace_period'))
-            """),
+            """
+        ),
     ]
 
     /// Only once the follow-up run has finished.
@@ -234,11 +263,13 @@ enum DatabaseInvariants {
 /// `status --json` reduced to the fields that must match an uninterrupted pass.
 enum StableStatus {
     static let fields = [
-        "user_id", "original_transaction_id", "product_id", "state", "entitled", "expires_at", "auto_renew", "environment",
+        "user_id", "original_transaction_id", "product_id", "state", "entitled", "expires_at", "auto_renew",
+        "environment",
     ]
 
     static func rows(_ json: String) throws -> [String] {
-        let array = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]], "status --json: \(json)")
+        let array = try #require(
+            try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]], "status --json: \(json)")
         return array.map { row in
             fields.map { field in
                 guard let value = row[field], !(value is NSNull) else { return "\(field)=null" }
@@ -305,7 +336,9 @@ final class SQLiteWriteLocker: @unchecked Sendable {
 }
 
 /// Asserts that no output carries the shared secret, a database password or a whole receipt.
-func expectNoSecrets(in runs: [FaultRun], secrets: [String], receipts: [String], sourceLocation: SourceLocation = #_sourceLocation) {
+func expectNoSecrets(
+    in runs: [FaultRun], secrets: [String], receipts: [String], sourceLocation: SourceLocation = #_sourceLocation
+) {
     let text = runs.map { $0.stdout + "\n" + $0.stderr }.joined(separator: "\n")
     for secret in secrets where !secret.isEmpty {
         #expect(!text.contains(secret), "a secret appears in the output", sourceLocation: sourceLocation)
@@ -321,15 +354,22 @@ extension DatabaseInvariants {
     /// After the recovery run: `status --json` equals the uninterrupted pass, the change events are the
     /// same rows, and every invariant holds. Returns the `status` run for the fixture's record.
     static func expectUninterruptedPass(
-        database: String, directory: String, baselineStatus: [String], baselineEvents: String, query: (String) throws -> String,
+        database: String, directory: String, baselineStatus: [String], baselineEvents: String,
+        query: (String) throws -> String,
         sourceLocation: SourceLocation
     ) async throws -> FaultRun {
         let status = try await FaultProcess.run(["status", "--json", "--database", database], directory: directory)
         let rows = try StableStatus.rows(status.stdout)
         let difference = rows == baselineStatus ? [] : Set(rows).symmetricDifference(baselineStatus).sorted()
-        #expect(difference.isEmpty, "status --json differs from the uninterrupted pass (rows only on one side): \(difference)", sourceLocation: sourceLocation)
+        #expect(
+            difference.isEmpty,
+            "status --json differs from the uninterrupted pass (rows only on one side): \(difference)",
+            sourceLocation: sourceLocation)
         let events = try query(eventsQuery)
-        #expect(events == baselineEvents, "entitlement_changes differ from the uninterrupted pass: \(events.split(separator: "\n").count) rows, uninterrupted \(baselineEvents.split(separator: "\n").count)", sourceLocation: sourceLocation)
+        #expect(
+            events == baselineEvents,
+            "entitlement_changes differ from the uninterrupted pass: \(events.split(separator: "\n").count) rows, uninterrupted \(baselineEvents.split(separator: "\n").count)",
+            sourceLocation: sourceLocation)
         let broken = try violations(rules + afterRecovery) { try query($0) }
         #expect(broken.isEmpty, "\(broken)", sourceLocation: sourceLocation)
         return status

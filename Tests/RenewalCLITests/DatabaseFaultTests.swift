@@ -3,9 +3,9 @@ import Foundation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The real `renewal` binary on a real SQLite file while the database misbehaves: another process
@@ -19,7 +19,9 @@ struct DatabaseFaultTests {
 
     // MARK: - Another process holds the write lock
 
-    @Test("injected: sqlite3 shell holds BEGIN IMMEDIATE before the run starts → exit 75 naming the file, nothing written, next run finishes")
+    @Test(
+        "injected: sqlite3 shell holds BEGIN IMMEDIATE before the run starts → exit 75 naming the file, nothing written, next run finishes"
+    )
     func lockedAtStart() async throws {
         try await SQLiteFaultFixture.with(prefix: "lock-start") { fixture in
             let locker = try await SQLiteWriteLocker(database: fixture.database, directory: fixture.directory)
@@ -30,15 +32,21 @@ struct DatabaseFaultTests {
 
             #expect(run.status == 75, "exit \(run.status): \(run.stderr)")
             fixture.expectOneFailureLine(run, mentioning: ["locked", "another process"])
-            #expect(requestsDuring == 0, "Apple was called \(requestsDuring) times although the database refused the run's first write")
+            #expect(
+                requestsDuring == 0,
+                "Apple was called \(requestsDuring) times although the database refused the run's first write")
             try fixture.expectUntouched()
 
             let recovered = try await fixture.recover()
-            print("figures[sqlite lock at start]: receipts \(Self.receipts), failed run \(fmt(run.seconds)) s, recovery run \(fmt(recovered.seconds)) s")
+            print(
+                "figures[sqlite lock at start]: receipts \(Self.receipts), failed run \(fmt(run.seconds)) s, recovery run \(fmt(recovered.seconds)) s"
+            )
         }
     }
 
-    @Test("injected: sqlite3 shell takes BEGIN IMMEDIATE mid-run and keeps it → exit 1 naming the file, nothing half-written, next run finishes")
+    @Test(
+        "injected: sqlite3 shell takes BEGIN IMMEDIATE mid-run and keeps it → exit 1 naming the file, nothing half-written, next run finishes"
+    )
     func lockedMidRun() async throws {
         try await SQLiteFaultFixture.with(prefix: "lock-mid") { fixture in
             fixture.state.latency = .milliseconds(40)
@@ -54,18 +62,24 @@ struct DatabaseFaultTests {
             #expect(run.status == 1, "exit \(run.status): \(run.stderr)")
             fixture.expectOneFailureLine(run, mentioning: ["locked", "another process"])
             let verified = try fixture.query("SELECT count(*) FROM receipts WHERE status = 'verified'")
-            #expect((Int(verified) ?? 0) > 0 && (Int(verified) ?? 0) < Self.receipts, "verified when the lock was taken: \(verified)")
+            #expect(
+                (Int(verified) ?? 0) > 0 && (Int(verified) ?? 0) < Self.receipts,
+                "verified when the lock was taken: \(verified)")
             try fixture.expectConsistent()
             locker.release()
 
             let recovered = try await fixture.recover()
-            print("figures[sqlite lock mid-run]: receipts \(Self.receipts), verified before the fault \(verified), failed run \(fmt(faultSeconds)) s, recovery run \(fmt(recovered.seconds)) s")
+            print(
+                "figures[sqlite lock mid-run]: receipts \(Self.receipts), verified before the fault \(verified), failed run \(fmt(faultSeconds)) s, recovery run \(fmt(recovered.seconds)) s"
+            )
         }
     }
 
     // MARK: - Read-only file or directory
 
-    @Test("injected: database file chmod 0444 for an unprivileged user → exit 78 naming the file and the fix, nothing written, next run finishes")
+    @Test(
+        "injected: database file chmod 0444 for an unprivileged user → exit 78 naming the file and the fix, nothing written, next run finishes"
+    )
     func readOnlyFile() async throws {
         try await SQLiteFaultFixture.with(prefix: "ro-file") { fixture in
             try fixture.handToUnprivilegedUser()
@@ -77,11 +91,15 @@ struct DatabaseFaultTests {
             try fixture.expectUntouched()
 
             let recovered = try await fixture.recover(asUnprivileged: true)
-            print("figures[sqlite read-only file]: receipts \(Self.receipts), failed run \(fmt(run.seconds)) s, recovery run \(fmt(recovered.seconds)) s")
+            print(
+                "figures[sqlite read-only file]: receipts \(Self.receipts), failed run \(fmt(run.seconds)) s, recovery run \(fmt(recovered.seconds)) s"
+            )
         }
     }
 
-    @Test("injected: database directory chmod 0555 for an unprivileged user → exit 78 naming the file and the fix, nothing written, next run finishes")
+    @Test(
+        "injected: database directory chmod 0555 for an unprivileged user → exit 78 naming the file and the fix, nothing written, next run finishes"
+    )
     func readOnlyDirectory() async throws {
         try await SQLiteFaultFixture.with(prefix: "ro-dir") { fixture in
             try fixture.handToUnprivilegedUser()
@@ -93,13 +111,17 @@ struct DatabaseFaultTests {
             try fixture.expectUntouched()
 
             let recovered = try await fixture.recover(asUnprivileged: true)
-            print("figures[sqlite read-only directory]: receipts \(Self.receipts), failed run \(fmt(run.seconds)) s, recovery run \(fmt(recovered.seconds)) s")
+            print(
+                "figures[sqlite read-only directory]: receipts \(Self.receipts), failed run \(fmt(run.seconds)) s, recovery run \(fmt(recovered.seconds)) s"
+            )
         }
     }
 
     // MARK: - Disk full
 
-    @Test("injected: file-size limit (ulimit -f, writes fail with EFBIG) reached mid-run → exit 1 naming the file, not killed by SIGXFSZ, nothing half-written, next run finishes")
+    @Test(
+        "injected: file-size limit (ulimit -f, writes fail with EFBIG) reached mid-run → exit 1 naming the file, not killed by SIGXFSZ, nothing half-written, next run finishes"
+    )
     func diskFullMidRun() async throws {
         try await SQLiteFaultFixture.with(prefix: "full") { fixture in
             // dash's `ulimit -f` counts 512-byte blocks: the WAL may grow to 160 KiB, which a few
@@ -107,18 +129,26 @@ struct DatabaseFaultTests {
             // itself ignore SIGXFSZ, which children inherit: `env --default-signal` restores the
             // default (kill the process), so only the binary's own `signal(SIGXFSZ, SIG_IGN)` saves it.
             let blocks = 320
-            let launcher = ["/bin/sh", "-c", "ulimit -f \(blocks) && exec /usr/bin/env --default-signal=XFSZ \"$0\" \"$@\""]
+            let launcher = [
+                "/bin/sh", "-c", "ulimit -f \(blocks) && exec /usr/bin/env --default-signal=XFSZ \"$0\" \"$@\"",
+            ]
             let run = try await fixture.run(launcher: launcher)
 
-            #expect(run.reason == .exit, "killed by signal \(run.status) (SIGXFSZ is \(SIGXFSZ)): the binary must ignore it")
+            #expect(
+                run.reason == .exit, "killed by signal \(run.status) (SIGXFSZ is \(SIGXFSZ)): the binary must ignore it"
+            )
             #expect(run.status == 1, "exit \(run.status): \(run.stderr)")
             fixture.expectOneFailureLine(run, mentioning: ["space", "limit"])
             let verified = try fixture.query("SELECT count(*) FROM receipts WHERE status = 'verified'")
-            #expect((Int(verified) ?? 0) > 0 && (Int(verified) ?? 0) < Self.receipts, "verified when the limit was reached: \(verified) (adjust the limit)")
+            #expect(
+                (Int(verified) ?? 0) > 0 && (Int(verified) ?? 0) < Self.receipts,
+                "verified when the limit was reached: \(verified) (adjust the limit)")
             try fixture.expectConsistent()
 
             let recovered = try await fixture.recover()
-            print("figures[sqlite disk full]: receipts \(Self.receipts), limit \(blocks * 512) bytes, verified before the fault \(verified), failed run \(fmt(run.seconds)) s, recovery run \(fmt(recovered.seconds)) s")
+            print(
+                "figures[sqlite disk full]: receipts \(Self.receipts), limit \(blocks * 512) bytes, verified before the fault \(verified), failed run \(fmt(run.seconds)) s, recovery run \(fmt(recovered.seconds)) s"
+            )
         }
     }
 }
@@ -143,7 +173,8 @@ final class SQLiteFaultFixture: @unchecked Sendable {
     var runs: [FaultRun] = []
 
     private init(
-        directory: String, databaseDirectory: String, database: String, state: SimulatorState, environment: [String: String],
+        directory: String, databaseDirectory: String, database: String, state: SimulatorState,
+        environment: [String: String],
         data: FaultReceipts, baselineStatus: [String], baselineEvents: String, runs: [FaultRun]
     ) {
         self.directory = directory
@@ -158,7 +189,9 @@ final class SQLiteFaultFixture: @unchecked Sendable {
     }
 
     static func with(prefix: String, _ body: (SQLiteFaultFixture) async throws -> Void) async throws {
-        try #require(FileManager.default.isExecutableFile(atPath: SQLiteShell.path), "the sqlite3 shell is needed (apt-get install sqlite3)")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: SQLiteShell.path),
+            "the sqlite3 shell is needed (apt-get install sqlite3)")
         let directory = try CLI.temporaryDirectory()
         chmod(directory, 0o755)
         defer {
@@ -189,7 +222,9 @@ final class SQLiteFaultFixture: @unchecked Sendable {
             let baselineStatus = try StableStatus.rows(status.stdout)
             try #require(baselineStatus.count >= DatabaseFaultTests.receipts)
             let baselineEvents = try SQLiteShell.query(baseline, DatabaseInvariants.eventsQuery)
-            let violations = try DatabaseInvariants.violations(DatabaseInvariants.rules + DatabaseInvariants.afterRecovery) {
+            let violations = try DatabaseInvariants.violations(
+                DatabaseInvariants.rules + DatabaseInvariants.afterRecovery
+            ) {
                 try SQLiteShell.query(baseline, $0)
             }
             try #require(violations.isEmpty, "the uninterrupted pass itself breaks: \(violations)")
@@ -200,14 +235,16 @@ final class SQLiteFaultFixture: @unchecked Sendable {
             let database = databaseDirectory + "/renewal.sqlite"
             for arguments in [["migrate"], ["import", "-"]] {
                 let stdin = arguments.first == "import" ? data.importLines : nil
-                let run = try await FaultProcess.run(arguments + ["--database", database], environment: environment, stdin: stdin, directory: directory)
+                let run = try await FaultProcess.run(
+                    arguments + ["--database", database], environment: environment, stdin: stdin, directory: directory)
                 try #require(run.status == 0, "\(arguments): exit \(run.status): \(run.stderr)")
                 runs.append(run)
             }
 
             let fixture = SQLiteFaultFixture(
                 directory: directory, databaseDirectory: databaseDirectory, database: database, state: state,
-                environment: environment, data: data, baselineStatus: baselineStatus, baselineEvents: baselineEvents, runs: runs)
+                environment: environment, data: data, baselineStatus: baselineStatus, baselineEvents: baselineEvents,
+                runs: runs)
             try await body(fixture)
             expectNoSecrets(in: fixture.runs, secrets: [DatabaseFaultTests.secret], receipts: data.encoded)
         }
@@ -236,8 +273,13 @@ final class SQLiteFaultFixture: @unchecked Sendable {
     /// Gives the database folder and its files to `nobody`, who is subject to file modes.
     func handToUnprivilegedUser() throws {
         guard geteuid() == 0 else { return }
-        for path in [databaseDirectory] + ((try? FileManager.default.contentsOfDirectory(atPath: databaseDirectory)) ?? []).map({ databaseDirectory + "/" + $0 }) {
-            try #require(chown(path, Self.nobody, Self.nobody) == 0, "chown \(path): \(String(cString: strerror(errno)))")
+        for path in [databaseDirectory]
+            + ((try? FileManager.default.contentsOfDirectory(atPath: databaseDirectory)) ?? []).map({
+                databaseDirectory + "/" + $0
+            })
+        {
+            try #require(
+                chown(path, Self.nobody, Self.nobody) == 0, "chown \(path): \(String(cString: strerror(errno)))")
         }
         // The launcher runs a copy of the binary in a folder every user can search (a clone under a
         // 0700 `mktemp -d`, as CI makes, would keep nobody out).
@@ -254,19 +296,28 @@ final class SQLiteFaultFixture: @unchecked Sendable {
     }
 
     /// Exactly one `renewal: …` line, naming the database file and holding each of `words`.
-    func expectOneFailureLine(_ run: FaultRun, mentioning words: [String], sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectOneFailureLine(
+        _ run: FaultRun, mentioning words: [String], sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         let lines = run.failureLines
-        #expect(lines.count == 1, "expected one `renewal: …` line on stderr, got: \(run.stderr)", sourceLocation: sourceLocation)
+        #expect(
+            lines.count == 1, "expected one `renewal: …` line on stderr, got: \(run.stderr)",
+            sourceLocation: sourceLocation)
         guard let line = lines.first else { return }
-        #expect(line.contains(database), "the message does not name \(database): \(line)", sourceLocation: sourceLocation)
+        #expect(
+            line.contains(database), "the message does not name \(database): \(line)", sourceLocation: sourceLocation)
         for word in words {
-            #expect(line.lowercased().contains(word), "the message lacks “\(word)”: \(line)", sourceLocation: sourceLocation)
+            #expect(
+                line.lowercased().contains(word), "the message lacks “\(word)”: \(line)", sourceLocation: sourceLocation
+            )
         }
     }
 
     /// After a fault at start: every receipt still unverified, no subscription, no change event.
     func expectUntouched(sourceLocation: SourceLocation = #_sourceLocation) throws {
-        #expect(try query("SELECT count(*) FROM receipts WHERE status = 'unverified'") == "\(DatabaseFaultTests.receipts)", sourceLocation: sourceLocation)
+        #expect(
+            try query("SELECT count(*) FROM receipts WHERE status = 'unverified'") == "\(DatabaseFaultTests.receipts)",
+            sourceLocation: sourceLocation)
         #expect(try query("SELECT count(*) FROM subscriptions") == "0", sourceLocation: sourceLocation)
         #expect(try query("SELECT count(*) FROM entitlement_changes") == "0", sourceLocation: sourceLocation)
     }
@@ -279,13 +330,19 @@ final class SQLiteFaultFixture: @unchecked Sendable {
 
     /// The fault is gone: one normal run exits 0 and the database equals the uninterrupted pass.
     @discardableResult
-    func recover(asUnprivileged: Bool = false, sourceLocation: SourceLocation = #_sourceLocation) async throws -> FaultRun {
+    func recover(asUnprivileged: Bool = false, sourceLocation: SourceLocation = #_sourceLocation) async throws
+        -> FaultRun
+    {
         state.latency = .zero
         let run = try await self.run(asUnprivileged: asUnprivileged)
-        #expect(run.status == 0, "the run after the fault: exit \(run.status): \(run.stderr)", sourceLocation: sourceLocation)
-        runs.append(try await DatabaseInvariants.expectUninterruptedPass(
-            database: database, directory: directory, baselineStatus: baselineStatus, baselineEvents: baselineEvents, query: query,
-            sourceLocation: sourceLocation))
+        #expect(
+            run.status == 0, "the run after the fault: exit \(run.status): \(run.stderr)",
+            sourceLocation: sourceLocation)
+        runs.append(
+            try await DatabaseInvariants.expectUninterruptedPass(
+                database: database, directory: directory, baselineStatus: baselineStatus,
+                baselineEvents: baselineEvents, query: query,
+                sourceLocation: sourceLocation))
         return run
     }
 }

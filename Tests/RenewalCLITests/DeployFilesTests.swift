@@ -4,9 +4,14 @@ import Testing
 /// The files in `Deploy/` and `crontab.example`, read as their tools read them, and every command they
 /// name run as written (paths moved into a scratch folder) against a real database and the simulator.
 enum DeployFiles {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-    static let systemdAnalyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].first { FileManager.default.isExecutableFile(atPath: $0) }
-    static let python = ["/usr/bin/python3", "/usr/local/bin/python3"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+    static let systemdAnalyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].first {
+        FileManager.default.isExecutableFile(atPath: $0)
+    }
+    static let python = ["/usr/bin/python3", "/usr/local/bin/python3"].first {
+        FileManager.default.isExecutableFile(atPath: $0)
+    }
     static let hasPyYAML = python.map { (try? tool($0, ["-c", "import yaml"])) != nil } ?? false
 
     static func text(_ relative: String) throws -> String {
@@ -16,9 +21,12 @@ enum DeployFiles {
     /// Every document of a YAML file, through PyYAML's safe loader (as kubectl and Prometheus would refuse what it refuses).
     static func yamlDocuments(_ relative: String) throws -> [[String: Any]] {
         let python = try #require(python)
-        let script = "import json, sys, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d is not None]))"
+        let script =
+            "import json, sys, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d is not None]))"
         let json = try tool(python, ["-c", script, root + "/" + relative])
-        return try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]], "\(relative) is not a list of YAML mappings")
+        return try #require(
+            try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]],
+            "\(relative) is not a list of YAML mappings")
     }
 
     /// The long options a subcommand's `--help` lists, every name of each (`--server-api-url, --server-apiurl <url>`).
@@ -35,23 +43,30 @@ enum DeployFiles {
     }
 
     /// Checks that `arguments` (without the program name) start with a real subcommand and use only its options.
-    static func expectValidInvocation(_ arguments: [String], in file: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    static func expectValidInvocation(
+        _ arguments: [String], in file: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
         let subcommands = ["demo", "migrate", "import", "run", "backfill", "status", "report", "check"]
         guard let subcommand = arguments.first, subcommands.contains(subcommand) else {
-            Issue.record("\(file): `renewal \(arguments.joined(separator: " "))` has no subcommand", sourceLocation: sourceLocation)
+            Issue.record(
+                "\(file): `renewal \(arguments.joined(separator: " "))` has no subcommand",
+                sourceLocation: sourceLocation)
             return
         }
         let known = try await options(of: subcommand)
         for flag in arguments.dropFirst() where flag.hasPrefix("--") {
-            #expect(known.contains(flag), "\(file): renewal \(subcommand) has no option \(flag)", sourceLocation: sourceLocation)
+            #expect(
+                known.contains(flag), "\(file): renewal \(subcommand) has no option \(flag)",
+                sourceLocation: sourceLocation)
         }
     }
 
     /// Metric names a real run writes (histograms as their series names).
     static func metricNames(in text: String) -> Set<String> {
-        Set(text.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { line in
-            line.firstMatch(of: /^([a-zA-Z_:][a-zA-Z0-9_:]*)/).map { String($0.1) }
-        })
+        Set(
+            text.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { line in
+                line.firstMatch(of: /^([a-zA-Z_:][a-zA-Z0-9_:]*)/).map { String($0.1) }
+            })
     }
 }
 
@@ -64,14 +79,18 @@ struct DeploySandbox {
     init(_ observed: ObservedRun) throws {
         self.observed = observed
         for folder in ["etc", "textfile", "log", "secrets", "credentials", "reports", "units", "bin"] {
-            try FileManager.default.createDirectory(atPath: observed.directory + "/" + folder, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: observed.directory + "/" + folder, withIntermediateDirectories: true)
         }
         for folder in ["etc", "secrets", "credentials"] {
-            try ObservedRun.secret.write(toFile: observed.directory + "/\(folder)/shared-secret", atomically: true, encoding: .utf8)
+            try ObservedRun.secret.write(
+                toFile: observed.directory + "/\(folder)/shared-secret", atomically: true, encoding: .utf8)
         }
-        try FileManager.default.createSymbolicLink(atPath: observed.directory + "/bin/renewal", withDestinationPath: CLI.binary.path)
+        try FileManager.default.createSymbolicLink(
+            atPath: observed.directory + "/bin/renewal", withDestinationPath: CLI.binary.path)
         // The example environment file, as an operator would install it, plus the simulator's URLs.
-        let environment = rewrite(try DeployFiles.text("Deploy/systemd/renewal.env.example"))
+        let environment =
+            rewrite(try DeployFiles.text("Deploy/systemd/renewal.env.example"))
             + "APPSTORE_VERIFY_RECEIPT_URL=\(observed.environment["APPSTORE_VERIFY_RECEIPT_URL"] ?? "")\n"
             + "APPSTORE_SANDBOX_VERIFY_RECEIPT_URL=\(observed.environment["APPSTORE_SANDBOX_VERIFY_RECEIPT_URL"] ?? "")\n"
         try environment.write(toFile: base + "/etc/renewal.env", atomically: true, encoding: .utf8)
@@ -111,22 +130,24 @@ struct DeploySandbox {
 func runProgram(_ path: String, _ arguments: [String], environment: [String: String]) async throws -> CLI.Result {
     try await withCheckedThrowingContinuation { continuation in
         DispatchQueue.global().async {
-            continuation.resume(with: Swift.Result<CLI.Result, any Error> {
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: path)
-                process.arguments = arguments
-                process.environment = environment
-                let out = Pipe(), err = Pipe()
-                process.standardOutput = out
-                process.standardError = err
-                process.standardInput = FileHandle.nullDevice
-                try process.run()
-                let stdout = out.fileHandleForReading.readDataToEndOfFile()
-                let stderr = err.fileHandleForReading.readDataToEndOfFile()
-                process.waitUntilExit()
-                return CLI.Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                                  stderr: String(decoding: stderr, as: UTF8.self))
-            })
+            continuation.resume(
+                with: Swift.Result<CLI.Result, any Error> {
+                    let process = Process()
+                    process.executableURL = URL(fileURLWithPath: path)
+                    process.arguments = arguments
+                    process.environment = environment
+                    let out = Pipe(), err = Pipe()
+                    process.standardOutput = out
+                    process.standardError = err
+                    process.standardInput = FileHandle.nullDevice
+                    try process.run()
+                    let stdout = out.fileHandleForReading.readDataToEndOfFile()
+                    let stderr = err.fileHandleForReading.readDataToEndOfFile()
+                    process.waitUntilExit()
+                    return CLI.Result(
+                        status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                        stderr: String(decoding: stderr, as: UTF8.self))
+                })
         }
     }
 }
@@ -156,13 +177,17 @@ struct DeployFilesTests {
             let sandbox = try DeploySandbox(observed)
             let folder = sandbox.base + "/units"
             for name in Self.units {
-                try sandbox.rewrite(try DeployFiles.text("Deploy/systemd/" + name)).write(toFile: folder + "/" + name, atomically: true, encoding: .utf8)
+                try sandbox.rewrite(try DeployFiles.text("Deploy/systemd/" + name)).write(
+                    toFile: folder + "/" + name, atomically: true, encoding: .utf8)
             }
             // systemd's own check: unknown keys, bad values, missing executables all print a line.
-            let verify = try await runProgram(analyze, ["verify", "--man=no"] + Self.units.map { folder + "/" + $0 },
-                                              environment: ["PATH": "/usr/bin:/bin", "SYSTEMD_LOG_LEVEL": "warning"])
+            let verify = try await runProgram(
+                analyze, ["verify", "--man=no"] + Self.units.map { folder + "/" + $0 },
+                environment: ["PATH": "/usr/bin:/bin", "SYSTEMD_LOG_LEVEL": "warning"])
             let complaints = (verify.stdout + verify.stderr).split(separator: "\n").filter { $0.contains("renewal") }
-            #expect(verify.status == 0 && complaints.isEmpty, "systemd-analyze verify: \(complaints.joined(separator: "\n"))")
+            #expect(
+                verify.status == 0 && complaints.isEmpty,
+                "systemd-analyze verify: \(complaints.joined(separator: "\n"))")
 
             for name in ["renewal.service", "renewal-backfill.service"] {
                 let unit = try DeployFiles.text("Deploy/systemd/" + name)
@@ -170,40 +195,59 @@ struct DeployFilesTests {
                 #expect(settings["Type"] == ["oneshot"], "\(name)")
                 #expect(settings["EnvironmentFile"] == ["/etc/renewal/renewal.env"], "\(name)")
                 #expect(settings["LoadCredential"] == ["shared-secret:/etc/renewal/shared-secret"], "\(name)")
-                #expect(settings["Environment", default: []].contains("APPSTORE_SHARED_SECRET_FILE=%d/shared-secret"), "\(name)")
+                #expect(
+                    settings["Environment", default: []].contains("APPSTORE_SHARED_SECRET_FILE=%d/shared-secret"),
+                    "\(name)")
                 #expect(!unit.contains("APPSTORE_SHARED_SECRET="), "\(name) puts the secret in the environment")
-                let success = Set((settings["SuccessExitStatus"] ?? []).flatMap { $0.split(separator: " ").map(String.init) })
+                let success = Set(
+                    (settings["SuccessExitStatus"] ?? []).flatMap { $0.split(separator: " ").map(String.init) })
                 #expect(success == ["3", "75"], "\(name): SuccessExitStatus \(success)")
-                for hardening in ["NoNewPrivileges", "ProtectSystem", "PrivateTmp", "CapabilityBoundingSet", "SystemCallFilter"] {
+                for hardening in [
+                    "NoNewPrivileges", "ProtectSystem", "PrivateTmp", "CapabilityBoundingSet", "SystemCallFilter",
+                ] {
                     #expect(settings[hardening] != nil, "\(name) lacks \(hardening)")
                 }
 
                 // Run ExecStartPre and ExecStart as systemd would: environment file, Environment=, %d.
-                var environment = DeploySandbox.environmentFile(try String(contentsOfFile: sandbox.base + "/etc/renewal.env", encoding: .utf8))
+                var environment = DeploySandbox.environmentFile(
+                    try String(contentsOfFile: sandbox.base + "/etc/renewal.env", encoding: .utf8))
                 for assignment in settings["Environment", default: []] {
-                    let pair = assignment.replacingOccurrences(of: "%d", with: sandbox.base + "/credentials").split(separator: "=", maxSplits: 1)
+                    let pair = assignment.replacingOccurrences(of: "%d", with: sandbox.base + "/credentials").split(
+                        separator: "=", maxSplits: 1)
                     environment[String(pair[0])] = String(pair[1])
                 }
                 for key in ["ExecStartPre", "ExecStart"] {
                     for line in settings[key, default: []] {
                         let words = sandbox.rewrite(line).split(separator: " ").map(String.init)
-                        #expect(words.first == CLI.binary.path, "\(name) \(key) does not start with /usr/local/bin/renewal: \(line)")
+                        #expect(
+                            words.first == CLI.binary.path,
+                            "\(name) \(key) does not start with /usr/local/bin/renewal: \(line)")
                         let arguments = Array(words.dropFirst())
                         try await DeployFiles.expectValidInvocation(arguments, in: name)
                         let result = try await CLI.run(arguments, environment: environment)
-                        #expect(result.status == 0 || success.contains("\(result.status)"), "\(name) \(key) exited \(result.status): \(result.stderr.suffix(1_500))")
+                        #expect(
+                            result.status == 0 || success.contains("\(result.status)"),
+                            "\(name) \(key) exited \(result.status): \(result.stderr.suffix(1_500))")
                         #expect(!result.stderr.contains(ObservedRun.secret))
                         if key == "ExecStart" {
                             let logs = result.stderr.split(separator: "\n")
-                            #expect(!logs.isEmpty && logs.allSatisfy { $0.hasPrefix("{") }, "RENEWAL_LOG_FORMAT=json from the unit: \(logs.prefix(2))")
+                            #expect(
+                                !logs.isEmpty && logs.allSatisfy { $0.hasPrefix("{") },
+                                "RENEWAL_LOG_FORMAT=json from the unit: \(logs.prefix(2))")
                         }
                     }
                 }
             }
-            for file in ["last-run.json", "last-run.html", "nightly-backfill.json", "textfile/renewal.prom", "textfile/renewal-backfill.prom"] {
-                #expect(FileManager.default.fileExists(atPath: sandbox.base + "/" + file), "the units' commands did not write \(file)")
+            for file in [
+                "last-run.json", "last-run.html", "nightly-backfill.json", "textfile/renewal.prom",
+                "textfile/renewal-backfill.prom",
+            ] {
+                #expect(
+                    FileManager.default.fileExists(atPath: sandbox.base + "/" + file),
+                    "the units' commands did not write \(file)")
             }
-            let verified = try SQLiteShell.query(observed.database, "SELECT count(*) FROM receipts WHERE status = 'verified'")
+            let verified = try SQLiteShell.query(
+                observed.database, "SELECT count(*) FROM receipts WHERE status = 'verified'")
             #expect(Int(verified) ?? 0 >= 8, "the unit's run verified \(verified) receipts")
         }
     }
@@ -212,14 +256,20 @@ struct DeployFilesTests {
         "Kubernetes: the manifests parse; CronJobs forbid overlap, have a starting deadline, take the database URL and secret from a Secret, limit memory from the measured peak; every container command runs",
         .enabled(if: DeployFiles.hasPyYAML, "python3-yaml is not installed (Debian package python3-yaml)"))
     func kubernetesManifests() async throws {
-        let files = ["secret.example.yaml", "migrate-job.yaml", "cronjob.yaml", "cronjob-parallel.yaml", "backfill-cronjob.yaml"]
+        let files = [
+            "secret.example.yaml", "migrate-job.yaml", "cronjob.yaml", "cronjob-parallel.yaml", "backfill-cronjob.yaml",
+        ]
         var documents: [(file: String, object: [String: Any])] = []
         for file in files {
-            for object in try DeployFiles.yamlDocuments("Deploy/kubernetes/" + file) { documents.append((file, object)) }
+            for object in try DeployFiles.yamlDocuments("Deploy/kubernetes/" + file) {
+                documents.append((file, object))
+            }
         }
         func kind(_ object: [String: Any]) -> String { object["kind"] as? String ?? "" }
-        let configMap = try #require(documents.first { kind($0.object) == "ConfigMap" }?.object["data"] as? [String: String])
-        let secret = try #require(documents.first { kind($0.object) == "Secret" }?.object["stringData"] as? [String: String])
+        let configMap = try #require(
+            documents.first { kind($0.object) == "ConfigMap" }?.object["data"] as? [String: String])
+        let secret = try #require(
+            documents.first { kind($0.object) == "Secret" }?.object["stringData"] as? [String: String])
         #expect(Set(secret.keys) == ["shared-secret", "database-url"])
 
         // Every variable the ConfigMap sets is one renewal reads.
@@ -232,23 +282,33 @@ struct DeployFilesTests {
         for (file, object) in documents where ["CronJob", "Job"].contains(kind(object)) {
             let name = (object["metadata"] as? [String: Any])?["name"] as? String ?? "?"
             let spec = try #require(object["spec"] as? [String: Any])
-            let jobSpec = kind(object) == "CronJob" ? try #require((spec["jobTemplate"] as? [String: Any])?["spec"] as? [String: Any]) : spec
+            let jobSpec =
+                kind(object) == "CronJob"
+                ? try #require((spec["jobTemplate"] as? [String: Any])?["spec"] as? [String: Any]) : spec
             let podSpec = try #require((jobSpec["template"] as? [String: Any])?["spec"] as? [String: Any])
             let container = try #require((podSpec["containers"] as? [[String: Any]])?.first)
             let arguments = try #require(container["args"] as? [String], "\(file) \(name): no args")
             let resources = container["resources"] as? [String: [String: Any]]
-            #expect(resources?["requests"]?["memory"] as? String == "64Mi" && resources?["limits"]?["memory"] as? String == "128Mi",
-                    "\(file) \(name): memory request 64Mi and limit 128Mi (measured peak 47-51 MiB)")
+            #expect(
+                resources?["requests"]?["memory"] as? String == "64Mi"
+                    && resources?["limits"]?["memory"] as? String == "128Mi",
+                "\(file) \(name): memory request 64Mi and limit 128Mi (measured peak 47-51 MiB)")
             #expect(podSpec["restartPolicy"] as? String == "Never")
             let security = container["securityContext"] as? [String: Any]
-            #expect(security?["readOnlyRootFilesystem"] as? Bool == true && security?["allowPrivilegeEscalation"] as? Bool == false, "\(file) \(name)")
+            #expect(
+                security?["readOnlyRootFilesystem"] as? Bool == true
+                    && security?["allowPrivilegeEscalation"] as? Bool == false, "\(file) \(name)")
 
             // The environment: the database URL from the Secret, the shared secret as a mounted file.
             let env = container["env"] as? [[String: Any]] ?? []
             let database = env.first { $0["name"] as? String == "RENEWAL_DATABASE" }
             let reference = (database?["valueFrom"] as? [String: Any])?["secretKeyRef"] as? [String: Any]
-            #expect(reference?["name"] as? String == "renewal" && reference?["key"] as? String == "database-url", "\(file) \(name): RENEWAL_DATABASE from the Secret")
-            #expect(!env.contains { $0["name"] as? String == "APPSTORE_SHARED_SECRET" }, "\(file) \(name) puts the secret in a plain variable")
+            #expect(
+                reference?["name"] as? String == "renewal" && reference?["key"] as? String == "database-url",
+                "\(file) \(name): RENEWAL_DATABASE from the Secret")
+            #expect(
+                !env.contains { $0["name"] as? String == "APPSTORE_SHARED_SECRET" },
+                "\(file) \(name) puts the secret in a plain variable")
 
             if kind(object) == "CronJob" {
                 #expect(spec["concurrencyPolicy"] as? String == "Forbid", "\(file) \(name)")
@@ -258,8 +318,11 @@ struct DeployFilesTests {
                 let drain = arguments.firstIndex(of: "--drain-seconds").flatMap { Int(arguments[$0 + 1]) } ?? 20
                 #expect(grace >= drain + 5, "\(file) \(name): grace \(grace) s leaves no room after a \(drain) s drain")
                 let mounted = container["volumeMounts"] as? [[String: Any]] ?? []
-                let secretFile = env.first { $0["name"] as? String == "APPSTORE_SHARED_SECRET_FILE" }?["value"] as? String ?? ""
-                #expect(mounted.contains { secretFile.hasPrefix(($0["mountPath"] as? String ?? "-") + "/") }, "\(file) \(name): \(secretFile) is not on a mounted volume")
+                let secretFile =
+                    env.first { $0["name"] as? String == "APPSTORE_SHARED_SECRET_FILE" }?["value"] as? String ?? ""
+                #expect(
+                    mounted.contains { secretFile.hasPrefix(($0["mountPath"] as? String ?? "-") + "/") },
+                    "\(file) \(name): \(secretFile) is not on a mounted volume")
             }
             if file == "cronjob-parallel.yaml" {
                 #expect((jobSpec["parallelism"] as? Int ?? 1) > 1, "the parallel variant runs several workers")
@@ -278,26 +341,34 @@ struct DeployFilesTests {
         // Each container's command, with its environment, against a real database and the simulator.
         try await ObservedRun.with { observed in
             let sandbox = try DeploySandbox(observed)
-            for command in commands.sorted(by: { ($0.name == "renewal-migrate" ? 0 : 1) < ($1.name == "renewal-migrate" ? 0 : 1) }) {
+            for command in commands.sorted(by: {
+                ($0.name == "renewal-migrate" ? 0 : 1) < ($1.name == "renewal-migrate" ? 0 : 1)
+            }) {
                 try await DeployFiles.expectValidInvocation(command.arguments, in: command.file)
                 var environment = command.environment.mapValues(sandbox.rewrite)
                 environment["RENEWAL_DATABASE"] = observed.database
                 environment.merge(sandbox.appleURLs) { $1 }
                 let result = try await CLI.run(command.arguments, environment: environment)
-                #expect([0, 3].contains(result.status), "\(command.file) \(command.name): exit \(result.status): \(result.stderr.suffix(1_500))")
+                #expect(
+                    [0, 3].contains(result.status),
+                    "\(command.file) \(command.name): exit \(result.status): \(result.stderr.suffix(1_500))")
                 #expect(!result.stderr.contains(ObservedRun.secret))
             }
-            let verified = try SQLiteShell.query(observed.database, "SELECT count(*) FROM receipts WHERE status = 'verified'")
+            let verified = try SQLiteShell.query(
+                observed.database, "SELECT count(*) FROM receipts WHERE status = 'verified'")
             #expect(Int(verified) ?? 0 >= 8, "the CronJobs' runs verified \(verified) receipts")
         }
     }
 
-    @Test("crontab.example is a real crontab: five schedule fields per job, and each line runs through /bin/sh as cron would run it")
+    @Test(
+        "crontab.example is a real crontab: five schedule fields per job, and each line runs through /bin/sh as cron would run it"
+    )
     func crontab() async throws {
         let text = try DeployFiles.text("crontab.example")
         var header: [String: String] = [:]
         var jobs: [String] = []
-        for line in text.split(separator: "\n") where !line.hasPrefix("#") && !line.trimmingCharacters(in: .whitespaces).isEmpty {
+        for line in text.split(separator: "\n")
+        where !line.hasPrefix("#") && !line.trimmingCharacters(in: .whitespaces).isEmpty {
             let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
             if let equals = line.firstIndex(of: "="), fields.count == 1 {
                 header[String(line[..<equals])] = String(line[line.index(after: equals)...])
@@ -311,33 +382,49 @@ struct DeployFilesTests {
         }
         #expect(jobs.count == 3, "every 5 minutes, nightly entitled backfill, weekly expired backfill")
         #expect(jobs.contains { $0.contains("renewal run") && $0.contains("--metrics-textfile") })
-        #expect(jobs.contains { $0.contains("renewal backfill") && $0.contains("--state active") && $0.contains("--state grace_period") })
+        #expect(
+            jobs.contains {
+                $0.contains("renewal backfill") && $0.contains("--state active") && $0.contains("--state grace_period")
+            })
 
         try await ObservedRun.with { observed in
             let sandbox = try DeploySandbox(observed)
             for job in jobs {
-                let invocation = try #require(job.firstMatch(of: /exec renewal ([^>]*)/).map { String($0.1) }, "no `exec renewal` in \(job)")
-                try await DeployFiles.expectValidInvocation(invocation.split(separator: " ").map(String.init), in: "crontab.example")
+                let invocation = try #require(
+                    job.firstMatch(of: /exec renewal ([^>]*)/).map { String($0.1) }, "no `exec renewal` in \(job)")
+                try await DeployFiles.expectValidInvocation(
+                    invocation.split(separator: " ").map(String.init), in: "crontab.example")
                 var environment = header.mapValues(sandbox.rewrite)
                 environment["PATH"] = sandbox.base + "/bin:/usr/bin:/bin"
                 environment["HOME"] = sandbox.base
-                let result = try await runProgram(header["SHELL"] ?? "/bin/sh", ["-c", sandbox.rewrite(job)], environment: environment)
-                #expect([0, 3].contains(result.status), "crontab job exited \(result.status): \(job)\n\(result.stderr)")
+                let result = try await runProgram(
+                    header["SHELL"] ?? "/bin/sh", ["-c", sandbox.rewrite(job)], environment: environment)
+                #expect(
+                    [0, 3].contains(result.status), "crontab job exited \(result.status): \(job)\n\(result.stderr)")
             }
             let log = try String(contentsOfFile: sandbox.base + "/log/renewal.log", encoding: .utf8)
             // Standard error holds the JSON log lines; standard output's summary lines go to the same file.
             let json = log.split(separator: "\n").filter { $0.hasPrefix("{") }
-            let messages = json.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["message"] as? String }
+            let messages = json.compactMap {
+                (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["message"] as? String
+            }
             #expect(messages.count == json.count, "every log line that starts as JSON is a JSON object")
             #expect(messages.filter { $0 == "Run finished" }.count == 3, "three runs logged as JSON: \(messages)")
             #expect(!log.contains(ObservedRun.secret) && !observed.receipts.contains { log.contains($0) })
-            for file in ["reports/last-run.json", "reports/last-run.html", "reports/nightly-backfill.json", "reports/weekly-backfill.json", "textfile/renewal.prom"] {
-                #expect(FileManager.default.fileExists(atPath: sandbox.base + "/" + file), "the crontab's commands did not write \(file)")
+            for file in [
+                "reports/last-run.json", "reports/last-run.html", "reports/nightly-backfill.json",
+                "reports/weekly-backfill.json", "textfile/renewal.prom",
+            ] {
+                #expect(
+                    FileManager.default.fileExists(atPath: sandbox.base + "/" + file),
+                    "the crontab's commands did not write \(file)")
             }
         }
     }
 
-    @Test("Dockerfile: a build stage with the static stdlib, a slim runtime stage with the libraries the binary links, a non-root user, a real entry point")
+    @Test(
+        "Dockerfile: a build stage with the static stdlib, a slim runtime stage with the libraries the binary links, a non-root user, a real entry point"
+    )
     func dockerfile() async throws {
         let text = try DeployFiles.text("Deploy/Dockerfile")
         // Join continued lines, drop comments.
@@ -345,7 +432,9 @@ struct DeployFilesTests {
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty && !$0.hasPrefix("#") }
         let known = ["ARG", "FROM", "RUN", "WORKDIR", "COPY", "USER", "ENV", "ENTRYPOINT", "CMD", "LABEL", "EXPOSE"]
         for instruction in instructions {
-            #expect(known.contains(String(instruction.prefix { $0 != " " })), "not a Dockerfile instruction: \(instruction.prefix(80))")
+            #expect(
+                known.contains(String(instruction.prefix { $0 != " " })),
+                "not a Dockerfile instruction: \(instruction.prefix(80))")
         }
         let stages = instructions.enumerated().filter { $0.element.hasPrefix("FROM ") }
         try #require(stages.count == 2, "two stages: build and runtime")
@@ -355,41 +444,54 @@ struct DeployFilesTests {
         #expect(build.contains { $0.contains("swift build -c release --static-swift-stdlib --product renewal") })
         for copy in build where copy.hasPrefix("COPY ") {
             let source = copy.split(separator: " ")[1]
-            #expect(FileManager.default.fileExists(atPath: DeployFiles.root + "/" + source), "COPY \(source): no such path in the repository")
+            #expect(
+                FileManager.default.fileExists(atPath: DeployFiles.root + "/" + source),
+                "COPY \(source): no such path in the repository")
         }
         #expect(runtime.contains { $0.hasPrefix("COPY --from=build ") && $0.hasSuffix(" /usr/local/bin/renewal") })
         let user = runtime.first { $0.hasPrefix("USER ") }
-        #expect(user != nil && !(user ?? "").contains("root") && user != "USER 0", "the runtime runs as a non-root user")
+        #expect(
+            user != nil && !(user ?? "").contains("root") && user != "USER 0", "the runtime runs as a non-root user")
         #expect(runtime.contains(#"ENTRYPOINT ["/usr/local/bin/renewal"]"#))
         let cmd = try #require(runtime.first { $0.hasPrefix("CMD ") })
-        let cmdArguments = try #require(try JSONSerialization.jsonObject(with: Data(cmd.dropFirst(4).utf8)) as? [String])
+        let cmdArguments = try #require(
+            try JSONSerialization.jsonObject(with: Data(cmd.dropFirst(4).utf8)) as? [String])
         try await DeployFiles.expectValidInvocation(cmdArguments, in: "Dockerfile CMD")
 
         // The runtime packages cover every C library the binary links, apart from Swift's own libraries
         // (linked statically by --static-swift-stdlib) and what debian:bookworm-slim already has.
         let install = try #require(runtime.first { $0.contains("apt-get install") })
         let afterInstall = try #require(install.components(separatedBy: "apt-get install").last)
-        let packages = Set(afterInstall.components(separatedBy: "&&")[0].split(separator: " ").map(String.init).filter { !$0.hasPrefix("-") })
+        let packages = Set(
+            afterInstall.components(separatedBy: "&&")[0].split(separator: " ").map(String.init).filter {
+                !$0.hasPrefix("-")
+            })
         #expect(packages.isSuperset(of: ["libsqlite3-0", "libpq5", "ca-certificates"]), "\(packages)")
         let inSlimImage: Set<String> = ["libc6", "libgcc-s1", "libstdc++6", "zlib1g"]
         let ldd = try await toolOffPool("/usr/bin/ldd", [CLI.binary.path])
-        let resolved = Dictionary(ldd.split(separator: "\n").compactMap { line -> (String, String)? in
-            guard let match = line.firstMatch(of: /^\s*(\S+) => (\S+)/) else { return nil }
-            return (String(match.1), String(match.2))
-        }, uniquingKeysWith: { first, _ in first })
-        let needed = try await toolOffPool("/usr/bin/readelf", ["-d", CLI.binary.path]).split(separator: "\n").compactMap { line in
-            line.firstMatch(of: /\(NEEDED\)\s+Shared library: \[(.+)\]/).map { String($0.1) }
-        }
+        let resolved = Dictionary(
+            ldd.split(separator: "\n").compactMap { line -> (String, String)? in
+                guard let match = line.firstMatch(of: /^\s*(\S+) => (\S+)/) else { return nil }
+                return (String(match.1), String(match.2))
+            }, uniquingKeysWith: { first, _ in first })
+        let needed = try await toolOffPool("/usr/bin/readelf", ["-d", CLI.binary.path]).split(separator: "\n")
+            .compactMap { line in
+                line.firstMatch(of: /\(NEEDED\)\s+Shared library: \[(.+)\]/).map { String($0.1) }
+            }
         #expect(needed.contains("libsqlite3.so.0") && needed.contains("libpq.so.5"), "\(needed)")
         for library in needed where !library.hasPrefix("ld-linux") {
             let path = resolved[library] ?? ""
             if path.contains("/lib/swift/") { continue }
-            let owners = try await toolOffPool("/usr/bin/dpkg", ["-S", "*/" + library]).split(separator: "\n").compactMap { line -> String? in
-                guard line.hasSuffix("/" + library), !line.contains("-dev"), !line.contains(":i386") else { return nil }
-                return line.split(separator: ":").first.map(String.init)
-            }
-            #expect(!owners.isEmpty && owners.allSatisfy { packages.contains($0) || inSlimImage.contains($0) },
-                    "\(library) comes from \(owners), which the runtime stage does not install")
+            let owners = try await toolOffPool("/usr/bin/dpkg", ["-S", "*/" + library]).split(separator: "\n")
+                .compactMap { line -> String? in
+                    guard line.hasSuffix("/" + library), !line.contains("-dev"), !line.contains(":i386") else {
+                        return nil
+                    }
+                    return line.split(separator: ":").first.map(String.init)
+                }
+            #expect(
+                !owners.isEmpty && owners.allSatisfy { packages.contains($0) || inSlimImage.contains($0) },
+                "\(library) comes from \(owners), which the runtime stage does not install")
         }
     }
 
@@ -401,7 +503,8 @@ struct DeployFilesTests {
         let rules = DeployFiles.root + "/Deploy/prometheus/alerts.yml"
         let check = try await toolOffPool(promtool, ["check", "rules", rules])
         #expect(check.contains("SUCCESS: 5 rules found"), "\(check)")
-        let unitTests = try await toolOffPool(promtool, ["test", "rules", DeployFiles.root + "/Deploy/prometheus/alerts.test.yml"])
+        let unitTests = try await toolOffPool(
+            promtool, ["test", "rules", DeployFiles.root + "/Deploy/prometheus/alerts.test.yml"])
         #expect(unitTests.contains("SUCCESS"), "\(unitTests)")
         let ruleText = try DeployFiles.text("Deploy/prometheus/alerts.yml")
         for alert in ["RenewalJobNotSucceeding", "RenewalAppleOutage", "RenewalHighFailureRate"] {
@@ -425,7 +528,8 @@ struct DeployFilesTests {
 
     /// The dashboard's panels and the SQL of its database panels.
     static func dashboardPanels() throws -> (dashboard: [String: Any], sql: [(title: String, query: String)]) {
-        let data = try Data(contentsOf: URL(fileURLWithPath: DeployFiles.root + "/Deploy/grafana/renewal-dashboard.json"))
+        let data = try Data(
+            contentsOf: URL(fileURLWithPath: DeployFiles.root + "/Deploy/grafana/renewal-dashboard.json"))
         let dashboard = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         let panels = try #require(dashboard["panels"] as? [[String: Any]])
         var sql: [(String, String)] = []
@@ -437,7 +541,9 @@ struct DeployFilesTests {
         return (dashboard, sql)
     }
 
-    @Test("Grafana: the dashboard JSON imports (inputs for both data sources, unique ids, a 24-column grid), and every SQL panel runs on SQLite after a real run")
+    @Test(
+        "Grafana: the dashboard JSON imports (inputs for both data sources, unique ids, a 24-column grid), and every SQL panel runs on SQLite after a real run"
+    )
     func grafanaDashboardOnSQLite() async throws {
         let (dashboard, sql) = try Self.dashboardPanels()
         let inputs = (dashboard["__inputs"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
@@ -464,7 +570,9 @@ struct DeployFilesTests {
                 let count = output.isEmpty ? 0 : output.split(separator: "\n").count
                 rows.append("\(title) \(count)")
                 // One first run: its changes are `verified` (a refund seen first is not a `refunded` change) and no Apple ID is shared.
-                if !title.contains("conflicts") && !title.contains("Refunds") { #expect(count > 0, "\(title): no rows after a run with renewals, billing retry, grace and failures") }
+                if !title.contains("conflicts") && !title.contains("Refunds") {
+                    #expect(count > 0, "\(title): no rows after a run with renewals, billing retry, grace and failures")
+                }
             }
             print("figures[grafana sql on sqlite]: \(rows.joined(separator: ", "))")
         }
@@ -490,7 +598,9 @@ struct DeployFilesTests {
                 let count = output.isEmpty ? 0 : output.split(separator: "\n").count
                 rows.append("\(title) \(count)")
                 // One first run: its changes are `verified` (a refund seen first is not a `refunded` change) and no Apple ID is shared.
-                if !title.contains("conflicts") && !title.contains("Refunds") { #expect(count > 0, "\(title): no rows after a run with renewals, billing retry, grace and failures") }
+                if !title.contains("conflicts") && !title.contains("Refunds") {
+                    #expect(count > 0, "\(title): no rows after a run with renewals, billing retry, grace and failures")
+                }
             }
             print("figures[grafana sql on postgresql]: \(rows.joined(separator: ", "))")
         }

@@ -41,7 +41,9 @@ struct DocumentedFlagsTests {
         let enumerator = FileManager.default.enumerator(atPath: deploy)
         while let path = enumerator?.nextObject() as? String {
             var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: deploy + "/" + path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            if FileManager.default.fileExists(atPath: deploy + "/" + path, isDirectory: &isDirectory),
+                !isDirectory.boolValue
+            {
                 names.append("Deploy/" + path)
             }
         }
@@ -69,7 +71,8 @@ struct DocumentedFlagsTests {
         var mentions: [Mention] = []
         var inConfigurationSection = false
         // Shell continuation lines are joined, so a command's flags stay with it.
-        let lines = text.replacingOccurrences(of: "\\\n", with: " ").split(separator: "\n", omittingEmptySubsequences: false)
+        let lines = text.replacingOccurrences(of: "\\\n", with: " ").split(
+            separator: "\n", omittingEmptySubsequences: false)
         for (index, line) in lines.enumerated() {
             let number = index + 1
             if line.hasPrefix("#") { inConfigurationSection = line.hasPrefix("### Configuration") }
@@ -77,12 +80,15 @@ struct DocumentedFlagsTests {
             func add(_ command: String, _ range: Range<String.Index>) {
                 attributed.append(range)
                 for match in line[range].matches(of: flagPattern) {
-                    mentions.append(Mention(file: file, line: number, command: command, flag: String(line[match.range])))
+                    mentions.append(
+                        Mention(file: file, line: number, command: command, flag: String(line[match.range])))
                 }
             }
             if file == "README.md", inConfigurationSection, line.hasPrefix("| `--") {
                 let firstCell = line.dropFirst().prefix { $0 != "|" }
-                for command in ["renewal run", "renewal backfill"] { add(command, firstCell.startIndex..<firstCell.endIndex) }
+                for command in ["renewal run", "renewal backfill"] {
+                    add(command, firstCell.startIndex..<firstCell.endIndex)
+                }
             } else if let row = line.firstMatch(of: commandRow), let command = row.output[1].substring {
                 add("renewal \(command)", line.startIndex..<line.endIndex)
             }
@@ -115,18 +121,21 @@ struct DocumentedFlagsTests {
             (`appstore-simulator serve --export-dir DIR` writes files; `--register FILE` makes …)
             """
         let found = Self.mentions(in: text, file: "README.md").map { "\($0.command ?? "-") \($0.flag)" }
-        #expect(found == [
-            "renewal run --server-api-url", "renewal backfill --server-api-url",
-            "renewal status --json", "renewal status --user",
-            "renewal run --quiet", "renewal run --report", "- --not-ours",
-            "renewal backfill --state", "renewal backfill --concurrency",
-            "renewal backfill --state", "renewal backfill --quiet",
-            "renewal report --format", "- --concurrency",
-            "appstore-simulator serve --export-dir", "- --register",
-        ])
+        #expect(
+            found == [
+                "renewal run --server-api-url", "renewal backfill --server-api-url",
+                "renewal status --json", "renewal status --user",
+                "renewal run --quiet", "renewal run --report", "- --not-ours",
+                "renewal backfill --state", "renewal backfill --concurrency",
+                "renewal backfill --state", "renewal backfill --quiet",
+                "renewal report --format", "- --concurrency",
+                "appstore-simulator serve --export-dir", "- --register",
+            ])
     }
 
-    @Test("every flag named in README.md, crontab.example and Deploy/ is in the named subcommand's --help, or in some subcommand's")
+    @Test(
+        "every flag named in README.md, crontab.example and Deploy/ is in the named subcommand's --help, or in some subcommand's"
+    )
     func documentedFlagsExist() async throws {
         var options: [String: Set<String>] = [:]
         for command in Self.commands {
@@ -139,10 +148,13 @@ struct DocumentedFlagsTests {
             for mention in Self.mentions(in: document.text, file: document.name) {
                 checked += 1
                 if let command = mention.command {
-                    #expect(options[command]?.contains(mention.flag) == true, "\(mention): \(command) has no such option")
+                    #expect(
+                        options[command]?.contains(mention.flag) == true, "\(mention): \(command) has no such option")
                 } else {
-                    #expect(anyCommand.contains(mention.flag) || Self.otherPrograms.contains(mention.flag),
-                        "\(mention): no subcommand of renewal or appstore-simulator has this option, and it is not listed as another program's")
+                    #expect(
+                        anyCommand.contains(mention.flag) || Self.otherPrograms.contains(mention.flag),
+                        "\(mention): no subcommand of renewal or appstore-simulator has this option, and it is not listed as another program's"
+                    )
                 }
             }
         }

@@ -18,7 +18,8 @@ struct ImportCase: Sendable, CustomStringConvertible {
     }
 
     enum Kind: Int, CaseIterable, Sendable {
-        case valid, numericUser, truncated, notUTF8, retyped, missing, deeplyNested, duplicateKey, notObject, notBase64, blank, tooLong
+        case valid, numericUser, truncated, notUTF8, retyped, missing, deeplyNested, duplicateKey, notObject, notBase64,
+            blank, tooLong
     }
 
     var bytes: Data
@@ -33,11 +34,13 @@ struct ImportCase: Sendable, CustomStringConvertible {
     static func make(kind: Kind, id: String, choice: Int) -> ImportCase {
         let user = "user-\(id)"
         // A real-looking receipt: base64 of bytes that differ per line.
-        let receipt = Data((0..<(48 + choice % 80)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ id.hashValue) }).base64EncodedString()
+        let receipt = Data((0..<(48 + choice % 80)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ id.hashValue) })
+            .base64EncodedString()
         let valid = #"{"user_id":"\#(user)","latest_receipt":"\#(receipt)","product_id":"com.example.pro.monthly"}"#
         switch kind {
         case .valid:
-            return ImportCase(bytes: Data(valid.utf8), expectation: .stored(user: user, receipt: receipt), detail: "valid")
+            return ImportCase(
+                bytes: Data(valid.utf8), expectation: .stored(user: user, receipt: receipt), detail: "valid")
         case .numericUser:
             let number = 9_000_000 + abs(id.hashValue % 1_000_000_000)
             return ImportCase(
@@ -51,16 +54,20 @@ struct ImportCase: Sendable, CustomStringConvertible {
             // Inside the user id (a lenient reader would store a mangled id) or the receipt.
             let field = choice % 2 == 0 ? "user-" : "\"latest_receipt\":\""
             var bytes = Data(valid.utf8)
-            if let range = bytes.firstRange(of: Data(field.utf8)) { bytes.insert(contentsOf: bad, at: range.upperBound) }
+            if let range = bytes.firstRange(of: Data(field.utf8)) {
+                bytes.insert(contentsOf: bad, at: range.upperBound)
+            }
             return ImportCase(bytes: bytes, expectation: .rejected, detail: "bytes \(bad) after \(field)")
         case .retyped:
             let value = wrongValues[choice % wrongValues.count]
-            let line = choice % 3 == 0
+            let line =
+                choice % 3 == 0
                 ? #"{"user_id":\#(value),"latest_receipt":"\#(receipt)"}"#
                 : choice % 3 == 1
                     ? #"{"user_id":"\#(user)","latest_receipt":\#(value)}"#
                     : #"{"user_id":"\#(user)","latest_receipt":"\#(receipt)","product_id":\#(value == "null" ? "1" : value)}"#
-            return ImportCase(bytes: Data(line.utf8), expectation: .rejected, detail: "a field = \(value) (variant \(choice % 3))")
+            return ImportCase(
+                bytes: Data(line.utf8), expectation: .rejected, detail: "a field = \(value) (variant \(choice % 3))")
         case .missing:
             let line = choice % 2 == 0 ? #"{"latest_receipt":"\#(receipt)"}"# : #"{"user_id":"\#(user)"}"#
             return ImportCase(bytes: Data(line.utf8), expectation: .rejected, detail: "a required field missing")
@@ -68,10 +75,13 @@ struct ImportCase: Sendable, CustomStringConvertible {
             let depth = [600, 20_000, 200_000][choice % 3]
             let nested = String(repeating: "[", count: depth) + String(repeating: "]", count: depth)
             let line = #"{"user_id":"\#(user)","latest_receipt":"\#(receipt)","extra":\#(nested)}"#
-            return ImportCase(bytes: Data(line.utf8), expectation: .rejected, detail: "an extra field nested \(depth) deep")
+            return ImportCase(
+                bytes: Data(line.utf8), expectation: .rejected, detail: "an extra field nested \(depth) deep")
         case .duplicateKey:
             let line = #"{"user_id":"\#(user)-a","latest_receipt":"\#(receipt)","user_id":"\#(user)-b"}"#
-            return ImportCase(bytes: Data(line.utf8), expectation: .either(users: [user + "-a", user + "-b"], receipt: receipt), detail: "user_id twice")
+            return ImportCase(
+                bytes: Data(line.utf8), expectation: .either(users: [user + "-a", user + "-b"], receipt: receipt),
+                detail: "user_id twice")
         case .notObject:
             let line = ["[]", "1", "\"text\"", "null", "[{\"user_id\":\"x\"}]", "{", "}"][choice % 7]
             return ImportCase(bytes: Data(line.utf8), expectation: .rejected, detail: "not an object: \(line)")
@@ -79,9 +89,11 @@ struct ImportCase: Sendable, CustomStringConvertible {
             let line = #"{"user_id":"\#(user)","latest_receipt":"not base64 at all!"}"#
             return ImportCase(bytes: Data(line.utf8), expectation: .rejected, detail: "receipt not base64")
         case .blank:
-            return ImportCase(bytes: Data(["", "   ", "\t", "\r"][choice % 4].utf8), expectation: .skipped, detail: "blank")
+            return ImportCase(
+                bytes: Data(["", "   ", "\t", "\r"][choice % 4].utf8), expectation: .skipped, detail: "blank")
         case .tooLong:
-            let line = #"{"user_id":"\#(user)","latest_receipt":"\#(String(repeating: "QUJD", count: (17 << 20) / 4))"}"#
+            let line =
+                #"{"user_id":"\#(user)","latest_receipt":"\#(String(repeating: "QUJD", count: (17 << 20) / 4))"}"#
             return ImportCase(bytes: Data(line.utf8), expectation: .rejected, detail: "a 17 MiB line")
         }
     }
@@ -89,7 +101,9 @@ struct ImportCase: Sendable, CustomStringConvertible {
 
 @Suite("Garbage in import files: property checks against the real binary")
 struct ImportGarbagePropertyTests {
-    @Test("Any mix of good and bad lines: good ones stored exactly, bad ones each named by line number, the import goes on, exit 3, no receipt in the output")
+    @Test(
+        "Any mix of good and bad lines: good ones stored exactly, bad ones each named by line number, the import goes on, exit 3, no receipt in the output"
+    )
     func mixedLines() async throws {
         let directory = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -99,25 +113,36 @@ struct ImportGarbagePropertyTests {
         let counter = Counter()
         let lineKind = Gen.int(in: 0...(ImportCase.Kind.allCases.count - 2)).map { ImportCase.Kind.allCases[$0] }
         // The 17 MiB line is costly: at most one file in four has one.
-        await propertyCheck(count: 16, input: zip(lineKind, Gen.int(in: 0...999)).array(of: 1...40), Gen.int(in: 0...3)) { specs, longLine in
+        await propertyCheck(count: 16, input: zip(lineKind, Gen.int(in: 0...999)).array(of: 1...40), Gen.int(in: 0...3))
+        { specs, longLine in
             let n = counter.next()
-            var cases = specs.enumerated().map { index, spec in ImportCase.make(kind: spec.0, id: "\(n)-\(index)", choice: spec.1) }
-            if longLine == 0 { cases.insert(ImportCase.make(kind: .tooLong, id: "\(n)-long", choice: 0), at: cases.count / 2) }
+            var cases = specs.enumerated().map { index, spec in
+                ImportCase.make(kind: spec.0, id: "\(n)-\(index)", choice: spec.1)
+            }
+            if longLine == 0 {
+                cases.insert(ImportCase.make(kind: .tooLong, id: "\(n)-long", choice: 0), at: cases.count / 2)
+            }
             let file = directory + "/import-\(n).jsonl"
             var data = Data()
             for item in cases { data += item.bytes + Data("\n".utf8) }
             try data.write(to: URL(fileURLWithPath: file))
 
             let result = try await CLI.run(["import", file, "--database", database])
-            let reported = Set(result.stderr.split(separator: "\n").compactMap { line -> Int? in
-                guard line.hasPrefix("renewal import: line ") else { return nil }
-                return Int(line.dropFirst("renewal import: line ".count).prefix { $0.isNumber })
-            })
+            let reported = Set(
+                result.stderr.split(separator: "\n").compactMap { line -> Int? in
+                    guard line.hasPrefix("renewal import: line ") else { return nil }
+                    return Int(line.dropFirst("renewal import: line ".count).prefix { $0.isNumber })
+                })
             let stored = try await Self.stored(database: database)
             let mustReject = Set(cases.indices.filter { cases[$0].expectation == .rejected }.map { $0 + 1 })
 
-            #expect(result.status == (reported.isEmpty ? 0 : 3), "exit \(result.status), \(reported.count) lines reported: \(result.stderr.prefix(2_000))")
-            #expect(mustReject.isSubset(of: reported), "bad lines not reported: \(mustReject.subtracting(reported).sorted().map { "\($0): \(cases[$0 - 1])" })")
+            #expect(
+                result.status == (reported.isEmpty ? 0 : 3),
+                "exit \(result.status), \(reported.count) lines reported: \(result.stderr.prefix(2_000))")
+            #expect(
+                mustReject.isSubset(of: reported),
+                "bad lines not reported: \(mustReject.subtracting(reported).sorted().map { "\($0): \(cases[$0 - 1])" })"
+            )
             for (index, item) in cases.enumerated() {
                 switch item.expectation {
                 case .stored(let user, let receipt):
@@ -129,14 +154,18 @@ struct ImportGarbagePropertyTests {
                     #expect(!reported.contains(index + 1), "blank line \(index + 1) was reported")
                 case .either(let users, let receipt):
                     let kept = users.filter { stored[$0] == receipt }
-                    #expect(kept.count == (reported.contains(index + 1) ? 0 : 1), "line \(index + 1) (\(item)): stored as \(kept)")
+                    #expect(
+                        kept.count == (reported.contains(index + 1) ? 0 : 1),
+                        "line \(index + 1) (\(item)): stored as \(kept)")
                 }
             }
             let summary = result.stdout.split(separator: "\n").last.map(String.init) ?? ""
             #expect(summary.hasSuffix("\(reported.count) rejected."), "summary: \(summary)")
             for item in cases {
                 guard case .stored(_, let receipt) = item.expectation else { continue }
-                #expect(!result.stderr.contains(receipt) && !result.stdout.contains(receipt), "a receipt reached the output")
+                #expect(
+                    !result.stderr.contains(receipt) && !result.stdout.contains(receipt), "a receipt reached the output"
+                )
             }
             counter.record(cases.count, rejected: reported.count)
         }
@@ -149,7 +178,8 @@ struct ImportGarbagePropertyTests {
         var all: [String: String] = [:]
         var cursor: ReceiptCursor?
         while true {
-            let page = try await store.nextBatch(.backfill(BackfillSelector(all: true)), after: cursor, limit: 500, lease: nil)
+            let page = try await store.nextBatch(
+                .backfill(BackfillSelector(all: true)), after: cursor, limit: 500, lease: nil)
             for receipt in page { all[receipt.userID] = receipt.latestReceipt }
             guard let last = page.last else { return all }
             cursor = last.cursor
@@ -162,8 +192,16 @@ struct ImportGarbagePropertyTests {
         private var lines = 0
         private var rejected = 0
 
-        func next() -> Int { lock.withLock { files += 1; return files } }
-        func record(_ count: Int, rejected bad: Int) { lock.withLock { lines += count; rejected += bad } }
+        func next() -> Int {
+            lock.withLock {
+                files += 1; return files
+            }
+        }
+        func record(_ count: Int, rejected bad: Int) {
+            lock.withLock {
+                lines += count; rejected += bad
+            }
+        }
         var summary: String { lock.withLock { "\(files) files, \(lines) lines, \(rejected) rejected" } }
     }
 }

@@ -6,9 +6,9 @@ import RenewalStorage
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Fault injection: the real `renewal` binary killed with SIGKILL at random moments, several times
@@ -24,7 +24,9 @@ struct KillLoopTests {
         .multipleSubscriptions, .sandbox,
     ]
 
-    @Test("SQLite: backfill --all of 300 receipts killed 4 times, then run: same state as one clean pass, each change once")
+    @Test(
+        "SQLite: backfill --all of 300 receipts killed 4 times, then run: same state as one clean pass, each change once"
+    )
     func sqliteBackfillKilledFourTimes() async throws {
         let directory = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -32,36 +34,46 @@ struct KillLoopTests {
             let reference = Target.sqlite(directory + "/reference.sqlite")
             let victim = Target.sqlite(directory + "/victim.sqlite")
             for target in [reference, victim] { try await target.prepare(imports) }
-            let clean = try await CLI.run(["backfill", "--all", "--concurrency", "8"] + reference.arguments + apple.arguments, environment: apple.environment)
+            let clean = try await CLI.run(
+                ["backfill", "--all", "--concurrency", "8"] + reference.arguments + apple.arguments,
+                environment: apple.environment)
             #expect(clean.status == 0, "\(clean.stderr)")
 
             var verified: Set<String> = []
             for round in 1...4 {
                 let killed = try await Self.killAfterRandomRequests(
-                    [["backfill", "--all", "--concurrency", "8"] + victim.arguments + apple.arguments], apple: apple, state: state,
+                    [["backfill", "--all", "--concurrency", "8"] + victim.arguments + apple.arguments], apple: apple,
+                    state: state,
                     log: directory + "/victim-\(round).log")
                 // No receipt regresses: every receipt verified before is still verified.
                 let now = Set(try await victim.lines("SELECT user_id FROM receipts WHERE status = 'verified'"))
-                #expect(verified.isSubset(of: now), "round \(round) (killed after \(killed) requests) lost verified receipts")
+                #expect(
+                    verified.isSubset(of: now),
+                    "round \(round) (killed after \(killed) requests) lost verified receipts")
                 verified = now
             }
             let leased = try await victim.count("SELECT COUNT(*) FROM receipts WHERE lease_owner IS NOT NULL")
             let started = ContinuousClock.now
-            let finish = try await CLI.run(["run", "--concurrency", "8"] + victim.arguments + apple.arguments, environment: apple.environment)
-            print("kill-loop figures: \(victim.sqlitePath == nil ? "postgres" : "sqlite"): \(verified.count) verified before the follow-up, \(leased) rows stranded by dead leases, follow-up took \(ContinuousClock.now - started): \(finish.stdout.trimmingCharacters(in: .whitespacesAndNewlines))")
+            let finish = try await CLI.run(
+                ["run", "--concurrency", "8"] + victim.arguments + apple.arguments, environment: apple.environment)
+            print(
+                "kill-loop figures: \(victim.sqlitePath == nil ? "postgres" : "sqlite"): \(verified.count) verified before the follow-up, \(leased) rows stranded by dead leases, follow-up took \(ContinuousClock.now - started): \(finish.stdout.trimmingCharacters(in: .whitespacesAndNewlines))"
+            )
             #expect(finish.status == 0, "leased before the follow-up: \(leased)\n\(finish.stdout)\n\(finish.stderr)")
             try await Self.expectSameOutcome(victim, as: reference)
         }
     }
 
-    @Test("PostgreSQL: one worker killed 4 times, then run: same state as one clean pass, each change once",
-          .enabled(if: PostgresKillEnvironment.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
+    @Test(
+        "PostgreSQL: one worker killed 4 times, then run: same state as one clean pass, each change once",
+        .enabled(if: PostgresKillEnvironment.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
     func postgresOneWorkerKilled() async throws {
         try await Self.postgresKillLoop(workers: 1, rounds: 4)
     }
 
-    @Test("PostgreSQL: three workers killed together twice, then one run: same state as one clean pass, each change once",
-          .enabled(if: PostgresKillEnvironment.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
+    @Test(
+        "PostgreSQL: three workers killed together twice, then one run: same state as one clean pass, each change once",
+        .enabled(if: PostgresKillEnvironment.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
     func postgresThreeWorkersKilled() async throws {
         try await Self.postgresKillLoop(workers: 3, rounds: 2)
     }
@@ -79,21 +91,30 @@ struct KillLoopTests {
         }
         try await withScenario(receipts: 300) { state, imports, apple in
             for target in [reference, victim] { try await target.prepare(imports) }
-            let clean = try await CLI.run(["run", "--concurrency", "8"] + reference.arguments + apple.arguments, environment: apple.environment)
+            let clean = try await CLI.run(
+                ["run", "--concurrency", "8"] + reference.arguments + apple.arguments, environment: apple.environment)
             #expect(clean.status == 0, "\(clean.stderr)")
 
             var verified: Set<String> = []
             for round in 1...rounds {
-                let commands = (0..<workers).map { _ in ["run", "--concurrency", "4"] + victim.arguments + apple.arguments }
-                let killed = try await killAfterRandomRequests(commands, apple: apple, state: state, log: directory + "/victim-\(round)")
+                let commands = (0..<workers).map { _ in
+                    ["run", "--concurrency", "4"] + victim.arguments + apple.arguments
+                }
+                let killed = try await killAfterRandomRequests(
+                    commands, apple: apple, state: state, log: directory + "/victim-\(round)")
                 let now = Set(try await victim.lines("SELECT user_id FROM receipts WHERE status = 'verified'"))
-                #expect(verified.isSubset(of: now), "round \(round) (killed after \(killed) requests) lost verified receipts")
+                #expect(
+                    verified.isSubset(of: now),
+                    "round \(round) (killed after \(killed) requests) lost verified receipts")
                 verified = now
             }
             let leased = try await victim.count("SELECT COUNT(*) FROM receipts WHERE lease_owner IS NOT NULL")
             let started = ContinuousClock.now
-            let finish = try await CLI.run(["run", "--concurrency", "8"] + victim.arguments + apple.arguments, environment: apple.environment)
-            print("kill-loop figures: \(victim.sqlitePath == nil ? "postgres" : "sqlite"): \(verified.count) verified before the follow-up, \(leased) rows stranded by dead leases, follow-up took \(ContinuousClock.now - started): \(finish.stdout.trimmingCharacters(in: .whitespacesAndNewlines))")
+            let finish = try await CLI.run(
+                ["run", "--concurrency", "8"] + victim.arguments + apple.arguments, environment: apple.environment)
+            print(
+                "kill-loop figures: \(victim.sqlitePath == nil ? "postgres" : "sqlite"): \(verified.count) verified before the follow-up, \(leased) rows stranded by dead leases, follow-up took \(ContinuousClock.now - started): \(finish.stdout.trimmingCharacters(in: .whitespacesAndNewlines))"
+            )
             #expect(finish.status == 0, "leased before the follow-up: \(leased)\n\(finish.stdout)\n\(finish.stderr)")
             try await expectSameOutcome(victim, as: reference)
         }
@@ -112,12 +133,16 @@ struct KillLoopTests {
             try PostgresKillTests.start(arguments, environment: apple.environment, log: "\(log)-\(index).log")
         }
         let deadline = ContinuousClock.now + .seconds(60)
-        while state.stats.requests - start < target, processes.contains(where: \.isRunning), ContinuousClock.now < deadline {
+        while state.stats.requests - start < target, processes.contains(where: \.isRunning),
+            ContinuousClock.now < deadline
+        {
             try await Task.sleep(for: .milliseconds(2))
         }
         let alive = processes.filter(\.isRunning)
         for process in alive { kill(process.processIdentifier, SIGKILL) }
-        print("kill-loop figures: killed \(alive.count) of \(processes.count) after \(state.stats.requests - start) Apple requests (target \(target))")
+        print(
+            "kill-loop figures: killed \(alive.count) of \(processes.count) after \(state.stats.requests - start) Apple requests (target \(target))"
+        )
         for process in processes { _ = await PostgresKillTests.waitForExit(process) }
         return target
     }
@@ -128,7 +153,8 @@ struct KillLoopTests {
         let expected = try await reference.statusLines()
         let found = try await victim.statusLines()
         #expect(found.count == expected.count)
-        #expect(found == expected, "status differs: \(Set(found).symmetricDifference(Set(expected)).sorted().prefix(5))")
+        #expect(
+            found == expected, "status differs: \(Set(found).symmetricDifference(Set(expected)).sorted().prefix(5))")
         let changes = """
             SELECT user_id, COALESCE(original_transaction_id, '-'), kind, from_state, to_state FROM entitlement_changes
             """
@@ -159,7 +185,8 @@ struct KillLoopTests {
             let start = state.now.addingTimeInterval(-10 * 86_400)
             let lines = (0..<receipts).map { index -> String in
                 let account = "kill-\(index)"
-                let receipt = SimulatedReceipt(account: account, scenario: scenarios[index % scenarios.count], start: start)
+                let receipt = SimulatedReceipt(
+                    account: account, scenario: scenarios[index % scenarios.count], start: start)
                 return #"{"user_id": "user-\#(account)", "latest_receipt": "\#(receipt.encoded)"}"#
             }
             let apple = Apple(
@@ -206,9 +233,12 @@ struct KillLoopTests {
         func statusLines() async throws -> [String] {
             let result = try await CLI.run(["status", "--json"] + arguments)
             #expect(result.status == 0, "\(result.stderr)")
-            let rows = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
-            let fields = ["user_id", "original_transaction_id", "product_id", "state", "entitled", "expires_at", "auto_renew",
-                          "environment", "grace_period_expires_at"]
+            let rows = try #require(
+                try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
+            let fields = [
+                "user_id", "original_transaction_id", "product_id", "state", "entitled", "expires_at", "auto_renew",
+                "environment", "grace_period_expires_at",
+            ]
             return rows.map { row in fields.map { "\(row[$0] ?? "-")" }.joined(separator: "|") }.sorted()
         }
 
@@ -220,7 +250,8 @@ struct KillLoopTests {
                 return rows.map { row in row.values.map(\.plain).joined(separator: "|") }
             }
             let output = try await PostgresKillTests.sqlOffPool(
-                query.replacingOccurrences(of: "FROM ", with: "FROM \(schema ?? "public")."), url: base ?? "", psql: psql ?? "psql")
+                query.replacingOccurrences(of: "FROM ", with: "FROM \(schema ?? "public")."), url: base ?? "",
+                psql: psql ?? "psql")
             return output.split(separator: "\n").map(String.init)
         }
 

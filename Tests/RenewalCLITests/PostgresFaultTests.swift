@@ -3,9 +3,9 @@ import Foundation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The real `renewal` binary on PostgreSQL while the server misbehaves mid-run: its session is
@@ -21,7 +21,9 @@ struct PostgresFaultTests {
     static let password = "pg-fault-password-c4d8a3"
     static let receipts = 48
 
-    @Test("injected: pg_terminate_backend on the run's session, twice, mid-run (shared server) → exit 0 after reconnecting, or 1 naming the redacted URL; nothing half-written; next run finishes")
+    @Test(
+        "injected: pg_terminate_backend on the run's session, twice, mid-run (shared server) → exit 0 after reconnecting, or 1 naming the redacted URL; nothing half-written; next run finishes"
+    )
     func sessionTerminated() async throws {
         let base = try #require(PostgresKillEnvironment.baseURL)
         try await PostgresFaultFixture.with(base: base, prefix: "pg-term") { fixture in
@@ -30,13 +32,19 @@ struct PostgresFaultTests {
             let child = try fixture.start()
             var terminated: [String] = []
             for threshold in [10, 24] {
-                let reached = await poll(timeout: 30) { fixture.state.stats.requests - start >= threshold || !child.isRunning }
+                let reached = await poll(timeout: 30) {
+                    fixture.state.stats.requests - start >= threshold || !child.isRunning
+                }
                 guard reached, child.isRunning else { break }
                 // Only this test's sessions: the URL gives them their own application_name.
-                terminated.append(try fixture.admin(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '\(fixture.applicationName)'"))
+                terminated.append(
+                    try fixture.admin(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '\(fixture.applicationName)'"
+                    ))
             }
-            #expect(terminated.count == 2 && terminated.allSatisfy { $0 != "0" }, "sessions terminated per attempt: \(terminated)")
+            #expect(
+                terminated.count == 2 && terminated.allSatisfy { $0 != "0" },
+                "sessions terminated per attempt: \(terminated)")
             let run = await child.finish()
             fixture.runs.append(run)
             let verifiedAfterFault = try fixture.query("SELECT count(*) FROM receipts WHERE status = 'verified'")
@@ -44,11 +52,15 @@ struct PostgresFaultTests {
             fixture.expectExitAfterLostSession(run)
             try fixture.expectConsistent()
             let recovered = try await fixture.recover()
-            print("figures[postgres session terminated]: receipts \(Self.receipts), sessions terminated \(terminated), faulted run exit \(run.status) after \(fmt(run.seconds)) s with \(verifiedAfterFault) verified, recovery run \(fmt(recovered.seconds)) s")
+            print(
+                "figures[postgres session terminated]: receipts \(Self.receipts), sessions terminated \(terminated), faulted run exit \(run.status) after \(fmt(run.seconds)) s with \(verifiedAfterFault) verified, recovery run \(fmt(recovered.seconds)) s"
+            )
         }
     }
 
-    @Test("injected: private throwaway cluster restarted with pg_ctl restart -m fast mid-run → exit 0 after reconnecting, or 1 naming the redacted URL; nothing half-written; next run finishes")
+    @Test(
+        "injected: private throwaway cluster restarted with pg_ctl restart -m fast mid-run → exit 0 after reconnecting, or 1 naming the redacted URL; nothing half-written; next run finishes"
+    )
     func serverRestarted() async throws {
         let cluster = try await PrivateCluster.start()
         defer { cluster.stop() }
@@ -68,7 +80,9 @@ struct PostgresFaultTests {
             fixture.expectExitAfterLostSession(run)
             try fixture.expectConsistent()
             let recovered = try await fixture.recover()
-            print("figures[postgres restart]: receipts \(Self.receipts), restart took \(fmt(restartSeconds)) s, faulted run exit \(run.status) after \(fmt(run.seconds)) s with \(verifiedAfterFault) verified, recovery run \(fmt(recovered.seconds)) s")
+            print(
+                "figures[postgres restart]: receipts \(Self.receipts), restart took \(fmt(restartSeconds)) s, faulted run exit \(run.status) after \(fmt(run.seconds)) s with \(verifiedAfterFault) verified, recovery run \(fmt(recovered.seconds)) s"
+            )
         }
     }
 }
@@ -90,7 +104,8 @@ final class PostgresFaultFixture: @unchecked Sendable {
     var runs: [FaultRun] = []
 
     private init(
-        base: String, psql: String, directory: String, schema: String, applicationName: String, url: String, state: SimulatorState,
+        base: String, psql: String, directory: String, schema: String, applicationName: String, url: String,
+        state: SimulatorState,
         environment: [String: String], baselineStatus: [String], baselineEvents: String, runs: [FaultRun]
     ) {
         self.base = base
@@ -111,7 +126,8 @@ final class PostgresFaultFixture: @unchecked Sendable {
         var components = try #require(URLComponents(string: base), "RENEWAL_TEST_POSTGRES_URL is not a URL")
         if let password { components.password = password }
         let added = "options=-csearch_path%3D\(schema)&application_name=\(applicationName)"
-        components.percentEncodedQuery = [components.percentEncodedQuery, added].compactMap { $0 }.joined(separator: "&")
+        components.percentEncodedQuery = [components.percentEncodedQuery, added].compactMap { $0 }.joined(
+            separator: "&")
         return try #require(components.string)
     }
 
@@ -121,12 +137,19 @@ final class PostgresFaultFixture: @unchecked Sendable {
         let schema = "renewal_fault_\(id)"
         let baselineSchema = schema + "_base"
         let applicationName = "renewal-fault-\(id)"
-        try await PostgresKillTests.sqlOffPool("CREATE SCHEMA \(schema); CREATE SCHEMA \(baselineSchema)", url: base, psql: psql)
-        defer { _ = try? PostgresKillTests.sql("DROP SCHEMA \(schema) CASCADE; DROP SCHEMA \(baselineSchema) CASCADE", url: base, psql: psql) }
+        try await PostgresKillTests.sqlOffPool(
+            "CREATE SCHEMA \(schema); CREATE SCHEMA \(baselineSchema)", url: base, psql: psql)
+        defer {
+            _ = try? PostgresKillTests.sql(
+                "DROP SCHEMA \(schema) CASCADE; DROP SCHEMA \(baselineSchema) CASCADE", url: base, psql: psql)
+        }
         let directory = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let url = try Self.url(base: base, schema: schema, applicationName: applicationName, password: PostgresFaultTests.password)
-        let baselineURL = try Self.url(base: base, schema: baselineSchema, applicationName: applicationName + "-base", password: PostgresFaultTests.password)
+        let url = try Self.url(
+            base: base, schema: schema, applicationName: applicationName, password: PostgresFaultTests.password)
+        let baselineURL = try Self.url(
+            base: base, schema: baselineSchema, applicationName: applicationName + "-base",
+            password: PostgresFaultTests.password)
 
         let state = SimulatorState()
         let configuration = SimulatorConfiguration(sharedSecret: PostgresFaultTests.secret, state: state)
@@ -141,36 +164,45 @@ final class PostgresFaultFixture: @unchecked Sendable {
 
             for arguments in [["migrate"], ["import", "-"], ["run", "--concurrency", "2"]] {
                 let stdin = arguments.first == "import" ? data.importLines : nil
-                let run = try await FaultProcess.run(arguments + ["--database", baselineURL], environment: environment, stdin: stdin, directory: directory)
+                let run = try await FaultProcess.run(
+                    arguments + ["--database", baselineURL], environment: environment, stdin: stdin,
+                    directory: directory)
                 try #require(run.status == 0, "baseline \(arguments): exit \(run.status): \(run.stderr)")
                 runs.append(run)
             }
-            let status = try await FaultProcess.run(["status", "--json", "--database", baselineURL], directory: directory)
+            let status = try await FaultProcess.run(
+                ["status", "--json", "--database", baselineURL], directory: directory)
             let baselineStatus = try StableStatus.rows(status.stdout)
             try #require(baselineStatus.count >= PostgresFaultTests.receipts)
             let baselineQuery: (String) throws -> String = { sql in
                 try PostgresKillTests.sql("SET search_path TO \(baselineSchema); \(sql)", url: base, psql: psql)
             }
             let baselineEvents = try baselineQuery(DatabaseInvariants.eventsQuery)
-            let violations = try DatabaseInvariants.violations(DatabaseInvariants.rules + DatabaseInvariants.afterRecovery, query: baselineQuery)
+            let violations = try DatabaseInvariants.violations(
+                DatabaseInvariants.rules + DatabaseInvariants.afterRecovery, query: baselineQuery)
             try #require(violations.isEmpty, "the uninterrupted pass itself breaks: \(violations)")
 
             for arguments in [["migrate"], ["import", "-"]] {
                 let stdin = arguments.first == "import" ? data.importLines : nil
-                let run = try await FaultProcess.run(arguments + ["--database", url], environment: environment, stdin: stdin, directory: directory)
+                let run = try await FaultProcess.run(
+                    arguments + ["--database", url], environment: environment, stdin: stdin, directory: directory)
                 try #require(run.status == 0, "\(arguments): exit \(run.status): \(run.stderr)")
                 runs.append(run)
             }
             let fixture = PostgresFaultFixture(
-                base: base, psql: psql, directory: directory, schema: schema, applicationName: applicationName, url: url, state: state,
+                base: base, psql: psql, directory: directory, schema: schema, applicationName: applicationName,
+                url: url, state: state,
                 environment: environment, baselineStatus: baselineStatus, baselineEvents: baselineEvents, runs: runs)
             try await body(fixture)
-            expectNoSecrets(in: fixture.runs, secrets: [PostgresFaultTests.secret, PostgresFaultTests.password], receipts: data.encoded)
+            expectNoSecrets(
+                in: fixture.runs, secrets: [PostgresFaultTests.secret, PostgresFaultTests.password],
+                receipts: data.encoded)
         }
     }
 
     func start() throws -> FaultProcess {
-        try FaultProcess(["run", "--database", url, "--concurrency", "2"], environment: environment, directory: directory)
+        try FaultProcess(
+            ["run", "--database", url, "--concurrency", "2"], environment: environment, directory: directory)
     }
 
     /// One statement in the fault schema.
@@ -187,17 +219,27 @@ final class PostgresFaultFixture: @unchecked Sendable {
     /// line) or ends the run as an internal error: exit 1, one `renewal: …` line naming the server
     /// with the password redacted.
     func expectExitAfterLostSession(_ run: FaultRun, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(run.reason == .exit && [0, 1].contains(run.status), "exit \(run.status) (\(run.reason)): \(run.stderr)", sourceLocation: sourceLocation)
+        #expect(
+            run.reason == .exit && [0, 1].contains(run.status), "exit \(run.status) (\(run.reason)): \(run.stderr)",
+            sourceLocation: sourceLocation)
         let lines = run.failureLines
         if run.status == 0 {
             #expect(lines.isEmpty, "a run that exits 0 printed a failure: \(lines)", sourceLocation: sourceLocation)
             return
         }
-        #expect(lines.count == 1, "expected one `renewal: …` line on stderr, got: \(run.stderr)", sourceLocation: sourceLocation)
-        guard let line = lines.first, let components = URLComponents(string: base), let host = components.host else { return }
+        #expect(
+            lines.count == 1, "expected one `renewal: …` line on stderr, got: \(run.stderr)",
+            sourceLocation: sourceLocation)
+        guard let line = lines.first, let components = URLComponents(string: base), let host = components.host else {
+            return
+        }
         let server = components.port.map { "\(host):\($0)" } ?? host
-        #expect(line.contains(server), "the message does not name the server \(server): \(line)", sourceLocation: sourceLocation)
-        #expect(line.lowercased().contains("postgres"), "the message does not say PostgreSQL: \(line)", sourceLocation: sourceLocation)
+        #expect(
+            line.contains(server), "the message does not name the server \(server): \(line)",
+            sourceLocation: sourceLocation)
+        #expect(
+            line.lowercased().contains("postgres"), "the message does not say PostgreSQL: \(line)",
+            sourceLocation: sourceLocation)
     }
 
     func expectConsistent(sourceLocation: SourceLocation = #_sourceLocation) throws {
@@ -209,12 +251,17 @@ final class PostgresFaultFixture: @unchecked Sendable {
     @discardableResult
     func recover(sourceLocation: SourceLocation = #_sourceLocation) async throws -> FaultRun {
         state.latency = .zero
-        let run = try await FaultProcess.run(["run", "--database", url, "--concurrency", "2"], environment: environment, directory: directory)
+        let run = try await FaultProcess.run(
+            ["run", "--database", url, "--concurrency", "2"], environment: environment, directory: directory)
         runs.append(run)
-        #expect(run.status == 0, "the run after the fault: exit \(run.status): \(run.stderr)", sourceLocation: sourceLocation)
-        runs.append(try await DatabaseInvariants.expectUninterruptedPass(
-            database: url, directory: directory, baselineStatus: baselineStatus, baselineEvents: baselineEvents, query: query,
-            sourceLocation: sourceLocation))
+        #expect(
+            run.status == 0, "the run after the fault: exit \(run.status): \(run.stderr)",
+            sourceLocation: sourceLocation)
+        runs.append(
+            try await DatabaseInvariants.expectUninterruptedPass(
+                database: url, directory: directory, baselineStatus: baselineStatus, baselineEvents: baselineEvents,
+                query: query,
+                sourceLocation: sourceLocation))
         return run
     }
 }
@@ -236,7 +283,8 @@ final class PrivateCluster: @unchecked Sendable {
     static func start() async throws -> PrivateCluster {
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
         let newest = versions.sorted { $0.compare($1, options: .numeric) == .orderedDescending }.first
-        let binaries = try #require(newest.map { "/usr/lib/postgresql/\($0)/bin" }, "PostgreSQL server binaries are needed")
+        let binaries = try #require(
+            newest.map { "/usr/lib/postgresql/\($0)/bin" }, "PostgreSQL server binaries are needed")
         let directory = "/tmp/renewal-fault-pg-" + UUID().uuidString.prefix(8).lowercased()
         try FileManager.default.createDirectory(atPath: directory + "/data", withIntermediateDirectories: true)
         chmod(directory, 0o755)
@@ -248,8 +296,17 @@ final class PrivateCluster: @unchecked Sendable {
         let cluster = PrivateCluster(directory: directory, port: try freePort(), binaries: binaries)
         // initdb and pg_ctl take seconds: waited for off the Swift concurrency threads the
         // in-process simulators of other tests answer on.
-        try await offPool { try cluster.control(["initdb", "-D", directory + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"]) }
-        try await offPool { try cluster.control(["pg_ctl", "-D", directory + "/data", "-l", directory + "/log", "-w", "-o", cluster.serverOptions, "start"]) }
+        try await offPool {
+            try cluster.control([
+                "initdb", "-D", directory + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync",
+            ])
+        }
+        try await offPool {
+            try cluster.control([
+                "pg_ctl", "-D", directory + "/data", "-l", directory + "/log", "-w", "-o", cluster.serverOptions,
+                "start",
+            ])
+        }
         return cluster
     }
 
@@ -263,7 +320,10 @@ final class PrivateCluster: @unchecked Sendable {
     }
 
     private func restartBlocking() throws {
-        try control(["pg_ctl", "-D", directory + "/data", "-l", directory + "/log", "-w", "-m", "fast", "-o", serverOptions, "restart"])
+        try control([
+            "pg_ctl", "-D", directory + "/data", "-l", directory + "/log", "-w", "-m", "fast", "-o", serverOptions,
+            "restart",
+        ])
     }
 
     func stop() {
@@ -276,7 +336,8 @@ final class PrivateCluster: @unchecked Sendable {
     /// the child inherited closes, and `pg_ctl start` would leave a server holding it open for ever.
     private func control(_ command: [String]) throws {
         let program = binaries + "/" + command[0]
-        let arguments = geteuid() == 0
+        let arguments =
+            geteuid() == 0
             ? ["/usr/sbin/runuser", "-u", "postgres", "--", program] + command.dropFirst()
             : [program] + command.dropFirst()
         let log = directory + "/control.log"
@@ -300,7 +361,8 @@ final class PrivateCluster: @unchecked Sendable {
         let exitCode = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
         guard exitCode == 0 else {
             let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            throw ToolFailure(command: arguments.joined(separator: " "), status: exitCode, stderr: String(output.suffix(2_000)))
+            throw ToolFailure(
+                command: arguments.joined(separator: " "), status: exitCode, stderr: String(output.suffix(2_000)))
         }
     }
 

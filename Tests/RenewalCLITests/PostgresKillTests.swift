@@ -4,9 +4,9 @@ import Logging
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Where the PostgreSQL server for these tests is (`.ci/run` sets it).
@@ -18,7 +18,9 @@ enum PostgresKillEnvironment {
 
 /// The built `renewal` binary against a real PostgreSQL schema and the in-process simulator: a run
 /// killed with SIGKILL mid-way loses nothing. Needs `RENEWAL_TEST_POSTGRES_URL` and `psql`.
-@Suite("renewal run killed with kill -9 on PostgreSQL", .enabled(if: PostgresKillEnvironment.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
+@Suite(
+    "renewal run killed with kill -9 on PostgreSQL",
+    .enabled(if: PostgresKillEnvironment.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
 struct PostgresKillTests {
     static let secret = "cli-kill-test-secret"
     static let receipts = 60
@@ -44,11 +46,13 @@ struct PostgresKillTests {
             // Given a migrated schema with 60 receipts due now
             let accounts = (0..<Self.receipts).map { "kill-\($0)" }
             let lines = accounts.map { account -> String in
-                let receipt = SimulatedReceipt(account: account, scenario: .renewal, start: state.now.addingTimeInterval(-10 * 86_400))
+                let receipt = SimulatedReceipt(
+                    account: account, scenario: .renewal, start: state.now.addingTimeInterval(-10 * 86_400))
                 return #"{"user_id": "user-\#(account)", "latest_receipt": "\#(receipt.encoded)"}"#
             }
             #expect(try await CLI.run(["migrate", "--database", url]).status == 0)
-            let imported = try await CLI.run(["import", "-", "--database", url], stdin: lines.joined(separator: "\n") + "\n")
+            let imported = try await CLI.run(
+                ["import", "-", "--database", url], stdin: lines.joined(separator: "\n") + "\n")
             #expect(imported.status == 0, "\(imported.stderr)")
             let runArguments = [
                 "run", "--database", url, "--lease-seconds", "\(Int(Self.leaseSeconds))", "--concurrency", "2",
@@ -76,15 +80,24 @@ struct PostgresKillTests {
             let second = try await CLI.run(runArguments, environment: environment)
             #expect(second.status == 0, "\(second.stdout)\n\(second.stderr)")
             let status = try await CLI.run(["status", "--json", "--database", url])
-            let rows = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
+            let rows = try #require(
+                try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
             #expect(rows.count == Self.receipts)
-            #expect(rows.allSatisfy { $0["state"] as? String == "active" && $0["entitled"] as? Bool == true }, "\(status.stdout)")
-            #expect(try await Self.sqlOffPool("SELECT count(*) FROM \(schema).receipts WHERE lease_owner IS NOT NULL", url: base, psql: psql) == "0")
-            #expect(try await Self.sqlOffPool("SELECT count(*) FROM \(schema).runs WHERE status = 'abandoned'", url: base, psql: psql) == "1")
+            #expect(
+                rows.allSatisfy { $0["state"] as? String == "active" && $0["entitled"] as? Bool == true },
+                "\(status.stdout)")
+            #expect(
+                try await Self.sqlOffPool(
+                    "SELECT count(*) FROM \(schema).receipts WHERE lease_owner IS NOT NULL", url: base, psql: psql)
+                    == "0")
+            #expect(
+                try await Self.sqlOffPool(
+                    "SELECT count(*) FROM \(schema).runs WHERE status = 'abandoned'", url: base, psql: psql) == "1")
             // Every receipt reached Apple; only those in flight when the first run died went twice
             let attempts = accounts.map { state.attempts(account: $0) }
             #expect(attempts.allSatisfy { (1...2).contains($0) }, "\(attempts)")
-            #expect(attempts.filter { $0 == 2 }.count <= max(Int(leasedAtKill) ?? 0, 4), "leased at kill: \(leasedAtKill)")
+            #expect(
+                attempts.filter { $0 == 2 }.count <= max(Int(leasedAtKill) ?? 0, 4), "leased at kill: \(leasedAtKill)")
         }
     }
 
@@ -120,7 +133,9 @@ struct PostgresKillTests {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
         let onPath = path.split(separator: ":").map { "\($0)/psql" }
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
-        let bundled = versions.sorted { $0.compare($1, options: .numeric) == .orderedDescending }.map { "/usr/lib/postgresql/\($0)/bin/psql" }
+        let bundled = versions.sorted { $0.compare($1, options: .numeric) == .orderedDescending }.map {
+            "/usr/lib/postgresql/\($0)/bin/psql"
+        }
         return (onPath + bundled).first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 

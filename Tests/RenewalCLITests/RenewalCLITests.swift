@@ -6,9 +6,9 @@ import RenewalStorage
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 @Suite("The renewal binary end to end")
@@ -21,16 +21,19 @@ struct RenewalCLITests {
         let state = SimulatorState()
         let configuration = SimulatorConfiguration(sharedSecret: Self.secret, state: state)
         try await withAppStoreSimulator(configuration: configuration, logger: Self.quiet) { endpoints in
-            try await body(state, [
-                "APPSTORE_SHARED_SECRET": Self.secret,
-                "APPSTORE_VERIFY_RECEIPT_URL": endpoints.productionURL,
-                "APPSTORE_SANDBOX_VERIFY_RECEIPT_URL": endpoints.sandboxURL,
-            ])
+            try await body(
+                state,
+                [
+                    "APPSTORE_SHARED_SECRET": Self.secret,
+                    "APPSTORE_VERIFY_RECEIPT_URL": endpoints.productionURL,
+                    "APPSTORE_SANDBOX_VERIFY_RECEIPT_URL": endpoints.sandboxURL,
+                ])
         }
     }
 
     func importLines(_ receipts: [(String, SimulatedReceipt)]) -> String {
-        receipts.map { #"{"user_id": "\#($0.0)", "latest_receipt": "\#($0.1.encoded)"}"# }.joined(separator: "\n") + "\n"
+        receipts.map { #"{"user_id": "\#($0.0)", "latest_receipt": "\#($0.1.encoded)"}"# }.joined(separator: "\n")
+            + "\n"
     }
 
     @Test("migrate → import → run → status, with the contract's exit codes and JSON")
@@ -60,7 +63,9 @@ struct RenewalCLITests {
             let report = dir + "/report.json"
             let run = try await CLI.run(["run", "--report", report], environment: env)
             #expect(run.status == 0, "\(run.stderr)")
-            let reportObject = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any])
+            let reportObject = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
+            )
             #expect(reportObject["checked"] as? Int == 3)
             #expect((reportObject["changes"] as? [Any])?.count == 3)
 
@@ -71,8 +76,10 @@ struct RenewalCLITests {
             #expect(byUser["alice"]?["environment"] as? String == "Production")
             #expect(byUser["tess"]?["environment"] as? String == "Sandbox")
             #expect(byUser["gone"]?["state"] as? String == "invalid")
-            for key in ["user_id", "original_transaction_id", "product_id", "state", "entitled", "expires_at", "auto_renew",
-                        "environment", "grace_period_expires_at", "last_verified_at", "next_check_at"] {
+            for key in [
+                "user_id", "original_transaction_id", "product_id", "state", "entitled", "expires_at", "auto_renew",
+                "environment", "grace_period_expires_at", "last_verified_at", "next_check_at",
+            ] {
                 #expect(byUser["alice"]?.keys.contains(key) == true, "status lacks \(key)")
             }
 
@@ -90,9 +97,11 @@ struct RenewalCLITests {
         try await withSimulator { state, env in
             var env = env.merging(["RENEWAL_DATABASE": dir + "/r.sqlite"]) { $1 }
             _ = try await CLI.run(["migrate"], environment: env)
-            _ = try await CLI.run(["import", "-"], environment: env, stdin: importLines([
-                ("a", SimulatedReceipt(account: "a", scenario: .renewal, start: state.now)),
-            ]))
+            _ = try await CLI.run(
+                ["import", "-"], environment: env,
+                stdin: importLines([
+                    ("a", SimulatedReceipt(account: "a", scenario: .renewal, start: state.now))
+                ]))
             let before = try await CLI.run(["status", "--json"], environment: env).stdout
             env["APPSTORE_SHARED_SECRET"] = "wrong"
             let run = try await CLI.run(["run"], environment: env)
@@ -134,13 +143,17 @@ struct RenewalCLITests {
         #expect(try await CLI.run(["run"], environment: ["RENEWAL_DATABASE": "mysql://x"]).status == 78)
 
         _ = try await CLI.run(["migrate"], environment: env)
-        #expect(try await CLI.run(["run"], environment: ["RENEWAL_DATABASE": dir + "/r.sqlite"]).status == 78, "no shared secret")
-        let bad = try await CLI.run(["import", "-"], environment: env, stdin: """
-            {"user_id": "ok", "latest_receipt": "aGVsbG8="}
-            not json
-            {"user_id": "u3", "latest_receipt": "%%%not-base64%%%"}
-            {"latest_receipt": "aGVsbG8="}
-            """)
+        #expect(
+            try await CLI.run(["run"], environment: ["RENEWAL_DATABASE": dir + "/r.sqlite"]).status == 78,
+            "no shared secret")
+        let bad = try await CLI.run(
+            ["import", "-"], environment: env,
+            stdin: """
+                {"user_id": "ok", "latest_receipt": "aGVsbG8="}
+                not json
+                {"user_id": "u3", "latest_receipt": "%%%not-base64%%%"}
+                {"latest_receipt": "aGVsbG8="}
+                """)
         #expect(bad.status == 3)
         #expect(bad.stderr.contains("line 2"))
         #expect(bad.stderr.contains("line 3"))
@@ -156,7 +169,8 @@ struct RenewalCLITests {
         try await withSimulator { state, env in
             let env = env.merging(["RENEWAL_DATABASE": dir + "/r.sqlite"]) { $1 }
             _ = try await CLI.run(["migrate"], environment: env)
-            let lines = importLines((0..<60).map { ("u\($0)", SimulatedReceipt(account: "a\($0)", scenario: .renewal, start: state.now)) })
+            let lines = importLines(
+                (0..<60).map { ("u\($0)", SimulatedReceipt(account: "a\($0)", scenario: .renewal, start: state.now)) })
             _ = try await CLI.run(["import", "-"], environment: env, stdin: lines)
             state.latency = .milliseconds(200)
 
@@ -170,7 +184,9 @@ struct RenewalCLITests {
             let status = process.terminationStatus
 
             #expect(status == 3)
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
+            )
             #expect(object["status"] as? String == "interrupted")
             let checked = try #require(object["checked"] as? Int)
             #expect(checked > 0 && checked < 60)
@@ -179,7 +195,9 @@ struct RenewalCLITests {
             state.latency = .zero
             let rest = try await CLI.run(["run", "--report", dir + "/rest.json"], environment: env)
             #expect(rest.status == 0, "\(rest.stderr)")
-            let restObject = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/rest.json"))) as? [String: Any])
+            let restObject = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/rest.json")))
+                    as? [String: Any])
             #expect(restObject["checked"] as? Int == 60 - checked)
         }
     }
@@ -216,15 +234,18 @@ struct CheckCommandTests {
             #expect(empty.stdout.contains("not confirmed"))
             #expect(empty.stdout.contains("holds no receipt"))
 
-            _ = try await CLI.run(["import", "-"], environment: env, stdin: cli.importLines([
-                ("a", SimulatedReceipt(account: "a", scenario: .renewal, start: state.now)),
-            ]))
+            _ = try await CLI.run(
+                ["import", "-"], environment: env,
+                stdin: cli.importLines([
+                    ("a", SimulatedReceipt(account: "a", scenario: .renewal, start: state.now))
+                ]))
             #expect(try await CLI.run(["run"], environment: env).status == 0)
             let before = try await CLI.run(["status", "--json"], environment: env).stdout
             let requests = state.stats.requests
 
             // When the secret is right, check says Apple accepted it for the stored receipt
-            let good = try await CLI.run(["check"], environment: env.merging(["APPSTORE_BUNDLE_ID": "com.example.app"]) { $1 })
+            let good = try await CLI.run(
+                ["check"], environment: env.merging(["APPSTORE_BUNDLE_ID": "com.example.app"]) { $1 })
             #expect(good.status == 0, "\(good.stderr)")
             #expect(good.stdout.contains("shared secret: accepted by Apple for the stored receipt of user a"))
             #expect(state.lastReceived(account: "a") != nil)

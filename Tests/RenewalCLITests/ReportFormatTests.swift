@@ -6,7 +6,9 @@ import Testing
 struct ReportFormatTests {
     /// `RENEWAL_RECORD_GOLDEN=1 swift test --filter ReportFormatTests` rewrites the golden files.
     static let recording = ProcessInfo.processInfo.environment["RENEWAL_RECORD_GOLDEN"] == "1"
-    static let goldenDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Golden").path
+    static let goldenDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+        "Golden"
+    ).path
 
     /// Run ids, times, days and durations differ from run to run; everything else must not. Runs of
     /// spaces collapse to one, because a table's column widths follow the width of its durations
@@ -27,28 +29,38 @@ struct ReportFormatTests {
         return text
     }
 
-    @Test("json, jsonl, csv, table and html of a stored run match their golden files; json equals the --report file; --output is atomic")
+    @Test(
+        "json, jsonl, csv, table and html of a stored run match their golden files; json equals the --report file; --output is atomic"
+    )
     func formatsMatchGoldenFiles() async throws {
         try await ObservedRun.with { observed in
             let jsonReport = observed.directory + "/run.json"
-            let run = try await CLI.run(["run", "--concurrency", "1", "--report", jsonReport, "--report-html", observed.directory + "/run.html"], environment: observed.environment)
+            let run = try await CLI.run(
+                [
+                    "run", "--concurrency", "1", "--report", jsonReport, "--report-html",
+                    observed.directory + "/run.html",
+                ], environment: observed.environment)
             #expect(run.status == 3, "\(run.stderr)")
             #expect(run.stdout.contains("html: \(observed.directory)/run.html"))
             #expect(FileManager.default.fileExists(atPath: observed.directory + "/run.html"))
 
             for format in ["json", "jsonl", "csv", "table", "html"] {
                 let output = observed.directory + "/report.\(format)"
-                let result = try await CLI.run(["report", "--format", format, "--output", output], environment: observed.environment)
+                let result = try await CLI.run(
+                    ["report", "--format", format, "--output", output], environment: observed.environment)
                 #expect(result.status == 0, "\(format): \(result.stderr)")
                 let text = try String(contentsOfFile: output, encoding: .utf8)
                 #expect(!FileManager.default.fileExists(atPath: output + ".tmp-\(0)"))
-                let leftovers = try FileManager.default.contentsOfDirectory(atPath: observed.directory).filter { $0.contains(".tmp-") }
+                let leftovers = try FileManager.default.contentsOfDirectory(atPath: observed.directory).filter {
+                    $0.contains(".tmp-")
+                }
                 #expect(leftovers.isEmpty, "temporary files left: \(leftovers)")
                 for receipt in observed.receipts { #expect(!text.contains(receipt), "\(format) holds a whole receipt") }
                 #expect(!text.contains(ObservedRun.secret))
                 let golden = Self.goldenDirectory + "/report.\(format)"
                 if Self.recording {
-                    try FileManager.default.createDirectory(atPath: Self.goldenDirectory, withIntermediateDirectories: true)
+                    try FileManager.default.createDirectory(
+                        atPath: Self.goldenDirectory, withIntermediateDirectories: true)
                     try Self.normalized(text).write(toFile: golden, atomically: true, encoding: .utf8)
                 } else {
                     let expected = try? String(contentsOfFile: golden, encoding: .utf8)
@@ -56,20 +68,31 @@ struct ReportFormatTests {
                     if let expected, expected != Self.normalized(text) {
                         let ours = Self.normalized(text).split(separator: "\n", omittingEmptySubsequences: false)
                         let theirs = expected.split(separator: "\n", omittingEmptySubsequences: false)
-                        let line = zip(ours, theirs).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(ours.count, theirs.count)
-                        Issue.record("report.\(format) differs from its golden file at line \(line + 1): got \(line < ours.count ? String(ours[line].prefix(200)) : "<end>"), expected \(line < theirs.count ? String(theirs[line].prefix(200)) : "<end>")")
+                        let line =
+                            zip(ours, theirs).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+                            ?? min(ours.count, theirs.count)
+                        Issue.record(
+                            "report.\(format) differs from its golden file at line \(line + 1): got \(line < ours.count ? String(ours[line].prefix(200)) : "<end>"), expected \(line < theirs.count ? String(theirs[line].prefix(200)) : "<end>")"
+                        )
                     }
                 }
             }
 
             // The stored run renders as the same object the run wrote.
-            let stored = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: observed.directory + "/report.json"))) as? NSDictionary
-            let written = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: jsonReport))) as? NSDictionary
+            let stored =
+                try JSONSerialization.jsonObject(
+                    with: Data(contentsOf: URL(fileURLWithPath: observed.directory + "/report.json"))) as? NSDictionary
+            let written =
+                try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: jsonReport)))
+                as? NSDictionary
             #expect(stored != nil && stored == written, "report --format json differs from the --report file")
 
             // Ranges and bad selections.
-            let range = try await CLI.run(["report", "--format", "json", "--since", "2000-01-01"], environment: observed.environment)
-            #expect((try? JSONSerialization.jsonObject(with: Data(range.stdout.utf8)) as? [Any])?.count == 1, "a range is an array of runs")
+            let range = try await CLI.run(
+                ["report", "--format", "json", "--since", "2000-01-01"], environment: observed.environment)
+            #expect(
+                (try? JSONSerialization.jsonObject(with: Data(range.stdout.utf8)) as? [Any])?.count == 1,
+                "a range is an array of runs")
             let missing = try await CLI.run(["report", "--run", "no-such-run"], environment: observed.environment)
             #expect(missing.status == 64 && missing.stderr.contains("no run with id no-such-run"), "\(missing.stderr)")
             let future = try await CLI.run(["report", "--since", "2099-01-01"], environment: observed.environment)
@@ -92,21 +115,32 @@ struct ReportFormatTests {
                 #expect(!external.contains(marker), "the page refers to something outside itself: \(marker)")
             }
             // A proxy that refuses everything: any fetch would fail.
-            let browser = ["--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9", "--window-size=1200,2000"]
+            let browser = [
+                "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9", "--window-size=1200,2000",
+            ]
             let dom = try await toolOffPool(chromium, browser + ["--dump-dom", "file://" + html])
-            let attribute = try #require(dom.range(of: #"data-charts="[^"]*""#, options: .regularExpression).map { String(dom[$0]) }, "no data-charts in the DOM")
-            let json = attribute.dropFirst("data-charts=\"".count).dropLast().replacingOccurrences(of: "&quot;", with: "\"")
+            let attribute = try #require(
+                dom.range(of: #"data-charts="[^"]*""#, options: .regularExpression).map { String(dom[$0]) },
+                "no data-charts in the DOM")
+            let json = attribute.dropFirst("data-charts=\"".count).dropLast().replacingOccurrences(
+                of: "&quot;", with: "\"")
             let charts = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]])
-            #expect(charts.compactMap { $0["id"] as? String } == ["changes-by-kind", "entitled-by-product", "failures-by-reason"])
+            #expect(
+                charts.compactMap { $0["id"] as? String } == [
+                    "changes-by-kind", "entitled-by-product", "failures-by-reason",
+                ])
             for chart in charts {
-                let width = chart["width"] as? Int ?? 0, height = chart["height"] as? Int ?? 0, marks = chart["marks"] as? Int ?? 0
+                let width = chart["width"] as? Int ?? 0, height = chart["height"] as? Int ?? 0,
+                    marks = chart["marks"] as? Int ?? 0
                 #expect(width > 100 && height > 20 && marks > 0, "chart \(chart)")
             }
             let screenshot = observed.directory + "/report.png"
             _ = try await toolOffPool(chromium, browser + ["--screenshot=" + screenshot, "file://" + html])
             let size = (try? FileManager.default.attributesOfItem(atPath: screenshot)[.size] as? Int) ?? 0
             #expect(size > 20_000, "screenshot of \(size) bytes")
-            print("figures[html report]: \(page.utf8.count) bytes, charts \(charts.map { "\($0["id"] ?? "?") \($0["width"] ?? 0)x\($0["height"] ?? 0) marks \($0["marks"] ?? 0)" }.joined(separator: ", ")), screenshot \(size) bytes")
+            print(
+                "figures[html report]: \(page.utf8.count) bytes, charts \(charts.map { "\($0["id"] ?? "?") \($0["width"] ?? 0)x\($0["height"] ?? 0) marks \($0["marks"] ?? 0)" }.joined(separator: ", ")), screenshot \(size) bytes"
+            )
         }
     }
 
@@ -122,7 +156,9 @@ struct ReportFormatTests {
             let second = try await CLI.run(["run"], environment: observed.environment)
             #expect([0, 3, 4].contains(second.status), "\(second.stderr)")
             let html = observed.directory + "/range.html"
-            let rendered = try await CLI.run(["report", "--since", "2000-01-01", "--format", "html", "--output", html], environment: observed.environment)
+            let rendered = try await CLI.run(
+                ["report", "--since", "2000-01-01", "--format", "html", "--output", html],
+                environment: observed.environment)
             #expect(rendered.status == 0, "\(rendered.stderr)")
             let page = try String(contentsOfFile: html, encoding: .utf8)
 
@@ -133,27 +169,41 @@ struct ReportFormatTests {
                 let exact = String(time.output.1), shown = String(time.output.3)
                 #expect(String(time.output.2) == exact)
                 #expect(shown.wholeMatch(of: /\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC/) != nil, "shown as \(shown)")
-                #expect(exact.prefix(16).replacingOccurrences(of: "T", with: " ") + " UTC" == shown, "\(exact) shown as \(shown)")
+                #expect(
+                    exact.prefix(16).replacingOccurrences(of: "T", with: " ") + " UTC" == shown,
+                    "\(exact) shown as \(shown)")
             }
             #expect(!page.contains(/<td>\d{4}-\d{2}-\d{2}T/), "a table cell shows a raw RFC 3339 time")
 
             // 'took' of the range: the runs' durations added up (each rounded to a tenth in the table).
-            let report = try #require(try JSONSerialization.jsonObject(
-                with: Data(try await CLI.run(["report", "--since", "2000-01-01", "--format", "json"], environment: observed.environment).stdout.utf8)) as? [[String: Any]])
+            let report = try #require(
+                try JSONSerialization.jsonObject(
+                    with: Data(
+                        try await CLI.run(
+                            ["report", "--since", "2000-01-01", "--format", "json"], environment: observed.environment
+                        ).stdout.utf8)) as? [[String: Any]])
             #expect(report.count == 2)
             let seconds = report.reduce(0.0) { total, run in
-                let started = (run["started_at"] as? String).flatMap(Self.date), finished = (run["finished_at"] as? String).flatMap(Self.date)
+                let started = (run["started_at"] as? String).flatMap(Self.date),
+                    finished = (run["finished_at"] as? String).flatMap(Self.date)
                 return total + (finished.map { f in started.map { f.timeIntervalSince($0) } ?? 0 } ?? 0)
             }
-            let took = try #require(page.firstMatch(of: /<span>took<\/span><strong>([^<]*)<\/strong>/).map { String($0.output.1) })
-            let shownSeconds = try #require(took.firstMatch(of: /^(\d+\.\d) s$/).flatMap { Double($0.output.1) }, "took shows \(took)")
+            let took = try #require(
+                page.firstMatch(of: /<span>took<\/span><strong>([^<]*)<\/strong>/).map { String($0.output.1) })
+            let shownSeconds = try #require(
+                took.firstMatch(of: /^(\d+\.\d) s$/).flatMap { Double($0.output.1) }, "took shows \(took)")
             #expect(abs(shownSeconds - seconds) < 0.11, "took \(took), runs took \(seconds) s")
 
             // Laid out in a real browser, in a window narrow enough to squeeze the tables: no time breaks.
-            let browser = ["--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9", "--window-size=720,2000"]
+            let browser = [
+                "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9", "--window-size=720,2000",
+            ]
             let dom = try await toolOffPool(chromium, browser + ["--dump-dom", "file://" + html])
-            let attribute = try #require(dom.firstMatch(of: /data-times="([^"]*)"/).map { String($0.output.1) }, "no data-times in the DOM")
-            let layout = try #require(try JSONSerialization.jsonObject(with: Data(attribute.replacingOccurrences(of: "&quot;", with: "\"").utf8)) as? [String: Int])
+            let attribute = try #require(
+                dom.firstMatch(of: /data-times="([^"]*)"/).map { String($0.output.1) }, "no data-times in the DOM")
+            let layout = try #require(
+                try JSONSerialization.jsonObject(
+                    with: Data(attribute.replacingOccurrences(of: "&quot;", with: "\"").utf8)) as? [String: Int])
             #expect(layout["shown"] == times.count)
             #expect(layout["wrapped"] == 0, "times broken over two lines: \(layout)")
         }

@@ -22,11 +22,13 @@ struct ServerAPIMigrationTests {
         try serverAPI.privateKeyPEM.write(toFile: directory + "/AuthKey.p8", atomically: true, encoding: .utf8)
         try serverAPI.chain.rootPEM().write(toFile: directory + "/root.pem", atomically: true, encoding: .utf8)
         return [
-            "APPSTORE_SHARED_SECRET": secret, "APPSTORE_KEY_ID": serverAPI.keyID, "APPSTORE_ISSUER_ID": serverAPI.issuerID,
+            "APPSTORE_SHARED_SECRET": secret, "APPSTORE_KEY_ID": serverAPI.keyID,
+            "APPSTORE_ISSUER_ID": serverAPI.issuerID,
             "APPSTORE_BUNDLE_ID": SimulatedReceipt.bundleID, "APPSTORE_PRIVATE_KEY_FILE": directory + "/AuthKey.p8",
             "APPSTORE_ROOT_CERTIFICATES": directory + "/root.pem", "APPSTORE_SERVER_API_URL": endpoints.serverAPIURL,
             "APPSTORE_SANDBOX_SERVER_API_URL": endpoints.sandboxServerAPIURL,
-            "APPSTORE_VERIFY_RECEIPT_URL": endpoints.productionURL, "APPSTORE_SANDBOX_VERIFY_RECEIPT_URL": endpoints.sandboxURL,
+            "APPSTORE_VERIFY_RECEIPT_URL": endpoints.productionURL,
+            "APPSTORE_SANDBOX_VERIFY_RECEIPT_URL": endpoints.sandboxURL,
         ]
     }
 
@@ -40,7 +42,8 @@ struct ServerAPIMigrationTests {
     }
 
     static func importLines(_ receipts: [(String, SimulatedReceipt)]) -> String {
-        receipts.map { #"{"user_id": "\#($0.0)", "latest_receipt": "\#($0.1.encoded)"}"# }.joined(separator: "\n") + "\n"
+        receipts.map { #"{"user_id": "\#($0.0)", "latest_receipt": "\#($0.1.encoded)"}"# }.joined(separator: "\n")
+            + "\n"
     }
 
     /// A GET (or POST of `post`) to the simulator's control routes, decoded as a JSON object.
@@ -62,27 +65,46 @@ struct ServerAPIMigrationTests {
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 
-    @Test("SQLite: receipt-only rows are read for their transaction ids, confirmed through the Server API and checked there from then on; rows Apple's Server API does not know stay on verifyReceipt")
+    @Test(
+        "SQLite: receipt-only rows are read for their transaction ids, confirmed through the Server API and checked there from then on; rows Apple's Server API does not know stay on verifyReceipt"
+    )
     func migratesSQLite() async throws {
         try await Self.withSQLiteAndSimulator { directory, database, state, configuration, endpoints in
-            let scenarios: [Scenario] = [.renewal, .billingRetry, .gracePeriod, .refund, .upgrade, .familyShared, .sandbox, .multipleSubscriptions, .voluntaryExpiry, .trial]
+            let scenarios: [Scenario] = [
+                .renewal, .billingRetry, .gracePeriod, .refund, .upgrade, .familyShared, .sandbox,
+                .multipleSubscriptions, .voluntaryExpiry, .trial,
+            ]
             var receipts: [(String, SimulatedReceipt)] = (0..<120).map { n in
                 let scenario = scenarios[n % scenarios.count]
-                return ("user-\(n)", SimulatedReceipt(account: "m-\(n)", scenario: scenario, start: state.now.addingTimeInterval(-Double(5 + n % 50) * 86_400)))
+                return (
+                    "user-\(n)",
+                    SimulatedReceipt(
+                        account: "m-\(n)", scenario: scenario,
+                        start: state.now.addingTimeInterval(-Double(5 + n % 50) * 86_400))
+                )
             }
-            let unknown = (0..<3).map { ("gone-\($0)", SimulatedReceipt(account: "gone-\($0)", scenario: .accountNotFound, start: state.now.addingTimeInterval(-20 * 86_400))) }
+            let unknown = (0..<3).map {
+                (
+                    "gone-\($0)",
+                    SimulatedReceipt(
+                        account: "gone-\($0)", scenario: .accountNotFound,
+                        start: state.now.addingTimeInterval(-20 * 86_400))
+                )
+            }
             receipts += unknown
             state.register(receipts.map(\.1))
             let environment = try Self.environment(configuration, endpoints, directory: directory)
 
             #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
-            let imported = try await CLI.run(["import", "-", "--database", database], stdin: Self.importLines(receipts))
+            let imported = try await CLI.run(
+                ["import", "-", "--database", database], stdin: Self.importLines(receipts))
             #expect(imported.status == 0, "\(imported.stderr)")
 
             // When the job runs with Server API credentials and the default budget
             let started = Date()
             let first = try await CLI.run(
-                ["run", "--database", database, "--report", directory + "/first.json", "--concurrency", "16"], environment: environment)
+                ["run", "--database", database, "--report", directory + "/first.json", "--concurrency", "16"],
+                environment: environment)
             let seconds = Date().timeIntervalSince(started)
             #expect(first.status == 0, "\(first.stdout)\n\(first.stderr)")
             #expect(first.stdout.contains("migrated \(receipts.count - unknown.count)"), "\(first.stdout)")
@@ -93,54 +115,75 @@ struct ServerAPIMigrationTests {
             #expect(counts["migrated"] as? Int == receipts.count - unknown.count)
             let changes = try #require(report["changes"] as? [[String: Any]])
             let serverAPIChanges = changes.filter { $0["source"] as? String == "server_api" }
-            #expect(serverAPIChanges.count == changes.count - unknown.count, "every change but the 21010 invalidations came from the Server API")
+            #expect(
+                serverAPIChanges.count == changes.count - unknown.count,
+                "every change but the 21010 invalidations came from the Server API")
             let apiStats = state.serverAPIStats
-            #expect(state.stats.requests == unknown.count, "verifyReceipt was asked only about the rows the Server API does not know")
+            #expect(
+                state.stats.requests == unknown.count,
+                "verifyReceipt was asked only about the rows the Server API does not know")
             #expect(apiStats.unauthorized == 0 && apiStats.rateLimited == 0)
 
             // And status --json and the view show each row's source
             let status = try await CLI.run(["status", "--json", "--database", database])
-            let rows = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
+            let rows = try #require(
+                try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
             #expect(rows.filter { $0["source"] as? String == "server_api" }.count >= receipts.count - unknown.count)
             #expect(rows.filter { $0["source"] as? String == "verify_receipt" }.count == unknown.count)
 
             // And a second pass asks only the Server API, migrates nothing more and changes nothing
             let requestsBefore = (state.stats.requests, apiStats.requests)
             let second = try await CLI.run(
-                ["backfill", "--all", "--database", database, "--report", directory + "/second.json"], environment: environment)
+                ["backfill", "--all", "--database", database, "--report", directory + "/second.json"],
+                environment: environment)
             #expect(second.status == 0, "\(second.stdout)\n\(second.stderr)")
             let secondCounts = try #require(try Self.json(directory + "/second.json")["counts"] as? [String: Any])
             #expect(secondCounts["migrated"] as? Int == 0)
             #expect(secondCounts["changed"] as? Int == 0)
-            #expect(state.stats.requests - requestsBefore.0 == unknown.count, "only the rows that stayed on verifyReceipt asked it again")
+            #expect(
+                state.stats.requests - requestsBefore.0 == unknown.count,
+                "only the rows that stayed on verifyReceipt asked it again")
             let sandboxRows = receipts.filter { $0.1.scenario == .sandbox }.count
             let perReceipt = Double(apiStats.requests) / Double(receipts.count)
-            print(String(
-                format: "figures[server api migration]: %d rows migrated in %.2f s at the default budget (45/s production, 10/s sandbox, spaced at 80%%) = %.1f rows/s; %d Server API requests for %d receipts = %.2f per receipt (%d sandbox rows need 2, %d unknown rows 2 + 1 verifyReceipt)",
-                receipts.count - unknown.count, seconds, Double(receipts.count - unknown.count) / seconds, apiStats.requests, receipts.count,
-                perReceipt, sandboxRows, unknown.count))
+            print(
+                String(
+                    format:
+                        "figures[server api migration]: %d rows migrated in %.2f s at the default budget (45/s production, 10/s sandbox, spaced at 80%%) = %.1f rows/s; %d Server API requests for %d receipts = %.2f per receipt (%d sandbox rows need 2, %d unknown rows 2 + 1 verifyReceipt)",
+                    receipts.count - unknown.count, seconds, Double(receipts.count - unknown.count) / seconds,
+                    apiStats.requests, receipts.count,
+                    perReceipt, sandboxRows, unknown.count))
         }
     }
 
     @Test("A wrong API key: 401 from production and sandbox stops the run with exit 78 and changes nothing")
     func wrongKeyIsConfigurationError() async throws {
         try await Self.withSQLiteAndSimulator { directory, database, state, configuration, endpoints in
-            let receipts = (0..<5).map { ("user-\($0)", SimulatedReceipt(account: "k-\($0)", scenario: .renewal, start: state.now.addingTimeInterval(-3 * 86_400))) }
+            let receipts = (0..<5).map {
+                (
+                    "user-\($0)",
+                    SimulatedReceipt(
+                        account: "k-\($0)", scenario: .renewal, start: state.now.addingTimeInterval(-3 * 86_400))
+                )
+            }
             state.register(receipts.map(\.1))
             var environment = try Self.environment(configuration, endpoints, directory: directory)
             let otherKey = try SimulatedServerAPI.generate().privateKeyPEM
             try otherKey.write(toFile: directory + "/other.p8", atomically: true, encoding: .utf8)
             environment["APPSTORE_PRIVATE_KEY_FILE"] = directory + "/other.p8"
             #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
-            #expect(try await CLI.run(["import", "-", "--database", database], stdin: Self.importLines(receipts)).status == 0)
+            #expect(
+                try await CLI.run(["import", "-", "--database", database], stdin: Self.importLines(receipts)).status
+                    == 0)
 
-            let run = try await CLI.run(["run", "--database", database, "--source", "server-api"], environment: environment)
+            let run = try await CLI.run(
+                ["run", "--database", database, "--source", "server-api"], environment: environment)
             #expect(run.status == 78, "\(run.stdout)\n\(run.stderr)")
             #expect(run.stderr.contains("APPSTORE_PRIVATE_KEY_FILE"), "\(run.stderr)")
             #expect(!run.stderr.contains("PRIVATE KEY-----"), "the key itself is never printed")
             #expect(state.serverAPIStats.unauthorized == 2, "one request to each environment, then the run stopped")
             let status = try await CLI.run(["status", "--json", "--database", database])
-            let rows = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
+            let rows = try #require(
+                try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
             #expect(rows.allSatisfy { $0["state"] as? String == "unverified" }, "\(status.stdout)")
 
             // A key file that is not a key is named before any request
@@ -152,7 +195,9 @@ struct ServerAPIMigrationTests {
         }
     }
 
-    @Test("Three PostgreSQL workers share one request budget: the simulator never sees more requests in a second than the budget", .enabled(if: PostgresKillEnvironment.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
+    @Test(
+        "Three PostgreSQL workers share one request budget: the simulator never sees more requests in a second than the budget",
+        .enabled(if: PostgresKillEnvironment.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
     func fleetBudgetOnPostgres() async throws {
         let base = try #require(PostgresKillEnvironment.baseURL)
         let psql = try #require(PostgresKillTests.psqlPath, "psql is needed to create the test schema")
@@ -167,12 +212,20 @@ struct ServerAPIMigrationTests {
 
         // The simulator runs as its own process here: arrivals are stamped by a process the test
         // runner's other suites do not stall, so a burst it records is a burst the workers sent.
-        let receipts = (0..<count).map { ("user-\($0)", SimulatedReceipt(account: "b-\($0)", scenario: .renewal, start: Date().addingTimeInterval(-3 * 86_400))) }
+        let receipts = (0..<count).map {
+            (
+                "user-\($0)",
+                SimulatedReceipt(account: "b-\($0)", scenario: .renewal, start: Date().addingTimeInterval(-3 * 86_400))
+            )
+        }
         try Self.importLines(receipts).write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
         let simulatorBinary = CLI.binary.deletingLastPathComponent().appendingPathComponent("appstore-simulator").path
         let simulator = Process()
         simulator.executableURL = URL(fileURLWithPath: simulatorBinary)
-        simulator.arguments = ["serve", "--port", "0", "--latency-ms", "30", "--export-dir", directory + "/credentials", "--register", directory + "/lines.jsonl"]
+        simulator.arguments = [
+            "serve", "--port", "0", "--latency-ms", "30", "--export-dir", directory + "/credentials", "--register",
+            directory + "/lines.jsonl",
+        ]
         simulator.environment = ["APPSTORE_SHARED_SECRET": Self.secret, "PATH": "/usr/bin:/bin"]
         FileManager.default.createFile(atPath: directory + "/simulator.log", contents: nil)
         let simulatorLog = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/simulator.log"))
@@ -184,12 +237,15 @@ struct ServerAPIMigrationTests {
             simulator.waitUntilExit()
         }
         let ready = await poll(timeout: 30) {
-            ((try? String(contentsOfFile: directory + "/simulator.log", encoding: .utf8)) ?? "").contains("credentials: " + directory)
+            ((try? String(contentsOfFile: directory + "/simulator.log", encoding: .utf8)) ?? "").contains(
+                "credentials: " + directory)
         }
         let log = (try? String(contentsOfFile: directory + "/simulator.log", encoding: .utf8)) ?? ""
         try #require(ready, "the simulator did not start: \(log)")
         var environment = ["APPSTORE_SHARED_SECRET": Self.secret]
-        for line in try String(contentsOfFile: directory + "/credentials/server-api.env", encoding: .utf8).split(separator: "\n") {
+        for line in try String(contentsOfFile: directory + "/credentials/server-api.env", encoding: .utf8).split(
+            separator: "\n")
+        {
             let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
             if parts.count == 2 { environment[parts[0]] = parts[1] }
         }
@@ -200,9 +256,13 @@ struct ServerAPIMigrationTests {
         #expect(try await CLI.run(["migrate", "--database", url]).status == 0)
         #expect(try await CLI.run(["import", directory + "/lines.jsonl", "--database", url]).status == 0)
 
-        let arguments = ["run", "--database", url, "--concurrency", "16", "--server-api-rate", "\(budget)", "--source", "server-api"]
+        let arguments = [
+            "run", "--database", url, "--concurrency", "16", "--server-api-rate", "\(budget)", "--source", "server-api",
+        ]
         let started = Date()
-        let workers = try (0..<3).map { try PostgresKillTests.start(arguments, environment: environment, log: directory + "/worker-\($0).log") }
+        let workers = try (0..<3).map {
+            try PostgresKillTests.start(arguments, environment: environment, log: directory + "/worker-\($0).log")
+        }
         var reasons: [Process.TerminationReason] = []
         for worker in workers { reasons.append(await PostgresKillTests.waitForExit(worker)) }
         let seconds = Date().timeIntervalSince(started)
@@ -211,7 +271,8 @@ struct ServerAPIMigrationTests {
             #expect(reasons[index] == .exit && worker.terminationStatus == 0, "worker \(index): \(logs[index])")
         }
 
-        let arrivals = try #require(try await Self.http(control + "/server-api/arrivals")["arrivals_ms"] as? [Int64]).sorted()
+        let arrivals = try #require(try await Self.http(control + "/server-api/arrivals")["arrivals_ms"] as? [Int64])
+            .sorted()
         let stats = try await Self.http(control + "/server-api/stats")
         #expect(arrivals.count == count, "one request per receipt: \(arrivals.count)")
         var busiest = 0
@@ -220,13 +281,23 @@ struct ServerAPIMigrationTests {
             while arrivals[high] - arrivals[low] >= 1_000 { low += 1 }
             busiest = max(busiest, high - low + 1)
         }
-        let warnings = logs.flatMap { $0.split(separator: "\n") }.filter { $0.contains("warning") || $0.contains("error") }
-        #expect(busiest <= budget, "busiest second held \(busiest) requests; the budget is \(budget); worker warnings: \(warnings.prefix(5))")
+        let warnings = logs.flatMap { $0.split(separator: "\n") }.filter {
+            $0.contains("warning") || $0.contains("error")
+        }
+        #expect(
+            busiest <= budget,
+            "busiest second held \(busiest) requests; the budget is \(budget); worker warnings: \(warnings.prefix(5))")
         #expect(stats["rateLimited"] as? Int == 0, "\(stats)")
-        let verified = try await PostgresKillTests.sqlOffPool("SELECT count(*) FROM \(schema).receipts WHERE source = 'server_api'", url: base, psql: psql)
+        let verified = try await PostgresKillTests.sqlOffPool(
+            "SELECT count(*) FROM \(schema).receipts WHERE source = 'server_api'", url: base, psql: psql)
         #expect(verified == "\(count)")
-        let perWorker = try await PostgresKillTests.sqlOffPool("SELECT string_agg(checked::text, ',' ORDER BY checked) FROM \(schema).runs", url: base, psql: psql)
-        print(String(format: "figures[server api fleet budget]: 3 workers, %d receipts, budget %d/s: %.2f s (floor %.2f s), busiest second %d requests, checked per worker %@",
-                     count, budget, seconds, Double(count - 1) / (Double(budget) * RequestRates.headroom), busiest, perWorker))
+        let perWorker = try await PostgresKillTests.sqlOffPool(
+            "SELECT string_agg(checked::text, ',' ORDER BY checked) FROM \(schema).runs", url: base, psql: psql)
+        print(
+            String(
+                format:
+                    "figures[server api fleet budget]: 3 workers, %d receipts, budget %d/s: %.2f s (floor %.2f s), busiest second %d requests, checked per worker %@",
+                count, budget, seconds, Double(count - 1) / (Double(budget) * RequestRates.headroom), busiest, perWorker
+            ))
     }
 }

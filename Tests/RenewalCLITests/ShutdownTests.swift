@@ -4,9 +4,9 @@ import Logging
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Stopping is quick: SIGTERM drains within a bounded time even while Apple hangs, and a second
@@ -16,7 +16,9 @@ struct ShutdownTests {
     static let secret = "shutdown-test-secret-77"
     static let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
 
-    @Test("SIGTERM while Apple never answers: exit 3 within the drain time, partial report, leases released, nothing changed")
+    @Test(
+        "SIGTERM while Apple never answers: exit 3 within the drain time, partial report, leases released, nothing changed"
+    )
     func drainIsBoundedWhileAppleHangs() async throws {
         try await withHangingApple { state, env, directory in
             let report = directory + "/partial.json"
@@ -30,10 +32,14 @@ struct ShutdownTests {
             kill(process.processIdentifier, SIGTERM)
             _ = await PostgresKillTests.waitForExit(process)
             let took = ContinuousClock.now - signalled
-            print("shutdown figures: SIGTERM with 4 requests hanging 8 s, --drain-seconds 2: exited \(process.terminationStatus) after \(took)")
+            print(
+                "shutdown figures: SIGTERM with 4 requests hanging 8 s, --drain-seconds 2: exited \(process.terminationStatus) after \(took)"
+            )
             #expect(process.terminationStatus == 3)
             #expect(took < .seconds(10), "the drain took \(took)")
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
+            )
             #expect(object["status"] as? String == "interrupted")
             let counts = try #require(object["counts"] as? [String: Any])
             // The first receipt goes alone (it answered before the signal); the four after it were in
@@ -57,14 +63,17 @@ struct ShutdownTests {
             kill(process.processIdentifier, SIGTERM)
             // The first signal is being handled (its notice is logged) before the second is sent.
             try await Self.waitUntil {
-                (try? String(contentsOfFile: directory + "/run.log", encoding: .utf8))?.contains("Signal received") == true
+                (try? String(contentsOfFile: directory + "/run.log", encoding: .utf8))?.contains("Signal received")
+                    == true
                     || !process.isRunning
             }
             let signalled = ContinuousClock.now
             kill(process.processIdentifier, SIGTERM)
             _ = await PostgresKillTests.waitForExit(process)
             let took = ContinuousClock.now - signalled
-            print("shutdown figures: second SIGTERM during a 60 s drain: exited \(process.terminationStatus) after \(took)")
+            print(
+                "shutdown figures: second SIGTERM during a 60 s drain: exited \(process.terminationStatus) after \(took)"
+            )
             #expect(process.terminationStatus == 143)
             #expect(took < .seconds(3))
             let log = try String(contentsOfFile: directory + "/run.log", encoding: .utf8)
@@ -75,7 +84,8 @@ struct ShutdownTests {
             #expect(next.status == 0, "\(next.stderr)")
             #expect(next.stdout.contains("checked 7,"), "\(next.stdout)")
             let status = try await CLI.run(["status", "--json"], environment: env)
-            let rows = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
+            let rows = try #require(
+                try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
             #expect(rows.count == 8 && rows.allSatisfy { $0["state"] as? String == "active" })
         }
     }
@@ -96,10 +106,13 @@ struct ShutdownTests {
             ]
             #expect(try await CLI.run(["migrate"], environment: env).status == 0)
             let lines = (0..<8).map { index in
-                let receipt = SimulatedReceipt(account: "hang-\(index)", scenario: .renewal, start: state.now.addingTimeInterval(-86_400))
+                let receipt = SimulatedReceipt(
+                    account: "hang-\(index)", scenario: .renewal, start: state.now.addingTimeInterval(-86_400))
                 return #"{"user_id": "u\#(index)", "latest_receipt": "\#(receipt.encoded)"}"#
             }
-            #expect(try await CLI.run(["import", "-"], environment: env, stdin: lines.joined(separator: "\n") + "\n").status == 0)
+            #expect(
+                try await CLI.run(["import", "-"], environment: env, stdin: lines.joined(separator: "\n") + "\n").status
+                    == 0)
             state.latency = .seconds(8)
             try await body(state, env, directory)
         }

@@ -30,13 +30,16 @@ import Testing
     @Test("Each documented status maps to its disposition, whatever the retry flag says", arguments: table)
     func disposition(code: Int, expected: Disposition) {
         for flag in [true, false, nil] as [Bool?] {
-            #expect(AppStoreStatus(code).disposition(isRetryableFlag: flag) == expected, "\(code) with flag \(String(describing: flag))")
+            #expect(
+                AppStoreStatus(code).disposition(isRetryableFlag: flag) == expected,
+                "\(code) with flag \(String(describing: flag))")
         }
     }
 
     @Test(
         "21100–21199 are temporary only when flagged retryable",
-        arguments: [21100, 21150, 21199], [(true, Disposition.temporary), (false, .permanentError), (nil, .permanentError)] as [(Bool?, Disposition)]
+        arguments: [21100, 21150, 21199],
+        [(true, Disposition.temporary), (false, .permanentError), (nil, .permanentError)] as [(Bool?, Disposition)]
     )
     func internalErrors(code: Int, flagAndExpected: (Bool?, Disposition)) {
         #expect(AppStoreStatus(code).disposition(isRetryableFlag: flagAndExpected.0) == flagAndExpected.1)
@@ -67,6 +70,8 @@ import Testing
         #expect(decoded.environment != .production && decoded.environment != .sandbox)
         #expect(AppStoreEnvironment.production.description == "Production")
         #expect(AppStoreEnvironment.sandbox.rawValue == "Sandbox")
-        #expect(String(decoding: try JSONEncoder().encode(Box(environment: .sandbox)), as: UTF8.self) == #"{"environment":"Sandbox"}"#)
+        #expect(
+            String(decoding: try JSONEncoder().encode(Box(environment: .sandbox)), as: UTF8.self)
+                == #"{"environment":"Sandbox"}"#)
     }
 }

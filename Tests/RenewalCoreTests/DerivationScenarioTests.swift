@@ -69,7 +69,8 @@ import Testing
     func gracePeriod(retrying: Bool?) throws {
         let row = Wire.row(transaction: "1001", purchased: Clock.at(-31 * day), expires: Clock.at(-1 * day))
         let graceEnd = Clock.at(15 * day)
-        let answer = Wire.answer(rows: [row], pending: [Wire.pending(retrying: retrying, intent: "2", graceEnds: graceEnd)])
+        let answer = Wire.answer(
+            rows: [row], pending: [Wire.pending(retrying: retrying, intent: "2", graceEnds: graceEnd)])
         let stored = try deriveOne(answer, now: Clock.at(-2 * day))
 
         let subscription = try deriveOne(answer, now: now)
@@ -101,7 +102,8 @@ import Testing
     func graceOverNotRetrying() throws {
         let row = Wire.row(transaction: "1001", purchased: Clock.at(-46 * day), expires: Clock.at(-16 * day))
         let answer = Wire.answer(
-            rows: [row], pending: [Wire.pending(autoRenew: false, retrying: false, intent: "2", graceEnds: Clock.at(-day))])
+            rows: [row],
+            pending: [Wire.pending(autoRenew: false, retrying: false, intent: "2", graceEnds: Clock.at(-day))])
 
         #expect(try deriveOne(answer, now: now).state == .expired)
     }
@@ -113,7 +115,8 @@ import Testing
         let stored = try deriveOne(
             Wire.answer(rows: [lapsed], pending: [Wire.pending(retrying: true, intent: "2")]), now: Clock.at(-2 * day))
 
-        let derived = try deriveOne(Wire.answer(rows: [lapsed, recovered], pending: [Wire.pending(retrying: false)]), now: now)
+        let derived = try deriveOne(
+            Wire.answer(rows: [lapsed, recovered], pending: [Wire.pending(retrying: false)]), now: now)
 
         #expect(stored.state == .billingRetry)
         #expect(derived.state == .active)
@@ -129,7 +132,8 @@ import Testing
             transaction: "1002", purchased: Clock.at(-5 * day), expires: Clock.at(25 * day),
             extra: Wire.dateTriple("cancellation_date", cancelled) + #", "cancellation_reason": "0""#)
         let older = Wire.row(transaction: "1001", purchased: Clock.at(-35 * day), expires: Clock.at(-5 * day))
-        let stored = try deriveOne(Wire.answer(rows: [older, plain], pending: [Wire.pending()]), now: Clock.at(-3 * day))
+        let stored = try deriveOne(
+            Wire.answer(rows: [older, plain], pending: [Wire.pending()]), now: Clock.at(-3 * day))
 
         let derived = try deriveOne(Wire.answer(rows: [older, refunded], pending: [Wire.pending()]), now: now)
 
@@ -150,7 +154,8 @@ import Testing
             extra: Wire.dateTriple("cancellation_date", Clock.at(-20 * day)))
         let current = Wire.row(transaction: "1002", purchased: Clock.at(-5 * day), expires: Clock.at(25 * day))
 
-        let subscription = try deriveOne(Wire.answer(rows: [current, olderRefunded], pending: [Wire.pending()]), now: now)
+        let subscription = try deriveOne(
+            Wire.answer(rows: [current, olderRefunded], pending: [Wire.pending()]), now: now)
 
         #expect(subscription.state == .active)
         #expect(subscription.cancelledAt == nil)
@@ -182,12 +187,15 @@ import Testing
             product: "com.example.basic.yearly", transaction: "1001", purchased: Clock.at(-180 * day),
             expires: Clock.at(185 * day), extra: #""is_upgraded": "true""#)
         let premium = Wire.row(
-            product: "com.example.premium.monthly", transaction: "1002", purchased: Clock.at(-day), expires: Clock.at(29 * day))
+            product: "com.example.premium.monthly", transaction: "1002", purchased: Clock.at(-day),
+            expires: Clock.at(29 * day))
         let stored = try deriveOne(
-            Wire.answer(rows: [basic], pending: [Wire.pending(product: "com.example.basic.yearly")]), now: Clock.at(-2 * day))
+            Wire.answer(rows: [basic], pending: [Wire.pending(product: "com.example.basic.yearly")]),
+            now: Clock.at(-2 * day))
 
         let derived = try deriveOne(
-            Wire.answer(rows: [basicUpgraded, premium], pending: [Wire.pending(product: "com.example.premium.monthly")]),
+            Wire.answer(
+                rows: [basicUpgraded, premium], pending: [Wire.pending(product: "com.example.premium.monthly")]),
             now: now)
 
         #expect(derived.state == .active)
@@ -200,7 +208,8 @@ import Testing
     @Test("A subscription whose only rows are upgraded grants nothing")
     func onlyUpgradedRows() throws {
         let upgraded = Wire.row(
-            transaction: "1001", purchased: Clock.at(-10 * day), expires: Clock.at(20 * day), extra: #""is_upgraded": "true""#)
+            transaction: "1001", purchased: Clock.at(-10 * day), expires: Clock.at(20 * day),
+            extra: #""is_upgraded": "true""#)
 
         let subscription = try deriveOne(Wire.answer(rows: [upgraded]), now: now)
 
@@ -210,8 +219,10 @@ import Testing
 
     @Test("Free-trial and introductory-price periods are active and say so")
     func trialAndIntro() throws {
-        let trial = Wire.row(transaction: "1001", purchased: Clock.at(-2 * day), expires: Clock.at(5 * day), trial: true)
-        let intro = Wire.row(transaction: "1001", purchased: Clock.at(-2 * day), expires: Clock.at(5 * day), intro: true)
+        let trial = Wire.row(
+            transaction: "1001", purchased: Clock.at(-2 * day), expires: Clock.at(5 * day), trial: true)
+        let intro = Wire.row(
+            transaction: "1001", purchased: Clock.at(-2 * day), expires: Clock.at(5 * day), intro: true)
 
         let inTrial = try deriveOne(Wire.answer(rows: [trial], pending: [Wire.pending()]), now: now)
         let inIntro = try deriveOne(Wire.answer(rows: [intro], pending: [Wire.pending()]), now: now)
@@ -229,7 +240,9 @@ import Testing
         var rows: [String] = []
         for period in 0..<8 {
             let start: TimeInterval = Double(period * 30 - 220) * day
-            rows.append(Wire.row(transaction: "\(1000 + period)", purchased: Clock.at(start), expires: Clock.at(start + 30 * day)))
+            rows.append(
+                Wire.row(
+                    transaction: "\(1000 + period)", purchased: Clock.at(start), expires: Clock.at(start + 30 * day)))
         }
         // A tie on the expiry with an older purchase must not win either.
         rows.append(Wire.row(transaction: "0999", purchased: Clock.at(-200 * day), expires: Clock.at(20 * day)))
@@ -255,11 +268,13 @@ import Testing
         let videoLast = Wire.row(
             product: "com.example.video", transaction: "3002", original: "3000", purchased: Clock.at(-40 * day),
             expires: Clock.at(-10 * day))
-        let consumable = #"{"quantity": "1", "product_id": "com.example.coins", "transaction_id": "4001", "original_transaction_id": "4001", "purchase_date_ms": "1690000000000"}"#
+        let consumable =
+            #"{"quantity": "1", "product_id": "com.example.coins", "transaction_id": "4001", "original_transaction_id": "4001", "purchase_date_ms": "1690000000000"}"#
         let answer = Wire.answer(
             rows: [videoLast, music, consumable, videoOld],
             pending: [
-                Wire.pending(original: "3000", product: "com.example.video", autoRenew: false, retrying: false, intent: "1"),
+                Wire.pending(
+                    original: "3000", product: "com.example.video", autoRenew: false, retrying: false, intent: "1"),
                 Wire.pending(original: "2000", product: "com.example.music"),
             ])
 
@@ -285,12 +300,16 @@ import Testing
         for (index, original) in ["2000", "3000", "4000"].enumerated() {
             for period in 0..<4 {
                 let start: TimeInterval = Double(period * 30 - 100 + index * 7) * day
-                rows.append(Wire.row(
-                    product: "com.example.p\(index)", transaction: "\(original)\(period)", original: original,
-                    purchased: Clock.at(start), expires: Clock.at(start + 30 * day)))
+                rows.append(
+                    Wire.row(
+                        product: "com.example.p\(index)", transaction: "\(original)\(period)", original: original,
+                        purchased: Clock.at(start), expires: Clock.at(start + 30 * day)))
             }
         }
-        let pending = [Wire.pending(original: "2000", product: "com.example.p0"), Wire.pending(original: "4000", product: "com.example.p2", autoRenew: false)]
+        let pending = [
+            Wire.pending(original: "2000", product: "com.example.p0"),
+            Wire.pending(original: "4000", product: "com.example.p2", autoRenew: false),
+        ]
         let expected = try derive(Wire.answer(rows: rows, pending: pending), now: now)
 
         var generator = SeededGenerator(seed: seed)
@@ -335,7 +354,8 @@ import Testing
 
     @Test("A valid answer with no subscription rows describes no subscriptions")
     func noSubscriptions() throws {
-        let answer = #"{"status": 0, "environment": "Production", "receipt": {"receipt_type": "Production", "bundle_id": "com.example", "in_app": []}}"#
+        let answer =
+            #"{"status": 0, "environment": "Production", "receipt": {"receipt_type": "Production", "bundle_id": "com.example", "in_app": []}}"#
 
         let verified = DerivedAnswer(response: try decodeAnswer(answer), answeredBy: .production, now: now)
 

@@ -52,7 +52,9 @@ struct JSONDocumentTests {
             let text = String(repeating: "[", count: depth) + "1" + String(repeating: "]", count: depth)
             #expect(throws: JSONSyntaxError.self) { try JSONDocument(Data(text.utf8)) }
         }
-        let fits = String(repeating: "[", count: JSONDocument.maximumDepth) + String(repeating: "]", count: JSONDocument.maximumDepth)
+        let fits =
+            String(repeating: "[", count: JSONDocument.maximumDepth)
+            + String(repeating: "]", count: JSONDocument.maximumDepth)
         #expect((try? JSONDocument(Data(fits.utf8))) != nil)
     }
 
@@ -71,36 +73,50 @@ struct JSONDocumentTests {
 
     @Test("A used field given twice makes the answer unreadable, naming it; an unused one given twice does not")
     func duplicateKeys() throws {
-        let twice = #"{"status": 0, "latest_receipt_info": [{"expires_date_ms": "1", "expires_date_ms": "1700000000000"}]}"#
-        #expect(throws: AppleAnswerError.unreadableField(path: "latest_receipt_info[0].expires_date_ms", detail: "given twice")) {
+        let twice =
+            #"{"status": 0, "latest_receipt_info": [{"expires_date_ms": "1", "expires_date_ms": "1700000000000"}]}"#
+        #expect(
+            throws: AppleAnswerError.unreadableField(
+                path: "latest_receipt_info[0].expires_date_ms", detail: "given twice")
+        ) {
             try VerifyReceiptResponse(json: Data(twice.utf8))
         }
         let unused = #"{"status": 0, "quantity": 1, "quantity": {}}"#
         #expect(try VerifyReceiptResponse(json: Data(unused.utf8)).status == .valid)
     }
 
-    @Test("The verifyReceipt request body is JSON that Foundation reads back to the same request, whatever the strings hold")
+    @Test(
+        "The verifyReceipt request body is JSON that Foundation reads back to the same request, whatever the strings hold"
+    )
     func requestBody() throws {
         for secret in ["plain", "quo\"te\\back\nline\u{01}\u{1F}é😀", ""] {
-            let request = VerifyReceiptRequest(receiptData: "MIIT+/=\"x", password: secret, excludeOldTransactions: false)
+            let request = VerifyReceiptRequest(
+                receiptData: "MIIT+/=\"x", password: secret, excludeOldTransactions: false)
             let decoded = try JSONDecoder().decode(VerifyReceiptRequest.self, from: Data(request.jsonBody))
             #expect(decoded == request)
         }
         let plain = VerifyReceiptRequest(receiptData: "AB/c=", password: nil)
-        #expect(String(decoding: plain.jsonBody, as: UTF8.self) == #"{"receipt-data":"AB/c=","exclude-old-transactions":true}"#)
+        #expect(
+            String(decoding: plain.jsonBody, as: UTF8.self)
+                == #"{"receipt-data":"AB/c=","exclude-old-transactions":true}"#)
     }
 
     @Test("Integers read exactly up to Int64; larger ones or fractions are not integers")
     func integers() throws {
-        let document = try JSONDocument(Data("[9223372036854775807, -9223372036854775808, 9223372036854775808, 1.5, 1e3]".utf8))
+        let document = try JSONDocument(
+            Data("[9223372036854775807, -9223372036854775808, 9223372036854775808, 1.5, 1e3]".utf8))
         #expect(document.root.elements.map(\.integer) == [.max, .min, nil, nil, nil])
     }
 
     @Test("Any mutation of a valid answer parses exactly when JSONSerialization parses it")
     func mutationsAgreeWithFoundation() async {
-        let seed = Array(#"{"status":0,"latest_receipt_info":[{"expires_date_ms":"1700000000000","is_trial_period":"false","n":-1.5e3}],"s":"\u00e9\\"}"#.utf8)
+        let seed = Array(
+            #"{"status":0,"latest_receipt_info":[{"expires_date_ms":"1700000000000","is_trial_period":"false","n":-1.5e3}],"s":"\u00e9\\"}"#
+                .utf8)
         let bytes: [UInt8] = Array("{}[]\",:\\-+.eE0123456789 \ntfnu".utf8) + [0x00, 0x1F, 0x80, 0xFF]
-        await propertyCheck(count: 400, input: Gen.int(in: 0...(seed.count - 1)), Gen.int(in: 0...(bytes.count - 1)), Gen.int(in: 0...2)) {
+        await propertyCheck(
+            count: 400, input: Gen.int(in: 0...(seed.count - 1)), Gen.int(in: 0...(bytes.count - 1)), Gen.int(in: 0...2)
+        ) {
             position, byte, operation in
             var text = seed
             switch operation {
@@ -113,7 +129,9 @@ struct JSONDocumentTests {
             let utf8 = String(validating: text, as: UTF8.self) != nil
             let ours = (try? JSONDocument(bytes: text)) != nil
             if utf8 {
-                #expect(ours == foundation || (foundation && Self.hasTrailingComma(text)), "\(String(decoding: text, as: UTF8.self)): Foundation \(foundation), ours \(ours)")
+                #expect(
+                    ours == foundation || (foundation && Self.hasTrailingComma(text)),
+                    "\(String(decoding: text, as: UTF8.self)): Foundation \(foundation), ours \(ours)")
             } else if ours == false {
                 #expect(foundation == false)
             }

@@ -15,7 +15,9 @@ struct PartialEvidenceTests {
     /// End of the last period `in_app` shows: 30 days before `Clock.now`.
     static let lastExpiry = Clock.at(-30 * Clock.day)
 
-    static func row(product: String, transaction: String, original: String, purchased: Date, expires: Date?) -> [String: Any] {
+    static func row(product: String, transaction: String, original: String, purchased: Date, expires: Date?) -> [String:
+        Any]
+    {
         var row: [String: Any] = [
             "quantity": "1", "product_id": product, "transaction_id": transaction, "original_transaction_id": original,
             "purchase_date_ms": String(Clock.ms(purchased)), "is_trial_period": "false",
@@ -25,16 +27,19 @@ struct PartialEvidenceTests {
     }
 
     static var lifetime: [String: Any] {
-        row(product: "com.example.app.lifetime", transaction: "2000000000000001", original: "2000000000000001",
+        row(
+            product: "com.example.app.lifetime", transaction: "2000000000000001", original: "2000000000000001",
             purchased: Clock.at(-200 * Clock.day), expires: nil)
     }
 
     /// The subscription's two periods as `in_app` lists them, the later one first.
     static var subscriptionRows: [[String: Any]] {
         [
-            row(product: "com.example.pro.monthly", transaction: "2000000000000011", original: subscriptionID,
+            row(
+                product: "com.example.pro.monthly", transaction: "2000000000000011", original: subscriptionID,
                 purchased: firstPeriod.addingTimeInterval(30 * Clock.day), expires: lastExpiry),
-            row(product: "com.example.pro.monthly", transaction: subscriptionID, original: subscriptionID,
+            row(
+                product: "com.example.pro.monthly", transaction: subscriptionID, original: subscriptionID,
                 purchased: firstPeriod, expires: firstPeriod.addingTimeInterval(30 * Clock.day)),
         ]
     }
@@ -47,7 +52,9 @@ struct PartialEvidenceTests {
         ]
     }
 
-    static func answer(inApp: [[String: Any]], latest: [[String: Any]], pending: [[String: Any]]) throws -> AppleEvidence {
+    static func answer(inApp: [[String: Any]], latest: [[String: Any]], pending: [[String: Any]]) throws
+        -> AppleEvidence
+    {
         let object: [String: Any] = [
             "status": 0, "environment": "Sandbox", "latest_receipt": "MIIBexampleonly",
             "receipt": ["receipt_type": "ProductionSandbox", "bundle_id": "com.example.app", "in_app": inApp],
@@ -57,7 +64,9 @@ struct PartialEvidenceTests {
         return AppleEvidence(verifyReceipt: response, answeredBy: .sandbox)
     }
 
-    @Test("a subscriber who churned, shown only by in_app and pending_renewal_info, is expired with its real expiry, not 'no subscription'")
+    @Test(
+        "a subscriber who churned, shown only by in_app and pending_renewal_info, is expired with its real expiry, not 'no subscription'"
+    )
     func churnedSubscriberInReceiptOnly() throws {
         let evidence = try Self.answer(
             inApp: [Self.lifetime] + Self.subscriptionRows, latest: [Self.lifetime], pending: [Self.churnedRenewal])
@@ -96,7 +105,9 @@ struct PartialEvidenceTests {
         #expect(SubscriptionSnapshot(evidence: subscription, now: Clock.at(21 * Clock.day)).state == .expired)
     }
 
-    @Test("a subscription only pending_renewal_info names is read from it: its product and renewal facts, no expiry, no access")
+    @Test(
+        "a subscription only pending_renewal_info names is read from it: its product and renewal facts, no expiry, no access"
+    )
     func renewalInfoOnly() throws {
         let evidence = try Self.answer(inApp: [Self.lifetime], latest: [Self.lifetime], pending: [Self.churnedRenewal])
         let subscription = try #require(evidence.subscriptions.first)
@@ -114,12 +125,15 @@ struct PartialEvidenceTests {
         retrying["expiration_intent"] = "2"
         retrying["is_in_billing_retry_period"] = "1"
         retrying["grace_period_expires_date_ms"] = String(Clock.ms(Clock.at(5 * Clock.day)))
-        let retry = try #require(try Self.answer(inApp: [], latest: [Self.lifetime], pending: [retrying]).subscriptions.first)
+        let retry = try #require(
+            try Self.answer(inApp: [], latest: [Self.lifetime], pending: [retrying]).subscriptions.first)
         let retrySnapshot = SubscriptionSnapshot(evidence: retry, now: Clock.now)
         #expect(retrySnapshot.state == .billingRetry && !retrySnapshot.entitled)
     }
 
-    @Test("the latest transactions win: in_app rows of a listed subscription add nothing, and renewal info under an id that does not line up adds no second subscription")
+    @Test(
+        "the latest transactions win: in_app rows of a listed subscription add nothing, and renewal info under an id that does not line up adds no second subscription"
+    )
     func latestTransactionsWin() throws {
         let latest = Self.row(
             product: "com.example.pro.monthly", transaction: "2000000000000013", original: Self.subscriptionID,

@@ -53,8 +53,11 @@ import Testing
         #expect(receipt.bundleID == "com.some.thing")
         // `in_app` is read only when the answer has no `latest_receipt_info` to go by.
         #expect(receipt.inApp.isEmpty)
-        let full = try ReceiptInfo(json: JSONDocument(JSONSerialization.data(
-            withJSONObject: try #require((Fixture.json(Fixture.exceptOld) as? [String: Any])?["receipt"]))).root, readInApp: true)
+        let full = try ReceiptInfo(
+            json: JSONDocument(
+                JSONSerialization.data(
+                    withJSONObject: try #require((Fixture.json(Fixture.exceptOld) as? [String: Any])?["receipt"]))
+            ).root, readInApp: true)
         #expect(full.inApp.count == 42)
         let first = try #require(full.inApp.first)
         #expect(first.transactionID == "1000000739289145")
@@ -87,13 +90,17 @@ import Testing
         #expect(!subscription.isFamilyShared)
     }
 
-    @Test("The exclude-old subscription is expired after its expiry, with expiration intent 1", arguments: [1, 60, 86_400 * 400] as [TimeInterval])
+    @Test(
+        "The exclude-old subscription is expired after its expiry, with expiration intent 1",
+        arguments: [1, 60, 86_400 * 400] as [TimeInterval])
     func exceptOldExpiredAfterExpiry(secondsAfter: TimeInterval) throws {
         let response = try Fixture.response(Fixture.exceptOld)
 
         let subscription = try #require(
-            DerivedAnswer(response: response, answeredBy: .production, now: Self.exceptOldExpiry.addingTimeInterval(secondsAfter))
-                .subscriptions.first)
+            DerivedAnswer(
+                response: response, answeredBy: .production, now: Self.exceptOldExpiry.addingTimeInterval(secondsAfter)
+            )
+            .subscriptions.first)
 
         #expect(subscription.state == .expired)
         #expect(!subscription.entitled)
@@ -174,7 +181,9 @@ import Testing
         #expect(subscription.environment == .sandbox)
     }
 
-    @Test("The latest expiry of the sandbox rows is chosen whatever their order", arguments: [0, 1, 2, 3, 4, 5] as [UInt64])
+    @Test(
+        "The latest expiry of the sandbox rows is chosen whatever their order",
+        arguments: [0, 1, 2, 3, 4, 5] as [UInt64])
     func cassetteRowOrderDoesNotMatter(seed: UInt64) throws {
         var body = try #require(try Fixture.cassette(Fixture.sandboxCassette).last).decodedBody()
         let now = Clock.date(ms: 1_478_676_892_000 - 60_000)  // one minute before the latest expiry
@@ -242,9 +251,11 @@ import Testing
         // Request date of the answer: 2014-06-04 23:20:47 UTC.
         let requestDate = Clock.date(ms: 1_401_924_047_883)
 
-        let active = try #require(DerivedAnswer(response: response, answeredBy: nil, now: requestDate).subscriptions.first)
+        let active = try #require(
+            DerivedAnswer(response: response, answeredBy: nil, now: requestDate).subscriptions.first)
         let lapsed = try #require(
-            DerivedAnswer(response: response, answeredBy: nil, now: Self.veniceExpiry.addingTimeInterval(1)).subscriptions.first)
+            DerivedAnswer(response: response, answeredBy: nil, now: Self.veniceExpiry.addingTimeInterval(1))
+                .subscriptions.first)
 
         #expect(active.originalTransactionID == "1000000061051111")
         #expect(active.state == .active)
@@ -294,7 +305,8 @@ import Testing
         let response = notification.unifiedReceipt
 
         let atNotification = DerivedAnswer(response: response, answeredBy: nil, now: Self.notificationDate)
-        let afterExpiry = DerivedAnswer(response: response, answeredBy: nil, now: Self.notificationExpiry.addingTimeInterval(1))
+        let afterExpiry = DerivedAnswer(
+            response: response, answeredBy: nil, now: Self.notificationExpiry.addingTimeInterval(1))
 
         #expect(atNotification.subscriptions.count == 1)
         let active = try #require(atNotification.subscriptions.first)
@@ -334,7 +346,9 @@ import Testing
             if let array = value as? [Any] { array.forEach(visit); return }
             guard let object = value as? [String: Any] else { return }
             for (key, value) in object {
-                if let text = value as? String, let ms = object[key + "_ms"] as? String, let pst = object[key + "_pst"] as? String {
+                if let text = value as? String, let ms = object[key + "_ms"] as? String,
+                    let pst = object[key + "_pst"] as? String
+                {
                     triples += 1
                     let instant = AppleDateFormat.date(milliseconds: ms)
                     let seconds = instant.map { Date(timeIntervalSince1970: floor($0.timeIntervalSince1970)) }
@@ -354,7 +368,8 @@ import Testing
         let body = try #require(try Fixture.cassette(Fixture.sandboxCassette).last).response.body
         let json = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
         let inApp = try #require((json["receipt"] as? [String: Any])?["in_app"] as? [[String: Any]])
-        let decoded = try #require(try Fixture.cassette(Fixture.sandboxCassette).last).decodedBody().receipt?.inApp ?? []
+        let decoded =
+            try #require(try Fixture.cassette(Fixture.sandboxCassette).last).decodedBody().receipt?.inApp ?? []
         #expect(inApp.count == decoded.count)
         for (raw, row) in zip(inApp, decoded) {
             #expect(raw["transaction_id"] as? String == row.transactionID)
@@ -380,7 +395,8 @@ import Testing
         ] as [(String, UInt8)]
     )
     func receiptInputs(path: String, firstByte: UInt8) throws {
-        let text = String(decoding: try Fixture.data(path), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = String(decoding: try Fixture.data(path), as: UTF8.self).trimmingCharacters(
+            in: .whitespacesAndNewlines)
 
         let bytes = try #require(Data(base64Encoded: text))
 

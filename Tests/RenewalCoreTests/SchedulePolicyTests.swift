@@ -25,7 +25,9 @@ import Testing
 
     // MARK: entitled
 
-    @Test("An entitled subscription far from expiry is re-checked weekly for refunds, never sooner than a day", arguments: [true, false, nil] as [Bool?])
+    @Test(
+        "An entitled subscription far from expiry is re-checked weekly for refunds, never sooner than a day",
+        arguments: [true, false, nil] as [Bool?])
     func weeklyRefundCheck(autoRenew: Bool?) {
         let interval = next(subscription(.active, expiresIn: 200 * day, autoRenew: autoRenew))
 
@@ -39,7 +41,9 @@ import Testing
         #expect(next(subscription(.gracePeriod, expiresIn: -day, graceEndsIn: 20 * day)) == day)
     }
 
-    @Test("Active with auto-renew on is checked one hour before expiry when that is sooner than a week", arguments: [true, nil] as [Bool?])
+    @Test(
+        "Active with auto-renew on is checked one hour before expiry when that is sooner than a week",
+        arguments: [true, nil] as [Bool?])
     func beforeExpiry(autoRenew: Bool?) {
         #expect(next(subscription(.active, expiresIn: 5 * hour, autoRenew: autoRenew)) == 4 * hour)
         #expect(next(subscription(.active, expiresIn: 3 * day, autoRenew: autoRenew)) == 3 * day - hour)
@@ -62,21 +66,27 @@ import Testing
         #expect(next(subscription(.gracePeriod, expiresIn: -2 * day, graceEndsIn: 5 * hour)) == 5 * hour + 15 * 60)
     }
 
-    @Test("Billing retry is checked daily for 60 days after expiry, then backs off", arguments: [
-        (-1.0, 1.0), (-30, 1), (-59.9, 1), (-60.1, 30), (-200, 30),
-    ] as [(Double, Double)])
+    @Test(
+        "Billing retry is checked daily for 60 days after expiry, then backs off",
+        arguments: [
+            (-1.0, 1.0), (-30, 1), (-59.9, 1), (-60.1, 30), (-200, 30),
+        ] as [(Double, Double)])
     func billingRetry(expiredDaysAgo: Double, expectedDays: Double) {
         #expect(next(subscription(.billingRetry, expiresIn: expiredDaysAgo * day)) == expectedDays * day)
     }
 
-    @Test("An expired subscription backs off 1 d, then 7 d, then 30 d", arguments: [
-        (-0.5, 1.0), (-6.9, 1), (-7.1, 7), (-36.9, 7), (-37.1, 30), (-400, 30),
-    ] as [(Double, Double)])
+    @Test(
+        "An expired subscription backs off 1 d, then 7 d, then 30 d",
+        arguments: [
+            (-0.5, 1.0), (-6.9, 1), (-7.1, 7), (-36.9, 7), (-37.1, 30), (-400, 30),
+        ] as [(Double, Double)])
     func expiredBackoff(expiresInDays: Double, expectedDays: Double) {
         #expect(next(subscription(.expired, expiresIn: expiresInDays * day, autoRenew: false)) == expectedDays * day)
     }
 
-    @Test("Revoked, invalid and unverified rows are checked rarely", arguments: [SubscriptionState.revoked, .invalid, .unverified])
+    @Test(
+        "Revoked, invalid and unverified rows are checked rarely",
+        arguments: [SubscriptionState.revoked, .invalid, .unverified])
     func dormant(state: SubscriptionState) {
         #expect(next(subscription(state, expiresIn: 10 * day)) == 30 * day)
     }
@@ -101,7 +111,8 @@ import Testing
     func alwaysFuture(state: SubscriptionState) {
         for expiresIn in [-400 * day, -day, -60, 0, 60, hour, day, 400 * day] as [TimeInterval] {
             for graceEndsIn in [nil, -day, 0, day] as [TimeInterval?] {
-                #expect(next(subscription(state, expiresIn: expiresIn, graceEndsIn: graceEndsIn)) >= policy.minimumInterval)
+                #expect(
+                    next(subscription(state, expiresIn: expiresIn, graceEndsIn: graceEndsIn)) >= policy.minimumInterval)
             }
         }
     }
@@ -120,10 +131,12 @@ import Testing
 
     // MARK: failures
 
-    @Test("Failure backoff doubles per consecutive failure and is capped", arguments: [
-        (1, 300.0), (2, 600), (3, 1200), (4, 2400), (5, 4800), (6, 9600), (7, 19_200), (8, 21_600), (9, 21_600),
-        (1000, 21_600), (Int.max, 21_600), (0, 300), (-3, 300),
-    ] as [(Int, Double)])
+    @Test(
+        "Failure backoff doubles per consecutive failure and is capped",
+        arguments: [
+            (1, 300.0), (2, 600), (3, 1200), (4, 2400), (5, 4800), (6, 9600), (7, 19_200), (8, 21_600), (9, 21_600),
+            (1000, 21_600), (Int.max, 21_600), (0, 300), (-3, 300),
+        ] as [(Int, Double)])
     func failureBackoff(failures: Int, expected: TimeInterval) {
         let at = policy.nextCheckAfterFailure(consecutiveFailures: failures, now: now, random: 0.5)
         #expect(at.timeIntervalSince(now) == expected)
@@ -135,7 +148,9 @@ import Testing
         var seen: [TimeInterval] = []
         for step in 0..<100 {
             let random = Double(step) / 100
-            seen.append(policy.nextCheckAfterFailure(consecutiveFailures: failures, now: now, random: random).timeIntervalSince(now))
+            seen.append(
+                policy.nextCheckAfterFailure(consecutiveFailures: failures, now: now, random: random).timeIntervalSince(
+                    now))
         }
 
         #expect(seen.allSatisfy { $0 >= base * 0.8 - 1e-6 && $0 <= base * 1.2 + 1e-6 })
@@ -155,7 +170,8 @@ import Testing
 
     @Test("A partial JSON policy overrides only the keys it names")
     func partialPolicy() throws {
-        let json = #"{"before_expiry": 7200, "failure_jitter": 0.1, "malformed_checks_before_invalid": 5, "unknown": 1}"#
+        let json =
+            #"{"before_expiry": 7200, "failure_jitter": 0.1, "malformed_checks_before_invalid": 5, "unknown": 1}"#
 
         let decoded = try JSONDecoder().decode(SchedulePolicy.self, from: Data(json.utf8))
 
@@ -199,7 +215,9 @@ import Testing
         #expect(String(decoding: data, as: UTF8.self).contains(#""after_expiry":1234"#))
     }
 
-    @Test("A negative or non-numeric interval is rejected", arguments: [#"{"after_expiry": -1}"#, #"{"billing_interval": "daily"}"#])
+    @Test(
+        "A negative or non-numeric interval is rejected",
+        arguments: [#"{"after_expiry": -1}"#, #"{"billing_interval": "daily"}"#])
     func invalidPolicy(json: String) {
         #expect(throws: DecodingError.self) { try JSONDecoder().decode(SchedulePolicy.self, from: Data(json.utf8)) }
     }

@@ -9,7 +9,8 @@ import Testing
     static let e2 = Clock.at(20 * Clock.day)
 
     static func snapshot(
-        _ state: SubscriptionState, expires: Date? = e2, autoRenew: Bool? = true, product: String? = "com.example.monthly",
+        _ state: SubscriptionState, expires: Date? = e2, autoRenew: Bool? = true,
+        product: String? = "com.example.monthly",
         environment: AppStoreEnvironment? = .production
     ) -> SubscriptionSnapshot {
         SubscriptionSnapshot(
@@ -45,7 +46,9 @@ import Testing
         #expect(events.map(\.kind) == [.verified])
     }
 
-    @Test("A re-check that changes nothing emits nothing", arguments: SubscriptionState.allCases.filter { $0 != .unverified })
+    @Test(
+        "A re-check that changes nothing emits nothing",
+        arguments: SubscriptionState.allCases.filter { $0 != .unverified })
     func identicalRecheck(state: SubscriptionState) {
         let stored = Self.snapshot(state)
         #expect(SubscriptionEvent.events(from: stored, to: stored).isEmpty)
@@ -58,8 +61,14 @@ import Testing
         ("renewal failed, no grace", snapshot(.active), snapshot(.billingRetry), [.billingIssue]),
         ("renewal failed, grace", snapshot(.active), snapshot(.gracePeriod), [.gracePeriodStarted]),
         ("grace over", snapshot(.gracePeriod), snapshot(.billingRetry), [.billingIssue]),
-        ("recovered in grace", snapshot(.gracePeriod, expires: e1), snapshot(.active, expires: e2), [.billingRecovered]),
-        ("recovered in retry", snapshot(.billingRetry, expires: e1), snapshot(.active, expires: e2), [.billingRecovered]),
+        (
+            "recovered in grace", snapshot(.gracePeriod, expires: e1), snapshot(.active, expires: e2),
+            [.billingRecovered]
+        ),
+        (
+            "recovered in retry", snapshot(.billingRetry, expires: e1), snapshot(.active, expires: e2),
+            [.billingRecovered]
+        ),
         ("Apple gave up", snapshot(.billingRetry), snapshot(.expired), [.expired]),
         ("resubscribed", snapshot(.expired, expires: e1), snapshot(.active, expires: e2), [.renewed]),
         ("refund", snapshot(.active), snapshot(.revoked), [.refunded]),
@@ -79,20 +88,30 @@ import Testing
         ),
         ("rejected", snapshot(.active), snapshot(.invalid), [.invalidated]),
         ("refunded, then rejected", snapshot(.revoked), snapshot(.invalid), [.invalidated]),
-        ("auto-renew off", snapshot(.active, autoRenew: true), snapshot(.active, autoRenew: false), [.autoRenewDisabled]),
+        (
+            "auto-renew off", snapshot(.active, autoRenew: true), snapshot(.active, autoRenew: false),
+            [.autoRenewDisabled]
+        ),
         ("auto-renew on", snapshot(.active, autoRenew: false), snapshot(.active, autoRenew: true), [.autoRenewEnabled]),
         ("auto-renew now known", snapshot(.active, autoRenew: nil), snapshot(.active, autoRenew: false), []),
         ("auto-renew no longer said", snapshot(.expired, autoRenew: true), snapshot(.expired, autoRenew: nil), []),
-        ("product changed", snapshot(.active, product: "basic"), snapshot(.active, product: "premium"), [.productChanged]),
         (
-            "lapsed after turning auto-renew off", snapshot(.active, autoRenew: true), snapshot(.expired, autoRenew: false),
+            "product changed", snapshot(.active, product: "basic"), snapshot(.active, product: "premium"),
+            [.productChanged]
+        ),
+        (
+            "lapsed after turning auto-renew off", snapshot(.active, autoRenew: true),
+            snapshot(.expired, autoRenew: false),
             [.expired, .autoRenewDisabled]
         ),
         (
             "upgrade with a later expiry", snapshot(.active, expires: e1, product: "basic"),
             snapshot(.active, expires: e2, product: "premium"), [.renewed, .productChanged]
         ),
-        ("environment alone", snapshot(.active, environment: .production), snapshot(.active, environment: .sandbox), []),
+        (
+            "environment alone", snapshot(.active, environment: .production), snapshot(.active, environment: .sandbox),
+            []
+        ),
     ]
 
     /// `snapshot` with its current transaction id set.
@@ -126,7 +145,9 @@ import Testing
             reached.formUnion(SubscriptionEvent.events(from: stored, to: derived).map(\.kind))
         }
         reached.formUnion(SubscriptionEvent.events(from: nil, to: Self.snapshot(.active)).map(\.kind))
-        if let invalidation = SubscriptionEvent.invalidation(of: Self.snapshot(.active)) { reached.insert(invalidation.kind) }
+        if let invalidation = SubscriptionEvent.invalidation(of: Self.snapshot(.active)) {
+            reached.insert(invalidation.kind)
+        }
         reached.insert(SubscriptionEvent.unlistedExpiry(of: Self.snapshot(.active)).kind)
         reached.insert(SubscriptionEvent.noSubscription(from: .unverified, environment: .production).kind)
 
@@ -135,20 +156,26 @@ import Testing
 
     @Test("Kinds carry the contract's strings")
     func kindRawValues() {
-        #expect(SubscriptionEvent.Kind.allCases.map(\.rawValue) == [
-            "verified", "renewed", "expired", "billing_issue", "grace_period_started", "billing_recovered",
-            "auto_renew_disabled", "auto_renew_enabled", "product_changed", "refunded", "refund_reversed", "resubscribed",
-            "invalidated", "expired_unlisted", "no_subscription",
-        ])
-        #expect(SubscriptionState.allCases.map(\.rawValue) == [
-            "unverified", "active", "grace_period", "billing_retry", "expired", "revoked", "invalid", "no_subscription",
-        ])
+        #expect(
+            SubscriptionEvent.Kind.allCases.map(\.rawValue) == [
+                "verified", "renewed", "expired", "billing_issue", "grace_period_started", "billing_recovered",
+                "auto_renew_disabled", "auto_renew_enabled", "product_changed", "refunded", "refund_reversed",
+                "resubscribed",
+                "invalidated", "expired_unlisted", "no_subscription",
+            ])
+        #expect(
+            SubscriptionState.allCases.map(\.rawValue) == [
+                "unverified", "active", "grace_period", "billing_retry", "expired", "revoked", "invalid",
+                "no_subscription",
+            ])
         #expect(SubscriptionState.allCases.filter(\.grantsAccess) == [.active, .gracePeriod])
     }
 
     // MARK: invalidation
 
-    @Test("A rejected receipt invalidates its stored subscription", arguments: [SubscriptionState.active, .gracePeriod, .expired, .revoked])
+    @Test(
+        "A rejected receipt invalidates its stored subscription",
+        arguments: [SubscriptionState.active, .gracePeriod, .expired, .revoked])
     func invalidation(state: SubscriptionState) throws {
         let stored = Self.snapshot(state)
 
@@ -180,7 +207,8 @@ import Testing
 
     @Test("An event encodes with the contract's kind string")
     func eventEncodes() throws {
-        let event = try #require(SubscriptionEvent.events(from: Self.snapshot(.active), to: Self.snapshot(.gracePeriod)).first)
+        let event = try #require(
+            SubscriptionEvent.events(from: Self.snapshot(.active), to: Self.snapshot(.gracePeriod)).first)
 
         let json = String(decoding: try JSONEncoder().encode(event), as: UTF8.self)
 

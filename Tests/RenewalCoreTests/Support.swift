@@ -65,7 +65,8 @@ enum Fixture {
 
         /// The fixture's fields; `unified_receipt` read by the job's own answer reader.
         static func load() throws -> V1Notification {
-            let object = try #require(JSONSerialization.jsonObject(with: Fixture.data(Fixture.v1Notification)) as? [String: Any])
+            let object = try #require(
+                JSONSerialization.jsonObject(with: Fixture.data(Fixture.v1Notification)) as? [String: Any])
             let unified = try JSONSerialization.data(withJSONObject: try #require(object["unified_receipt"]))
             return V1Notification(
                 notificationType: try #require(object["notification_type"] as? String),
@@ -82,12 +83,14 @@ func decodeAnswer(_ json: String) throws -> VerifyReceiptResponse {
 }
 
 /// Decodes a synthetic answer and derives its subscriptions at `now`.
-func derive(_ json: String, now: Date, answeredBy: AppStoreEnvironment? = .production) throws -> [SubscriptionSnapshot] {
+func derive(_ json: String, now: Date, answeredBy: AppStoreEnvironment? = .production) throws -> [SubscriptionSnapshot]
+{
     DerivedAnswer(response: try decodeAnswer(json), answeredBy: answeredBy, now: now).subscriptions
 }
 
 /// Derives the single subscription of a synthetic answer.
-func deriveOne(_ json: String, now: Date, answeredBy: AppStoreEnvironment? = .production) throws -> SubscriptionSnapshot {
+func deriveOne(_ json: String, now: Date, answeredBy: AppStoreEnvironment? = .production) throws -> SubscriptionSnapshot
+{
     let subscriptions = try derive(json, now: now, answeredBy: answeredBy)
     #expect(subscriptions.count == 1)
     return try #require(subscriptions.first)

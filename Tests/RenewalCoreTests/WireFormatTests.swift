@@ -191,7 +191,8 @@ import Testing
         let grace = try #require(pending.gracePeriodExpiresDate)
         #expect(abs(grace.timeIntervalSince1970 - 1_702_000_000.0005) < 0.000_01)
 
-        let subscription = try #require(DerivedAnswer(response: response, answeredBy: nil, now: now).subscriptions.first)
+        let subscription = try #require(
+            DerivedAnswer(response: response, answeredBy: nil, now: now).subscriptions.first)
         #expect(subscription.originalTransactionID == "1000000000000001")
         #expect(subscription.state == .active)
         #expect(subscription.autoRenew == true)
@@ -203,7 +204,9 @@ import Testing
         #expect(try decodeAnswer(#"{"status": "21007"}"#).status == .sandboxReceiptOnProduction)
     }
 
-    @Test("An answer without a numeric status is rejected", arguments: [#"{}"#, #"{"status": "ok"}"#, #"{"status": null}"#])
+    @Test(
+        "An answer without a numeric status is rejected",
+        arguments: [#"{}"#, #"{"status": "ok"}"#, #"{"status": null}"#])
     func missingStatus(json: String) {
         #expect(throws: AppleAnswerError.self) { try decodeAnswer(json) }
     }
@@ -227,7 +230,9 @@ import Testing
         let response = try decodeAnswer(json)
 
         #expect(response.isRetryable == expected)
-        #expect(response.status.disposition(isRetryableFlag: response.isRetryable) == (expected == true ? AppStoreStatus.Disposition.temporary : .permanentError))
+        #expect(
+            response.status.disposition(isRetryableFlag: response.isRetryable)
+                == (expected == true ? AppStoreStatus.Disposition.temporary : .permanentError))
     }
 
     @Test("An unknown status code is kept as its number")
@@ -250,7 +255,9 @@ import Testing
     func unknownFieldsIgnored() throws {
         let row = Wire.row(
             transaction: "1001", purchased: Clock.at(-Clock.day), expires: Clock.at(29 * Clock.day),
-            extra: #""offer_code_ref_name": "SPRING", "promotional_offer_id": "p1", "app_account_token": "6d1b1e9c-3f5e-4b0a-9a57-1c1c1c1c1c1c", "future_field": {"nested": [1, 2, {"x": null}]}"#)
+            extra:
+                #""offer_code_ref_name": "SPRING", "promotional_offer_id": "p1", "app_account_token": "6d1b1e9c-3f5e-4b0a-9a57-1c1c1c1c1c1c", "future_field": {"nested": [1, 2, {"x": null}]}"#
+        )
         let answer = """
             {
               "status": 0,
@@ -266,7 +273,8 @@ import Testing
             """
 
         let response = try decodeAnswer(answer)
-        let subscription = try #require(DerivedAnswer(response: response, answeredBy: nil, now: now).subscriptions.first)
+        let subscription = try #require(
+            DerivedAnswer(response: response, answeredBy: nil, now: now).subscriptions.first)
 
         #expect(response.receipt?.bundleID == "com.example")
         #expect(response.pendingRenewalInfo.first?.priceIncreaseStatus == nil, "not used by the job, so not read")
@@ -290,19 +298,29 @@ import Testing
             ("expires_date_ms as an object", Wire.answer(rows: [bad("expires_date_ms", #"{"ms": 1}"#)])),
             (
                 "a human date in an unknown form",
-                Wire.answer(rows: [#"{"original_transaction_id": "1", "transaction_id": "1", "expires_date": "next Tuesday"}"#])
+                Wire.answer(rows: [
+                    #"{"original_transaction_id": "1", "transaction_id": "1", "expires_date": "next Tuesday"}"#
+                ])
             ),
             (
                 "a date in another zone without _ms",
-                Wire.answer(rows: [#"{"original_transaction_id": "1", "transaction_id": "1", "expires_date": "2023-11-14 10:00:00 America/Los_Angeles"}"#])
+                Wire.answer(rows: [
+                    #"{"original_transaction_id": "1", "transaction_id": "1", "expires_date": "2023-11-14 10:00:00 America/Los_Angeles"}"#
+                ])
             ),
             (
                 "a 13th month",
-                Wire.answer(rows: [#"{"original_transaction_id": "1", "transaction_id": "1", "expires_date": "2023-13-14 10:00:00 Etc/GMT"}"#])
+                Wire.answer(rows: [
+                    #"{"original_transaction_id": "1", "transaction_id": "1", "expires_date": "2023-13-14 10:00:00 Etc/GMT"}"#
+                ])
             ),
             (
                 "a garbage grace period end",
-                Wire.answer(rows: [good], pending: [#"{"original_transaction_id": "1000000000000001", "grace_period_expires_date_ms": "tomorrow"}"#])
+                Wire.answer(
+                    rows: [good],
+                    pending: [
+                        #"{"original_transaction_id": "1000000000000001", "grace_period_expires_date_ms": "tomorrow"}"#
+                    ])
             ),
             (
                 "a garbage date in receipt.in_app when it is the only source of rows",
@@ -324,10 +342,13 @@ import Testing
         #expect(throws: AppleAnswerError.self, "\(label)") { try decodeAnswer(json) }
     }
 
-    @Test("A garbage flag is an unreadable field", arguments: [#""is_trial_period": "maybe""#, #""is_upgraded": "yes""#])
+    @Test(
+        "A garbage flag is an unreadable field", arguments: [#""is_trial_period": "maybe""#, #""is_upgraded": "yes""#])
     func garbageFlagsThrow(flag: String) {
-        let row = Wire.row(transaction: "1001", purchased: Clock.at(-Clock.day), expires: Clock.at(Clock.day), extra: flag)
-            .replacingOccurrences(of: #""is_trial_period": "false","#, with: "")
+        let row = Wire.row(
+            transaction: "1001", purchased: Clock.at(-Clock.day), expires: Clock.at(Clock.day), extra: flag
+        )
+        .replacingOccurrences(of: #""is_trial_period": "false","#, with: "")
         #expect(throws: AppleAnswerError.self) { try decodeAnswer(Wire.answer(rows: [row])) }
     }
 
@@ -341,15 +362,18 @@ import Testing
             latestReceiptInfo: [
                 LatestReceiptInfo(
                     productID: "p", transactionID: "2", originalTransactionID: "1", webOrderLineItemID: "9",
-                    purchaseDate: Date(timeIntervalSince1970: 1_699_000_000), originalPurchaseDate: Date(timeIntervalSince1970: 1_690_000_000),
-                    expiresDate: Date(timeIntervalSince1970: 1_701_000_000), cancellationDate: Date(timeIntervalSince1970: 1_700_000_001),
+                    purchaseDate: Date(timeIntervalSince1970: 1_699_000_000),
+                    originalPurchaseDate: Date(timeIntervalSince1970: 1_690_000_000),
+                    expiresDate: Date(timeIntervalSince1970: 1_701_000_000),
+                    cancellationDate: Date(timeIntervalSince1970: 1_700_000_001),
                     cancellationReason: "1", isTrialPeriod: true, isInIntroOfferPeriod: false, isUpgraded: true,
                     inAppOwnershipType: "FAMILY_SHARED", subscriptionGroupIdentifier: "g")
             ],
             pendingRenewalInfo: [
                 PendingRenewalInfo(
                     originalTransactionID: "1", productID: "p", autoRenewProductID: "q", autoRenewStatus: false,
-                    expirationIntent: "2", isInBillingRetryPeriod: true, gracePeriodExpiresDate: grace, priceIncreaseStatus: "1")
+                    expirationIntent: "2", isInBillingRetryPeriod: true, gracePeriodExpiresDate: grace,
+                    priceIncreaseStatus: "1")
             ],
             receipt: ReceiptInfo(receiptType: "ProductionSandbox", bundleID: "com.example", inApp: []),
             autoRenewStatus: nil)
@@ -360,7 +384,9 @@ import Testing
 
         // What the job reads survives the round trip (fields it does not use are not read back).
         let decoded = try VerifyReceiptResponse(json: data)
-        #expect(AppleEvidence(verifyReceipt: decoded, answeredBy: nil) == AppleEvidence(verifyReceipt: response, answeredBy: nil))
+        #expect(
+            AppleEvidence(verifyReceipt: decoded, answeredBy: nil)
+                == AppleEvidence(verifyReceipt: response, answeredBy: nil))
         #expect(decoded.latestReceiptInfo.map(\.expiresDate) == response.latestReceiptInfo.map(\.expiresDate))
         #expect(row["expires_date_ms"] as? String == "1701000000000")
         #expect(row["expires_date"] as? String == "2023-11-26 12:00:00 Etc/GMT")

@@ -41,7 +41,9 @@ struct DashboardViewsTests {
         return nil
     }
 
-    @Test("Seven views over a run with renewals, billing retry, grace period, a refund, family sharing, sandbox, an outage and a shared Apple ID", arguments: Backend.available)
+    @Test(
+        "Seven views over a run with renewals, billing retry, grace period, a refund, family sharing, sandbox, an outage and a shared Apple ID",
+        arguments: Backend.available)
     func viewsMatchTheRun(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
             let shared = h.receipt("payer", .renewal, daysAgo: 40)
@@ -66,15 +68,20 @@ struct DashboardViewsTests {
             var expected: [String: Int] = [:]
             // Subscriptions only: a receipt without one (the shared Apple ID's second user) has a placeholder status row.
             for row in status where row.state != .unverified && !(row.originalTransactionID ?? "").isEmpty {
-                expected["\(row.productID ?? "-")|\(row.environment?.rawValue ?? "-")|\(row.ownershipType ?? "PURCHASED")|\(row.state.rawValue)", default: 0] += 1
+                expected[
+                    "\(row.productID ?? "-")|\(row.environment?.rawValue ?? "-")|\(row.ownershipType ?? "PURCHASED")|\(row.state.rawValue)",
+                    default: 0] += 1
             }
             var seen: [String: Int] = [:]
             for row in try await Self.query(h, "SELECT * FROM entitlements_by_product") {
                 let state = Self.text(row, "state") ?? "-"
                 guard state != "unverified" else { continue }
-                let key = "\(Self.text(row, "product_id") ?? "-")|\(Self.text(row, "environment") ?? "-")|\(Self.text(row, "ownership_type") ?? "-")|\(state)"
+                let key =
+                    "\(Self.text(row, "product_id") ?? "-")|\(Self.text(row, "environment") ?? "-")|\(Self.text(row, "ownership_type") ?? "-")|\(state)"
                 seen[key] = Self.int(row, "subscribers")
-                #expect(Self.int(row, "entitled") == (SubscriptionState(rawValue: state)?.grantsAccess == true ? 1 : 0), "\(key)")
+                #expect(
+                    Self.int(row, "entitled") == (SubscriptionState(rawValue: state)?.grantsAccess == true ? 1 : 0),
+                    "\(key)")
             }
             #expect(seen == expected)
             #expect(seen.keys.contains { $0.contains("|FAMILY_SHARED|") }, "family sharing apart: \(seen)")
@@ -88,8 +95,11 @@ struct DashboardViewsTests {
                 perKind[Self.text(row, "kind") ?? "-"] = Self.int(row, "n")
             }
             #expect(perKind == kinds)
-            let days = Set(try await Self.query(h, "SELECT day FROM changes_per_day").compactMap { Self.text($0, "day") })
-            #expect(days == Set(changes.map { String(Timestamp.string($0.occurredAt).prefix(10)) }), "day is the UTC date of the change")
+            let days = Set(
+                try await Self.query(h, "SELECT day FROM changes_per_day").compactMap { Self.text($0, "day") })
+            #expect(
+                days == Set(changes.map { String(Timestamp.string($0.occurredAt).prefix(10)) }),
+                "day is the UTC date of the change")
             #expect(days.count == 2)
             let refunds = try await Self.query(h, "SELECT SUM(refunds) AS n FROM refunds_per_day")
             #expect(refunds.first.flatMap { Self.int($0, "n") } == kinds["refunded"], "refunds: \(kinds)")
@@ -99,7 +109,9 @@ struct DashboardViewsTests {
             let backlog = try await Self.query(h, "SELECT * FROM billing_backlog ORDER BY user_id")
             let inBacklog = status.filter { $0.state == .billingRetry || $0.state == .gracePeriod }
             #expect(backlog.map { Self.text($0, "user_id") ?? "" } == inBacklog.map(\.userID).sorted())
-            #expect(Set(inBacklog.map(\.state)) == [.billingRetry, .gracePeriod], "the scenarios give both: \(status.map { "\($0.userID) \($0.state)" })")
+            #expect(
+                Set(inBacklog.map(\.state)) == [.billingRetry, .gracePeriod],
+                "the scenarios give both: \(status.map { "\($0.userID) \($0.state)" })")
             for row in backlog {
                 let user = Self.text(row, "user_id") ?? ""
                 let expiry = try #require(status.first { $0.userID == user }?.expiresAt)
@@ -121,7 +133,9 @@ struct DashboardViewsTests {
             // failures_by_reason: the outage.
             let failures = try await Self.query(h, "SELECT * FROM failures_by_reason")
             #expect(Set(failures.map { Self.text($0, "reason") ?? "" }) == ["http_503"])
-            #expect(failures.compactMap { Self.int($0, "failures") }.reduce(0, +) == first.counts.failed + outcome.counts.failed)
+            #expect(
+                failures.compactMap { Self.int($0, "failures") }.reduce(0, +) == first.counts.failed
+                    + outcome.counts.failed)
             #expect(failures.allSatisfy { Self.int($0, "receipts") == 1 })
 
             // shared_apple_id_conflicts: the second user of the same receipt.

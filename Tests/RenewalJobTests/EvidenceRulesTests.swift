@@ -34,7 +34,9 @@ struct EvidenceRulesTests {
         return try await history.changes(ofRun: outcome.runID)
     }
 
-    @Test("21002 on check after check never takes away an entitlement a valid answer granted", arguments: Backend.available)
+    @Test(
+        "21002 on check after check never takes away an entitlement a valid answer granted",
+        arguments: Backend.available)
     func malformedStormKeepsPayingCustomer(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
             // Given an active, auto-renewing subscriber verified once
@@ -73,7 +75,9 @@ struct EvidenceRulesTests {
         }
     }
 
-    @Test("A 21002 storm across many receipts opens the breaker; the failures are in run_failures", arguments: Backend.available)
+    @Test(
+        "A 21002 storm across many receipts opens the breaker; the failures are in run_failures",
+        arguments: Backend.available)
     func malformedStormOpensBreaker(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
             let accounts = (0..<12).map { "acct-\($0)" }
@@ -99,7 +103,9 @@ struct EvidenceRulesTests {
         }
     }
 
-    @Test("A replaced receipt: the old subscription loses its entitlement when its expiry passes", arguments: Backend.available)
+    @Test(
+        "A replaced receipt: the old subscription loses its entitlement when its expiry passes",
+        arguments: Backend.available)
     func replacedReceiptLosesStaleEntitlement(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
             // Given a user whose subscription (old Apple ID) is active for 20 more days
@@ -124,14 +130,17 @@ struct EvidenceRulesTests {
             let oldRow = try #require(try await h.status(user: "u").first { $0.originalTransactionID == oldID })
             #expect(oldRow.state == .expired)
             #expect(!oldRow.entitled)
-            let change = try #require(try await Self.changes(h, run: outcome).first { $0.event.originalTransactionID == oldID })
+            let change = try #require(
+                try await Self.changes(h, run: outcome).first { $0.event.originalTransactionID == oldID })
             #expect(change.event.kind == .expiredUnlisted)
             #expect(change.event.fromState == .active)
             #expect(change.event.newExpiresAt == old.start.addingTimeInterval(30 * 86_400))
         }
     }
 
-    @Test("A renewal Apple has not posted yet keeps the customer active and is checked again within the hour", arguments: Backend.available)
+    @Test(
+        "A renewal Apple has not posted yet keeps the customer active and is checked again within the hour",
+        arguments: Backend.available)
     func lateRenewalDoesNotLockOut(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
             let receipt = h.receipt("late", .renewal, daysAgo: 29.9)
@@ -172,7 +181,9 @@ struct EvidenceRulesTests {
         }
     }
 
-    @Test("Odd types in unused fields change nothing; an unreadable used field fails that receipt, naming the field, not as an outage", arguments: Backend.available)
+    @Test(
+        "Odd types in unused fields change nothing; an unreadable used field fails that receipt, naming the field, not as an outage",
+        arguments: Backend.available)
     func oddFieldsAreTolerated(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
             let odd = (0..<25).map { "odd-\($0)" }
@@ -212,10 +223,14 @@ struct EvidenceRulesTests {
         }
     }
 
-    @Test("An answer for another app's bundle, or only for unknown products, changes nothing", arguments: Backend.available)
+    @Test(
+        "An answer for another app's bundle, or only for unknown products, changes nothing",
+        arguments: Backend.available)
     func otherBundleAndUnknownProducts(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
-            try await h.importReceipts([("other-app", h.receipt("other-app", .renewal)), ("ours", h.receipt("ours", .renewal))])
+            try await h.importReceipts([
+                ("other-app", h.receipt("other-app", .renewal)), ("ours", h.receipt("ours", .renewal)),
+            ])
             var answer = try Self.answer(h.receipt("other-app", .renewal), at: h.state.now)
             answer["receipt"] = ["bundle_id": "com.example.otherapp", "receipt_type": "Production"]
             h.state.script(account: "other-app", .json(answer))
@@ -243,14 +258,18 @@ struct EvidenceRulesTests {
         }
     }
 
-    @Test("A new purchase after a refund is resubscribed; only the same transaction losing its cancellation is refund_reversed", arguments: Backend.available)
+    @Test(
+        "A new purchase after a refund is resubscribed; only the same transaction losing its cancellation is refund_reversed",
+        arguments: Backend.available)
     func resubscribeIsNotRefundReversed(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
             let receipt = h.receipt("r", .renewal, daysAgo: 10)
             try await h.importReceipts([("again", receipt), ("reversed", h.receipt("r2", .renewal, daysAgo: 10))])
             let refundedAt = h.state.now.addingTimeInterval(-86_400)
             for account in ["r", "r2"] {
-                let answer = Self.editingRows(try Self.answer(h.receipt(account, .renewal, daysAgo: 10), at: h.state.now)) { row in
+                let answer = Self.editingRows(
+                    try Self.answer(h.receipt(account, .renewal, daysAgo: 10), at: h.state.now)
+                ) { row in
                     row["cancellation_date_ms"] = String(AppleDateFormat.milliseconds(refundedAt))
                 }
                 h.state.script(account: account, .json(answer))
@@ -263,20 +282,25 @@ struct EvidenceRulesTests {
             let fresh = Self.editingRows(try Self.answer(receipt, at: h.state.now)) { row in
                 row["transaction_id"] = "900000000000001"
                 row["purchase_date_ms"] = String(AppleDateFormat.milliseconds(h.state.now))
-                row["expires_date_ms"] = String(AppleDateFormat.milliseconds(h.state.now.addingTimeInterval(30 * 86_400)))
+                row["expires_date_ms"] = String(
+                    AppleDateFormat.milliseconds(h.state.now.addingTimeInterval(30 * 86_400)))
             }
             h.state.script(account: "r", .json(fresh))
             h.state.script(account: "r2", nil)
             let outcome = try await h.run(.backfill(BackfillSelector(all: true)))
 
-            let kinds = Dictionary(grouping: try await Self.changes(h, run: outcome), by: \.userID).mapValues { $0.map(\.event.kind) }
+            let kinds = Dictionary(grouping: try await Self.changes(h, run: outcome), by: \.userID).mapValues {
+                $0.map(\.event.kind)
+            }
             #expect(kinds["again"] == [.resubscribed])
             #expect(kinds["reversed"] == [.refundReversed])
             #expect(try await h.status().allSatisfy { $0.state == .active && $0.entitled })
         }
     }
 
-    @Test("A receipt holding no auto-renewable subscription is recorded once, not as a failure, and shown in status", arguments: Backend.available)
+    @Test(
+        "A receipt holding no auto-renewable subscription is recorded once, not as a failure, and shown in status",
+        arguments: Backend.available)
     func receiptWithoutSubscription(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
             let coins = h.receipt("coins", .renewal)
@@ -286,11 +310,13 @@ struct EvidenceRulesTests {
                 "original_transaction_id": "500000000000001", "quantity": "1",
                 "purchase_date_ms": String(AppleDateFormat.milliseconds(h.state.now)),
             ]
-            h.state.script(account: "coins", .json([
-                "status": 0, "environment": "Production", "latest_receipt": coins.encoded,
-                "receipt": ["bundle_id": SimulatedReceipt.bundleID, "in_app": [purchase]],
-                "latest_receipt_info": [purchase],
-            ]))
+            h.state.script(
+                account: "coins",
+                .json([
+                    "status": 0, "environment": "Production", "latest_receipt": coins.encoded,
+                    "receipt": ["bundle_id": SimulatedReceipt.bundleID, "in_app": [purchase]],
+                    "latest_receipt_info": [purchase],
+                ]))
 
             let first = try await h.run()
             #expect(first.status == .completed)
@@ -318,31 +344,51 @@ struct EvidenceRulesTests {
             let churned = h.receipt("churned", .renewal)
             try await h.importReceipts([("churned", churned)])
             let now = h.state.now
-            func row(_ product: String, _ transaction: String, _ original: String, purchased: Double, expires: Double?) -> [String: Any] {
+            func row(_ product: String, _ transaction: String, _ original: String, purchased: Double, expires: Double?)
+                -> [String: Any]
+            {
                 var row: [String: Any] = [
-                    "quantity": "1", "product_id": product, "transaction_id": transaction, "original_transaction_id": original,
-                    "purchase_date_ms": String(AppleDateFormat.milliseconds(now.addingTimeInterval(purchased * 86_400))),
+                    "quantity": "1", "product_id": product, "transaction_id": transaction,
+                    "original_transaction_id": original,
+                    "purchase_date_ms": String(
+                        AppleDateFormat.milliseconds(now.addingTimeInterval(purchased * 86_400))),
                 ]
-                if let expires { row["expires_date_ms"] = String(AppleDateFormat.milliseconds(now.addingTimeInterval(expires * 86_400))) }
+                if let expires {
+                    row["expires_date_ms"] = String(
+                        AppleDateFormat.milliseconds(now.addingTimeInterval(expires * 86_400)))
+                }
                 return row
             }
             // Given a sandbox answer whose latest transactions hold only a non-consumable, while the
             // subscription (last period ended 10 days ago, auto-renew off, intent 1) is in in_app and
             // pending_renewal_info only
-            let lifetime = row("com.example.lifetime", "600000000000009", "600000000000009", purchased: -90, expires: nil)
-            h.state.script(account: "churned", .json([
-                "status": 0, "environment": "Sandbox", "latest_receipt": churned.encoded,
-                "receipt": ["bundle_id": SimulatedReceipt.bundleID, "receipt_type": "ProductionSandbox", "in_app": [
-                    lifetime,
-                    row("com.example.pro.monthly", "600000000000001", "600000000000001", purchased: -70, expires: -40),
-                    row("com.example.pro.monthly", "600000000000002", "600000000000001", purchased: -40, expires: -10),
-                ]],
-                "latest_receipt_info": [lifetime],
-                "pending_renewal_info": [[
-                    "original_transaction_id": "600000000000001", "product_id": "com.example.pro.monthly",
-                    "auto_renew_product_id": "com.example.pro.monthly", "auto_renew_status": "0", "expiration_intent": "1",
-                ]],
-            ]))
+            let lifetime = row(
+                "com.example.lifetime", "600000000000009", "600000000000009", purchased: -90, expires: nil)
+            h.state.script(
+                account: "churned",
+                .json([
+                    "status": 0, "environment": "Sandbox", "latest_receipt": churned.encoded,
+                    "receipt": [
+                        "bundle_id": SimulatedReceipt.bundleID, "receipt_type": "ProductionSandbox",
+                        "in_app": [
+                            lifetime,
+                            row(
+                                "com.example.pro.monthly", "600000000000001", "600000000000001", purchased: -70,
+                                expires: -40),
+                            row(
+                                "com.example.pro.monthly", "600000000000002", "600000000000001", purchased: -40,
+                                expires: -10),
+                        ],
+                    ],
+                    "latest_receipt_info": [lifetime],
+                    "pending_renewal_info": [
+                        [
+                            "original_transaction_id": "600000000000001", "product_id": "com.example.pro.monthly",
+                            "auto_renew_product_id": "com.example.pro.monthly", "auto_renew_status": "0",
+                            "expiration_intent": "1",
+                        ]
+                    ],
+                ]))
 
             // When the job checks it
             let first = try await h.run()
@@ -369,13 +415,21 @@ struct EvidenceRulesTests {
             // When a later answer shows only an older period in in_app (a stale receipt), the expiry
             // known does not move back
             h.state.advance(by: 86_400)
-            h.state.script(account: "churned", .json([
-                "status": 0, "environment": "Sandbox", "latest_receipt": churned.encoded,
-                "receipt": ["bundle_id": SimulatedReceipt.bundleID, "in_app": [
-                    lifetime, row("com.example.pro.monthly", "600000000000001", "600000000000001", purchased: -70, expires: -40),
-                ]],
-                "latest_receipt_info": [lifetime],
-            ]))
+            h.state.script(
+                account: "churned",
+                .json([
+                    "status": 0, "environment": "Sandbox", "latest_receipt": churned.encoded,
+                    "receipt": [
+                        "bundle_id": SimulatedReceipt.bundleID,
+                        "in_app": [
+                            lifetime,
+                            row(
+                                "com.example.pro.monthly", "600000000000001", "600000000000001", purchased: -70,
+                                expires: -40),
+                        ],
+                    ],
+                    "latest_receipt_info": [lifetime],
+                ]))
             let second = try await h.run(.backfill(BackfillSelector(all: true)))
             #expect(second.status == .completed)
             #expect(try await Self.changes(h, run: second).isEmpty)

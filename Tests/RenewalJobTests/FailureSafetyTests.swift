@@ -101,12 +101,16 @@ struct FailureSafetyTests {
     @Test("Logs never carry the shared secret or a receipt")
     func logsCarryNoSecrets() async throws {
         try await JobHarness.with { h in
-            let receipts = [("a", h.receipt("a", .renewal)), ("b", h.receipt("b", .truncatedJSON)), ("c", h.receipt("c", .malformed))]
+            let receipts = [
+                ("a", h.receipt("a", .renewal)), ("b", h.receipt("b", .truncatedJSON)),
+                ("c", h.receipt("c", .malformed)),
+            ]
             try await h.importReceipts(receipts)
             _ = try await h.run { $0.reportPath = h.directory + "/r.json" }
             let logText = h.logs.entries.map { "\($0.message) \($0.metadata)" }.joined(separator: "\n")
             #expect(!logText.isEmpty)
-            let report = String(decoding: FileManager.default.contents(atPath: h.directory + "/r.json") ?? Data(), as: UTF8.self)
+            let report = String(
+                decoding: FileManager.default.contents(atPath: h.directory + "/r.json") ?? Data(), as: UTF8.self)
             for text in [logText, report] {
                 #expect(!text.contains(JobHarness.secret))
                 for (_, receipt) in receipts { #expect(!text.contains(receipt.encoded)) }
@@ -133,7 +137,8 @@ struct FailureSafetyTests {
     func backfillSelectors() async throws {
         try await JobHarness.with { h in
             try await h.importReceipts([
-                ("a", h.receipt("a", .renewal)), ("b", h.receipt("b", .voluntaryExpiry)), ("c", h.receipt("c", .sandbox)),
+                ("a", h.receipt("a", .renewal)), ("b", h.receipt("b", .voluntaryExpiry)),
+                ("c", h.receipt("c", .sandbox)),
             ])
             _ = try await h.run()
             #expect(try await h.run().counts.checked == 0)
@@ -141,7 +146,9 @@ struct FailureSafetyTests {
             #expect(try await h.run(.backfill(BackfillSelector(userIDs: ["b"]))).counts.checked == 1)
             #expect(try await h.run(.backfill(BackfillSelector(environment: .sandbox))).counts.checked == 1)
             #expect(try await h.run(.backfill(BackfillSelector(all: true))).counts.checked == 3)
-            #expect(try await h.run(.backfill(BackfillSelector(all: true)), configure: { $0.limit = 2 }).counts.checked == 2)
+            #expect(
+                try await h.run(.backfill(BackfillSelector(all: true)), configure: { $0.limit = 2 }).counts.checked == 2
+            )
         }
     }
 }

@@ -67,7 +67,8 @@ struct Garbage: Sendable, CustomStringConvertible {
         [
             ("true", true, false), ("false", false, false), ("{}", [String: Any](), false), ("[]", [Any](), false),
             ("null", NSNull(), false), ("[1]", [1], false), ("{\"a\":1}", ["a": 1], false),
-            ("12345", 12345, true), ("-1", -1, true), ("1.5e300", 1.5e300, true), ("\"x\"", "x", true), ("\"\"", "", true),
+            ("12345", 12345, true), ("-1", -1, true), ("1.5e300", 1.5e300, true), ("\"x\"", "x", true),
+            ("\"\"", "", true),
         ]
     }
 
@@ -78,7 +79,9 @@ struct Garbage: Sendable, CustomStringConvertible {
         "2026-13-45 99:99:99 Etc/GMT",
     ]
 
-    static let notUTF8Sequences: [[UInt8]] = [[0xFF], [0xFE, 0xFF], [0xC3, 0x28], [0x80], [0xED, 0xA0, 0x80], [0xF8, 0x88, 0x80, 0x80, 0x80], [0xC0, 0xAF]]
+    static let notUTF8Sequences: [[UInt8]] = [
+        [0xFF], [0xFE, 0xFF], [0xC3, 0x28], [0x80], [0xED, 0xA0, 0x80], [0xF8, 0x88, 0x80, 0x80, 0x80], [0xC0, 0xAF],
+    ]
 
     /// Builds the garbage of `kind` from `seed` (a JSON object), steered by three numbers.
     static func make(kind: Kind, seed: Data, field fieldIndex: Int, choice: Int, fraction: Double) -> Garbage {
@@ -86,7 +89,9 @@ struct Garbage: Sendable, CustomStringConvertible {
         switch kind {
         case .truncated:
             let cut = max(1, min(seed.count - 1, Int(Double(seed.count) * fraction)))
-            return Garbage(kind: kind, body: seed.prefix(cut), detail: "cut at byte \(cut) of \(seed.count)", certainlyInvalid: true)
+            return Garbage(
+                kind: kind, body: seed.prefix(cut), detail: "cut at byte \(cut) of \(seed.count)",
+                certainlyInvalid: true)
 
         case .notUTF8:
             let bytes = notUTF8Sequences[choice % notUTF8Sequences.count]
@@ -94,11 +99,14 @@ struct Garbage: Sendable, CustomStringConvertible {
                 // Right after the opening brace: outside any string.
                 var body = seed
                 body.insert(contentsOf: bytes, at: body.startIndex + 1)
-                return Garbage(kind: kind, body: body, detail: "\(hex(bytes)) after the opening brace", certainlyInvalid: true)
+                return Garbage(
+                    kind: kind, body: body, detail: "\(hex(bytes)) after the opening brace", certainlyInvalid: true)
             }
             let marker = "__BYTES__"
-            let body = replacing(marker, in: serialize(set(field, in: seed, to: "ab" + marker + "cd")), with: Data(bytes))
-            return Garbage(kind: kind, body: body, detail: "\(hex(bytes)) inside \(field)", certainlyInvalid: field.required)
+            let body = replacing(
+                marker, in: serialize(set(field, in: seed, to: "ab" + marker + "cd")), with: Data(bytes))
+            return Garbage(
+                kind: kind, body: body, detail: "\(hex(bytes)) inside \(field)", certainlyInvalid: field.required)
 
         case .retyped:
             let wrong = wrongTypes[choice % wrongTypes.count]
@@ -119,17 +127,24 @@ struct Garbage: Sendable, CustomStringConvertible {
         case .deeplyNested:
             let depth = [600, 5_000, 100_000][choice % 3]
             let marker = "__NEST__"
-            let nested = Data(String(repeating: "[", count: depth).utf8) + Data("1".utf8) + Data(String(repeating: "]", count: depth).utf8)
+            let nested =
+                Data(String(repeating: "[", count: depth).utf8) + Data("1".utf8)
+                + Data(String(repeating: "]", count: depth).utf8)
             let body = replacing("\"\(marker)\"", in: serialize(set(field, in: seed, to: marker)), with: nested)
-            return Garbage(kind: kind, body: body, detail: "\(field) nested \(depth) deep", certainlyInvalid: field.required)
+            return Garbage(
+                kind: kind, body: body, detail: "\(field) nested \(depth) deep", certainlyInvalid: field.required)
 
         case .duplicateKey:
             let wrong = wrongTypes[choice % wrongTypes.count]
             let key = field.path.last ?? "status"
             let text = String(decoding: seed, as: UTF8.self)
             let value = String(decoding: serialize(["v": wrong.value]), as: UTF8.self).dropFirst(5).dropLast()
-            let body = text.replacingOccurrences(of: "\"\(key)\":", with: "\"\(key)\":\(value),\"\(key)\":", options: [], range: text.range(of: "\"\(key)\":"))
-            return Garbage(kind: kind, body: Data(body.utf8), detail: "\(key) given twice, first as \(wrong.name)", certainlyInvalid: false)
+            let body = text.replacingOccurrences(
+                of: "\"\(key)\":", with: "\"\(key)\":\(value),\"\(key)\":", options: [],
+                range: text.range(of: "\"\(key)\":"))
+            return Garbage(
+                kind: kind, body: Data(body.utf8), detail: "\(key) given twice, first as \(wrong.name)",
+                certainlyInvalid: false)
 
         case .absurdDate:
             let dateFields = fields.filter { $0.path.last?.hasSuffix("_ms") == true }
@@ -143,7 +158,9 @@ struct Garbage: Sendable, CustomStringConvertible {
             let size = [64 << 10, 1 << 20, 9 << 20][choice % 3]
             var object = (try? JSONSerialization.jsonObject(with: seed)) as? [String: Any] ?? [:]
             object["padding"] = String(repeating: "x", count: size)
-            return Garbage(kind: kind, body: serialize(object), detail: "padded with \(size) bytes", certainlyInvalid: size > 8 << 20)
+            return Garbage(
+                kind: kind, body: serialize(object), detail: "padded with \(size) bytes",
+                certainlyInvalid: size > 8 << 20)
         }
     }
 
@@ -193,7 +210,9 @@ struct Garbage: Sendable, CustomStringConvertible {
 
 @Suite("Garbage from Apple: property checks through the real client and job")
 struct GarbageAnswerPropertyTests {
-    static let scenarios: [Scenario] = [.renewal, .billingRetry, .gracePeriod, .refund, .voluntaryExpiry, .familyShared, .upgrade]
+    static let scenarios: [Scenario] = [
+        .renewal, .billingRetry, .gracePeriod, .refund, .voluntaryExpiry, .familyShared, .upgrade,
+    ]
 
     /// Failure reasons the job names; anything else is a new reason the README must list.
     static let namedReasons: Set<String> = [
@@ -201,7 +220,9 @@ struct GarbageAnswerPropertyTests {
         "unknown_products", "no_subscription", "insufficient_evidence",
     ]
 
-    @Test("Any spoiled answer: the job never crashes, a failed check leaves the subscription exactly as it was with a named reason, and only an answer the decoder reads can change it")
+    @Test(
+        "Any spoiled answer: the job never crashes, a failed check leaves the subscription exactly as it was with a named reason, and only an answer the decoder reads can change it"
+    )
     func spoiledAnswers() async throws {
         try await JobHarness.with(maxAttempts: 1) { h in
             let counter = Counter()
@@ -221,7 +242,8 @@ struct GarbageAnswerPropertyTests {
                 let before = try await Self.state(h, user: user)
 
                 let seed = try JSONEncoder().encode(receipt.response(at: h.state.now))
-                let garbage = Garbage.make(kind: kind, seed: seed, field: fieldIndex, choice: choice, fraction: fraction)
+                let garbage = Garbage.make(
+                    kind: kind, seed: seed, field: fieldIndex, choice: choice, fraction: fraction)
                 h.state.script(account: receipt.account, .init(bytes: garbage.body))
                 let outcome = try await h.run(only)
                 h.state.script(account: receipt.account, nil)
@@ -237,22 +259,29 @@ struct GarbageAnswerPropertyTests {
                 if failures.isEmpty {
                     #expect(readable, "\(garbage): the job acted on an answer the decoder cannot read")
                 } else {
-                    #expect(after == before, "\(garbage): a failed check changed the subscription: \(before) → \(after)")
+                    #expect(
+                        after == before, "\(garbage): a failed check changed the subscription: \(before) → \(after)")
                     for failure in failures {
                         let reason = failure.failure.reason
                         #expect(
-                            Self.namedReasons.contains(reason) || reason.hasPrefix("apple_status_") || reason.hasPrefix("http_"),
+                            Self.namedReasons.contains(reason) || reason.hasPrefix("apple_status_")
+                                || reason.hasPrefix("http_"),
                             "\(garbage): unnamed failure reason \(reason)")
-                        #expect(!failure.failure.message.contains(receipt.encoded), "\(garbage): the message holds the receipt")
+                        #expect(
+                            !failure.failure.message.contains(receipt.encoded),
+                            "\(garbage): the message holds the receipt")
                     }
                 }
                 for expiry in after.subscriptions.compactMap(\.expiresAt) {
-                    #expect((2000...2100).contains(Calendar(identifier: .gregorian).component(.year, from: expiry)), "\(garbage): stored expiry \(expiry)")
+                    #expect(
+                        (2000...2100).contains(Calendar(identifier: .gregorian).component(.year, from: expiry)),
+                        "\(garbage): stored expiry \(expiry)")
                 }
                 counter.record(kind, failed: !failures.isEmpty)
             }
             print("figures[garbage answers]: \(counter.summary)")
-            #expect(!h.logs.entries.contains { "\($0)".contains(JobHarness.secret) }, "the shared secret reached the logs")
+            #expect(
+                !h.logs.entries.contains { "\($0)".contains(JobHarness.secret) }, "the shared secret reached the logs")
         }
     }
 
@@ -260,7 +289,9 @@ struct GarbageAnswerPropertyTests {
         var receipt: String
         var status: ReceiptStatus
         var subscriptions: [FailureSafetyTests.Entitlement]
-        var description: String { "\(status) \(subscriptions.map { "\($0.state)/\($0.expiresAt.map { "\($0)" } ?? "-")" })" }
+        var description: String {
+            "\(status) \(subscriptions.map { "\($0.state)/\($0.expiresAt.map { "\($0)" } ?? "-")" })"
+        }
     }
 
     static func state(_ h: JobHarness, user: String) async throws -> Observed {
@@ -275,7 +306,11 @@ struct GarbageAnswerPropertyTests {
         private var count = 0
         private var seen: [Garbage.Kind: (cases: Int, failed: Int)] = [:]
 
-        func next() -> Int { lock.withLock { count += 1; return count } }
+        func next() -> Int {
+            lock.withLock {
+                count += 1; return count
+            }
+        }
 
         func record(_ kind: Garbage.Kind, failed: Bool) {
             lock.withLock {
@@ -286,7 +321,8 @@ struct GarbageAnswerPropertyTests {
 
         var summary: String {
             lock.withLock {
-                Garbage.Kind.allCases.map { "\($0) \(seen[$0]?.failed ?? 0)/\(seen[$0]?.cases ?? 0) failed" }.joined(separator: ", ")
+                Garbage.Kind.allCases.map { "\($0) \(seen[$0]?.failed ?? 0)/\(seen[$0]?.cases ?? 0) failed" }.joined(
+                    separator: ", ")
             }
         }
     }

@@ -57,7 +57,8 @@ struct JobHarness {
         switch backend {
         case .sqlite:
             let store = try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true)
-            try await with(store: store, directory: directory, clientSecret: clientSecret, maxAttempts: maxAttempts, body)
+            try await with(
+                store: store, directory: directory, clientSecret: clientSecret, maxAttempts: maxAttempts, body)
         case .postgres:
             let base = try #require(PostgresWorkersHarness.baseURL)
             let schema = "renewal_job_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
@@ -67,7 +68,8 @@ struct JobHarness {
             _ = try await admin.withConnection { try $0.execute("CREATE SCHEMA \(schema)", []) }
             do {
                 let store = try PostgresSubscriptionStore.open(url: url)
-                try await with(store: store, directory: directory, clientSecret: clientSecret, maxAttempts: maxAttempts, body)
+                try await with(
+                    store: store, directory: directory, clientSecret: clientSecret, maxAttempts: maxAttempts, body)
             } catch {
                 _ = try? await admin.withConnection { try $0.execute("DROP SCHEMA \(schema) CASCADE", []) }
                 throw error
@@ -90,9 +92,10 @@ struct JobHarness {
                 requestTimeout: .seconds(30), maxAttempts: maxAttempts, retryBaseDelay: .milliseconds(1),
                 retryMaxDelay: .milliseconds(5))
             try await AppStoreClient.withAppStoreClient(configuration: clientConfiguration) { client in
-                try await body(JobHarness(
-                    store: store, state: state, endpoints: endpoints, client: client, logs: InMemoryLogHandler(),
-                    directory: directory, serverAPI: try #require(configuration.serverAPI)))
+                try await body(
+                    JobHarness(
+                        store: store, state: state, endpoints: endpoints, client: client, logs: InMemoryLogHandler(),
+                        directory: directory, serverAPI: try #require(configuration.serverAPI)))
             }
         }
     }
@@ -103,10 +106,14 @@ struct JobHarness {
         _ body: (ServerAPIClient) async throws -> T
     ) async throws -> T {
         let configuration = ServerAPIClient.Configuration(
-            keyID: serverAPI.keyID, issuerID: serverAPI.issuerID, bundleID: SimulatedReceipt.bundleID, privateKey: serverAPI.apiKey,
-            productionURL: endpoints.serverAPIURL, sandboxURL: endpoints.sandboxServerAPIURL, rootCertificates: [serverAPI.chain.root],
-            requestTimeout: .seconds(30), maxAttempts: maxAttempts, retryBaseDelay: .milliseconds(1), retryMaxDelay: .milliseconds(5))
-        return try await ServerAPIClient.withServerAPIClient(configuration: configuration, budget: LocalRequestBudget(rates: rates), body)
+            keyID: serverAPI.keyID, issuerID: serverAPI.issuerID, bundleID: SimulatedReceipt.bundleID,
+            privateKey: serverAPI.apiKey,
+            productionURL: endpoints.serverAPIURL, sandboxURL: endpoints.sandboxServerAPIURL,
+            rootCertificates: [serverAPI.chain.root],
+            requestTimeout: .seconds(30), maxAttempts: maxAttempts, retryBaseDelay: .milliseconds(1),
+            retryMaxDelay: .milliseconds(5))
+        return try await ServerAPIClient.withServerAPIClient(
+            configuration: configuration, budget: LocalRequestBudget(rates: rates), body)
     }
 
     /// A run over `store` (default the harness's) asking `verifier`.
@@ -119,11 +126,14 @@ struct JobHarness {
         configure(&configuration)
         let state = self.state
         return try await RenewalRun(
-            configuration: configuration, store: store ?? self.store, verifier: verifier, logger: logger, now: { state.now }
+            configuration: configuration, store: store ?? self.store, verifier: verifier, logger: logger,
+            now: { state.now }
         ).run()
     }
 
-    func receipt(_ account: String, _ scenario: Scenario, daysAgo: Double = 10, periodDays: Double = 30) -> SimulatedReceipt {
+    func receipt(_ account: String, _ scenario: Scenario, daysAgo: Double = 10, periodDays: Double = 30)
+        -> SimulatedReceipt
+    {
         SimulatedReceipt(
             account: account, scenario: scenario, start: state.now.addingTimeInterval(-daysAgo * 86_400),
             period: periodDays * 86_400)
@@ -133,11 +143,15 @@ struct JobHarness {
         // Apple knows every transaction it issued: the simulator's Server API can look these up.
         state.register(receipts.map(\.receipt))
         _ = try await store.importReceipts(
-            receipts.map { ReceiptImport(userID: $0.user, latestReceipt: $0.receipt.encoded, productID: $0.receipt.productID) },
+            receipts.map {
+                ReceiptImport(userID: $0.user, latestReceipt: $0.receipt.encoded, productID: $0.receipt.productID)
+            },
             now: state.now)
     }
 
-    func run(_ command: RenewalRun.Command = .run, configure: (inout RenewalRun.Configuration) -> Void = { _ in }) async throws -> RenewalOutcome {
+    func run(_ command: RenewalRun.Command = .run, configure: (inout RenewalRun.Configuration) -> Void = { _ in })
+        async throws -> RenewalOutcome
+    {
         var configuration = RenewalRun.Configuration(command: command)
         configuration.concurrency = 4
         configure(&configuration)
@@ -163,7 +177,8 @@ struct JobHarness {
         var all: [StoredReceipt] = []
         var cursor: ReceiptCursor?
         while true {
-            let page = try await store.nextBatch(.backfill(BackfillSelector(all: true)), after: cursor, limit: 100, lease: nil)
+            let page = try await store.nextBatch(
+                .backfill(BackfillSelector(all: true)), after: cursor, limit: 100, lease: nil)
             all += page
             guard let last = page.last else { return all }
             cursor = last.cursor

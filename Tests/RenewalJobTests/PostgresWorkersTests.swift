@@ -11,7 +11,9 @@ import Testing
 
 /// Several `RenewalRun`s sharing one PostgreSQL database (each with its own connection and worker
 /// id, as separate processes would), against the App Store simulator. Needs `RENEWAL_TEST_POSTGRES_URL`.
-@Suite("RenewalRun workers sharing PostgreSQL", .enabled(if: PostgresWorkersHarness.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
+@Suite(
+    "RenewalRun workers sharing PostgreSQL",
+    .enabled(if: PostgresWorkersHarness.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
 struct PostgresWorkersTests {
     @Test("three concurrent runs share 200 due receipts: each is verified exactly once and all are settled")
     func concurrentWorkersVerifyEachReceiptOnce() async throws {
@@ -32,22 +34,31 @@ struct PostgresWorkersTests {
             // Then none exited as locked out, together they checked each receipt once
             #expect(outcomes.allSatisfy { $0.status == .completed }, "\(outcomes.map(\.status))")
             #expect(outcomes.map(\.counts.checked).reduce(0, +) == 200, "\(outcomes.map(\.counts.checked))")
-            #expect(outcomes.filter { $0.counts.checked > 0 }.count >= 2, "one worker took everything: \(outcomes.map(\.counts.checked))")
+            #expect(
+                outcomes.filter { $0.counts.checked > 0 }.count >= 2,
+                "one worker took everything: \(outcomes.map(\.counts.checked))")
             #expect(accounts.filter { harness.state.attempts(account: $0) != 1 }.isEmpty)
             #expect(harness.state.stats.requests == 200)
             // And every receipt is verified, unleased and scheduled in the future
             let rows = try await harness.receiptRows()
             #expect(rows.count == 200)
-            #expect(rows.allSatisfy { $0.status == "verified" && $0.leaseOwner == nil && $0.nextCheckAt > harness.state.now })
+            #expect(
+                rows.allSatisfy {
+                    $0.status == "verified" && $0.leaseOwner == nil && $0.nextCheckAt > harness.state.now
+                })
             let runs = try await harness.store.database.withConnection { connection in
-                try connection.execute("SELECT COUNT(*) AS runs, SUM(checked) AS checked FROM runs WHERE status = 'completed'", [])
-                    .first.map { [try $0.value("runs").int64Value, try $0.value("checked").int64Value] }
+                try connection.execute(
+                    "SELECT COUNT(*) AS runs, SUM(checked) AS checked FROM runs WHERE status = 'completed'", []
+                )
+                .first.map { [try $0.value("runs").int64Value, try $0.value("checked").int64Value] }
             }
             #expect(runs == [3, 200] as [Int64?])
         }
     }
 
-    @Test("three workers verifying users who share one Apple ID at the same moment: exactly one owner, one verified event, the rest conflicts")
+    @Test(
+        "three workers verifying users who share one Apple ID at the same moment: exactly one owner, one verified event, the rest conflicts"
+    )
     func ownershipRaceHasOneWinner() async throws {
         try await PostgresWorkersHarness.with(latency: .milliseconds(20)) { harness in
             // Given 20 Apple IDs, each paying for three app accounts, imported interleaved so the
@@ -58,7 +69,10 @@ struct PostgresWorkersTests {
             for account in accounts {
                 let receipt = SimulatedReceipt(account: account, scenario: .renewal, start: start)
                 for app in 0..<3 {
-                    items.append(ReceiptImport(userID: "\(account)-app\(app)", latestReceipt: receipt.encoded, productID: receipt.productID))
+                    items.append(
+                        ReceiptImport(
+                            userID: "\(account)-app\(app)", latestReceipt: receipt.encoded, productID: receipt.productID
+                        ))
                 }
             }
             _ = try await harness.store.importReceipts(items, now: harness.state.now)
@@ -84,7 +98,9 @@ struct PostgresWorkersTests {
                     "SELECT COUNT(*) AS n FROM subscriptions s JOIN entitlement_changes c ON c.original_transaction_id = s.original_transaction_id AND c.user_id = s.user_id AND c.kind = 'verified'",
                 ].map { sql in try connection.execute(sql, []).first.map { try $0.value("n").int64Value } ?? nil }
             }
-            #expect(counts == [20, 20, 20, 40, 20] as [Int64?], "subscriptions, verified events, distinct, conflicts, owner's events")
+            #expect(
+                counts == [20, 20, 20, 40, 20] as [Int64?],
+                "subscriptions, verified events, distinct, conflicts, owner's events")
         }
     }
 
@@ -96,15 +112,18 @@ struct PostgresWorkersTests {
             // Given a worker claimed ten receipts for 30 s, then was killed before saving any
             let now = harness.state.now
             let claimed = try await harness.store.nextBatch(
-                .due(asOf: now), after: nil, limit: 10, lease: Lease(owner: "dead-worker", until: now.addingTimeInterval(30), now: now))
+                .due(asOf: now), after: nil, limit: 10,
+                lease: Lease(owner: "dead-worker", until: now.addingTimeInterval(30), now: now))
             let claimedUsers = Set(claimed.map { String($0.userID.dropFirst("user-".count)) })
             #expect(claimedUsers.count == 10)
             // When another worker runs while that lease is live
             let during = try await harness.run(store: try harness.openStore(), worker: "worker-b", leaseSeconds: 30)
             // Then it verifies the twenty others and leaves the claimed ten untouched
             #expect(during.counts.checked == 20)
-            #expect(accounts.filter { claimedUsers.contains($0) }.allSatisfy { harness.state.attempts(account: $0) == 0 })
-            #expect(accounts.filter { !claimedUsers.contains($0) }.allSatisfy { harness.state.attempts(account: $0) == 1 })
+            #expect(
+                accounts.filter { claimedUsers.contains($0) }.allSatisfy { harness.state.attempts(account: $0) == 0 })
+            #expect(
+                accounts.filter { !claimedUsers.contains($0) }.allSatisfy { harness.state.attempts(account: $0) == 1 })
             // When the lease has run out, the next run takes the ten over
             harness.state.advance(by: 31)
             let after = try await harness.run(store: try harness.openStore(), worker: "worker-c", leaseSeconds: 30)
@@ -115,7 +134,9 @@ struct PostgresWorkersTests {
         }
     }
 
-    @Test("a worker whose session is terminated mid-run reconnects, takes its liveness lock back and finishes; nothing is written twice")
+    @Test(
+        "a worker whose session is terminated mid-run reconnects, takes its liveness lock back and finishes; nothing is written twice"
+    )
     func sessionTerminatedMidRun() async throws {
         try await PostgresWorkersHarness.with(latency: .milliseconds(40)) { harness in
             let accounts = (0..<100).map { "acct-\($0)" }
@@ -143,14 +164,17 @@ struct PostgresWorkersTests {
             // And each receipt's first verification is recorded exactly once
             let events = try await harness.store.database.withConnection { connection in
                 try connection.execute(
-                    "SELECT COUNT(*) AS n, COUNT(DISTINCT user_id) AS users FROM entitlement_changes WHERE kind = 'verified'", []
+                    "SELECT COUNT(*) AS n, COUNT(DISTINCT user_id) AS users FROM entitlement_changes WHERE kind = 'verified'",
+                    []
                 ).first.map { [try $0.value("n").int64Value, try $0.value("users").int64Value] }
             }
             #expect(events == [100, 100] as [Int64?])
         }
     }
 
-    @Test("a dead worker is detected, not waited out: a live worker's leases are respected, a dead one's taken at once and its run abandoned")
+    @Test(
+        "a dead worker is detected, not waited out: a live worker's leases are respected, a dead one's taken at once and its run abandoned"
+    )
     func deadWorkerIsDetected() async throws {
         try await PostgresWorkersHarness.with { harness in
             let accounts = (0..<30).map { "acct-\($0)" }
@@ -159,11 +183,15 @@ struct PostgresWorkersTests {
             let a = try harness.openStore(applicationName: "renewal-worker-a")
             let now = harness.state.now
             try await a.database.withConnection { connection in
-                _ = try connection.execute("SELECT pg_advisory_lock(hashtextextended(current_schema() || '/' || $1, 0))", [.text("worker-a")])
+                _ = try connection.execute(
+                    "SELECT pg_advisory_lock(hashtextextended(current_schema() || '/' || $1, 0))", [.text("worker-a")])
             }
-            try await a.beginRun(RunRecord(id: "run-a", command: "run", startedAt: now, host: "host-a", processID: 4242, workerID: "worker-a"))
+            try await a.beginRun(
+                RunRecord(
+                    id: "run-a", command: "run", startedAt: now, host: "host-a", processID: 4242, workerID: "worker-a"))
             let claimed = try await a.nextBatch(
-                .due(asOf: now), after: nil, limit: 10, lease: Lease(owner: "worker-a", until: now.addingTimeInterval(3600), now: now))
+                .due(asOf: now), after: nil, limit: 10,
+                lease: Lease(owner: "worker-a", until: now.addingTimeInterval(3600), now: now))
             let claimedUsers = Set(claimed.map(\.userID))
             #expect(claimedUsers.count == 10)
             // When worker b runs while a lives, it leaves a's ten alone
@@ -173,7 +201,8 @@ struct PostgresWorkersTests {
             // When a's process dies (its session ends), the next worker takes its rows at once, without waiting an hour
             _ = try await harness.store.database.withConnection { connection in
                 try connection.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [.text("renewal-worker-a")])
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                    [.text("renewal-worker-a")])
             }
             let after = try await harness.run(store: try harness.openStore(), worker: "worker-c")
             #expect(after.counts.checked == 10 && after.counts.recoveredLeases == 10 && after.status == .completed)
@@ -192,21 +221,28 @@ struct PostgresWorkersTests {
             let a = try harness.openStore(applicationName: "renewal-worker-a2")
             let now = harness.state.now
             try await a.database.withConnection { connection in
-                _ = try connection.execute("SELECT pg_advisory_lock(hashtextextended(current_schema() || '/' || $1, 0))", [.text("worker-a2")])
+                _ = try connection.execute(
+                    "SELECT pg_advisory_lock(hashtextextended(current_schema() || '/' || $1, 0))", [.text("worker-a2")])
             }
-            try await a.beginRun(RunRecord(id: "run-a2", command: "run", startedAt: now, host: "host-a", processID: 4243, workerID: "worker-a2"))
+            try await a.beginRun(
+                RunRecord(
+                    id: "run-a2", command: "run", startedAt: now, host: "host-a", processID: 4243, workerID: "worker-a2"
+                ))
             let claimed = try await a.nextBatch(
-                .due(asOf: now), after: nil, limit: 10, lease: Lease(owner: "worker-a2", until: now.addingTimeInterval(3600), now: now))
+                .due(asOf: now), after: nil, limit: 10,
+                lease: Lease(owner: "worker-a2", until: now.addingTimeInterval(3600), now: now))
             #expect(claimed.count == 10)
             // Worker b starts; once it has made some requests, a dies
-            async let outcome = harness.run(store: try harness.openStore(), worker: "worker-b2", concurrency: 2, probeEvery: 0.05)
+            async let outcome = harness.run(
+                store: try harness.openStore(), worker: "worker-b2", concurrency: 2, probeEvery: 0.05)
             let deadline = ContinuousClock.now + .seconds(30)
             while harness.state.stats.requests < 6, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(5))
             }
             _ = try await harness.store.database.withConnection { connection in
                 try connection.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [.text("renewal-worker-a2")])
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                    [.text("renewal-worker-a2")])
             }
             let finished = try await outcome
             // b finished all forty in one run, a's ten included, and exits 0
@@ -239,7 +275,9 @@ struct PostgresWorkersHarness: Sendable {
         var nextCheckAt: Date
     }
 
-    static func with(latency: Duration = .milliseconds(5), _ body: (PostgresWorkersHarness) async throws -> Void) async throws {
+    static func with(latency: Duration = .milliseconds(5), _ body: (PostgresWorkersHarness) async throws -> Void)
+        async throws
+    {
         let base = try #require(baseURL)
         let schema = "renewal_jobs_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         let url = base + (base.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)"
@@ -255,7 +293,9 @@ struct PostgresWorkersHarness: Sendable {
         _ = try await admin.withConnection { try $0.execute("DROP SCHEMA \(schema) CASCADE", []) }
     }
 
-    private static func withSimulator(url: String, latency: Duration, _ body: (PostgresWorkersHarness) async throws -> Void) async throws {
+    private static func withSimulator(
+        url: String, latency: Duration, _ body: (PostgresWorkersHarness) async throws -> Void
+    ) async throws {
         let store = try PostgresSubscriptionStore.open(url: url)
         _ = try await store.migrate()
         let state = SimulatorState(now: Date(timeIntervalSince1970: 1_790_000_000))
@@ -265,7 +305,8 @@ struct PostgresWorkersHarness: Sendable {
         try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
             let clientConfiguration = AppStoreClient.Configuration(
                 productionURL: endpoints.productionURL, sandboxURL: endpoints.sandboxURL, sharedSecret: secret,
-                requestTimeout: .seconds(30), maxAttempts: 2, retryBaseDelay: .milliseconds(1), retryMaxDelay: .milliseconds(5))
+                requestTimeout: .seconds(30), maxAttempts: 2, retryBaseDelay: .milliseconds(1),
+                retryMaxDelay: .milliseconds(5))
             try await AppStoreClient.withAppStoreClient(configuration: clientConfiguration) { client in
                 try await body(PostgresWorkersHarness(url: url, store: store, state: state, client: client))
             }
@@ -282,7 +323,8 @@ struct PostgresWorkersHarness: Sendable {
         let start = state.now.addingTimeInterval(-10 * 86_400)
         let items = accounts.map { account in
             let receipt = SimulatedReceipt(account: account, scenario: .renewal, start: start)
-            return ReceiptImport(userID: "user-\(account)", latestReceipt: receipt.encoded, productID: receipt.productID)
+            return ReceiptImport(
+                userID: "user-\(account)", latestReceipt: receipt.encoded, productID: receipt.productID)
         }
         _ = try await store.importReceipts(items, now: state.now)
     }
@@ -299,7 +341,8 @@ struct PostgresWorkersHarness: Sendable {
         configuration.livenessProbeInterval = probeEvery
         let state = self.state
         let logger = Logger(label: "renewal", factory: { _ in SwiftLogNoOpLogHandler() })
-        let run = RenewalRun(configuration: configuration, store: store, verifier: client, logger: logger, now: { state.now })
+        let run = RenewalRun(
+            configuration: configuration, store: store, verifier: client, logger: logger, now: { state.now })
         return try await store.withRunLock(owner: worker) { try await run.run() }
     }
 
@@ -310,13 +353,15 @@ struct PostgresWorkersHarness: Sendable {
 
     func receiptRows() async throws -> [ReceiptRow] {
         try await store.database.withConnection { connection in
-            try connection.execute("SELECT user_id, status, lease_owner, next_check_at FROM receipts ORDER BY id", []).map { row in
-                let millis = try #require(try row.value("next_check_at").int64Value)
-                return ReceiptRow(
-                    userID: try row.value("user_id").textValue ?? "", status: try row.value("status").textValue ?? "",
-                    leaseOwner: try row.value("lease_owner").textValue,
-                    nextCheckAt: Date(timeIntervalSince1970: Double(millis) / 1000))
-            }
+            try connection.execute("SELECT user_id, status, lease_owner, next_check_at FROM receipts ORDER BY id", [])
+                .map { row in
+                    let millis = try #require(try row.value("next_check_at").int64Value)
+                    return ReceiptRow(
+                        userID: try row.value("user_id").textValue ?? "",
+                        status: try row.value("status").textValue ?? "",
+                        leaseOwner: try row.value("lease_owner").textValue,
+                        nextCheckAt: Date(timeIntervalSince1970: Double(millis) / 1000))
+                }
         }
     }
 }

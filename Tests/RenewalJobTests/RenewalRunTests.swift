@@ -16,7 +16,8 @@ struct RenewalRunTests {
                 (.familyShared, .active, true), (.trial, .active, true), (.legacyIOS6, .active, true),
                 (.accountNotFound, .invalid, false),
             ]
-            try await h.importReceipts(expected.map { ("user-\($0.0.rawValue)", h.receipt("acct-\($0.0.rawValue)", $0.0)) })
+            try await h.importReceipts(
+                expected.map { ("user-\($0.0.rawValue)", h.receipt("acct-\($0.0.rawValue)", $0.0)) })
 
             // When the job runs
             let outcome = try await h.run()
@@ -185,13 +186,18 @@ struct RenewalRunTests {
             try await h.importReceipts([("a", h.receipt("a", .renewal)), ("b", h.receipt("b", .outage))])
             let outcome = try await h.run { $0.reportPath = h.directory + "/r.json" }
             let report = try h.report(outcome)
-            for key in ["run_id", "started_at", "finished_at", "checked", "changed", "failed", "changes", "failures", "counts"] {
+            for key in [
+                "run_id", "started_at", "finished_at", "checked", "changed", "failed", "changes", "failures", "counts",
+            ] {
                 #expect(report[key] != nil, "missing \(key)")
             }
             #expect(report["run_id"] as? String == outcome.runID)
             #expect(report["failed"] as? Int == 1)
             let change = try #require((report["changes"] as? [[String: Any]])?.first)
-            for key in ["user_id", "original_transaction_id", "product_id", "kind", "from_state", "to_state", "old_expires_at", "new_expires_at", "environment"] {
+            for key in [
+                "user_id", "original_transaction_id", "product_id", "kind", "from_state", "to_state", "old_expires_at",
+                "new_expires_at", "environment",
+            ] {
                 #expect(change.keys.contains(key), "change lacks \(key)")
             }
             let failure = try #require((report["failures"] as? [[String: Any]])?.first)

@@ -8,7 +8,10 @@ import Testing
 struct RunStateMachineTests {
     typealias Machine = RunStateMachine
 
-    static func machine(concurrency: Int = 4, maximumBatch: Int = 64, maximumPending: Int = 128, mayRescan: Bool = true, threshold: Int = 3) -> Machine {
+    static func machine(
+        concurrency: Int = 4, maximumBatch: Int = 64, maximumPending: Int = 128, mayRescan: Bool = true,
+        threshold: Int = 3
+    ) -> Machine {
         Machine(
             limits: Machine.Limits(
                 concurrency: concurrency, maximumBatch: maximumBatch, maximumPending: maximumPending, maximumRescans: 3,
@@ -125,7 +128,9 @@ struct RunStateMachineTests {
         }
     }
 
-    @Test("a pass that found work is followed by another, at most three more; a backfill makes one; an empty pass ends the run")
+    @Test(
+        "a pass that found work is followed by another, at most three more; a backfill makes one; an empty pass ends the run"
+    )
     func rescans() {
         var machine = Self.machine(concurrency: 2)
         #expect(Self.pass(&machine, receipts: 3) == .rescan)
@@ -141,7 +146,9 @@ struct RunStateMachineTests {
         #expect(Self.pass(&backfill, receipts: 3) == .finish)
     }
 
-    @Test("a shutdown stops the claims and releases answers that are not evidence; the drain deadline cancels what is in flight")
+    @Test(
+        "a shutdown stops the claims and releases answers that are not evidence; the drain deadline cancels what is in flight"
+    )
     func drain() {
         var machine = Self.machine(concurrency: 4)
         _ = Self.claimAll(&machine)
@@ -150,7 +157,12 @@ struct RunStateMachineTests {
         _ = Self.claimAll(&machine)
         #expect(machine.shutdownRequested() == .scheduleDrainDeadline)
         #expect(machine.nextAction() == .wait, "nothing more is claimed")
-        #expect(machine.answered(evidence: false, outage: { Issue.record("not examined"); return true }) == .release)
+        #expect(
+            machine.answered(
+                evidence: false,
+                outage: {
+                    Issue.record("not examined"); return true
+                }) == .release)
         #expect(machine.answered(evidence: true, outage: { false }) == .write, "evidence that arrives is written")
         #expect(machine.drainExpired() == .cancelInFlight)
         _ = machine.answered(evidence: false, outage: { false })
@@ -160,7 +172,9 @@ struct RunStateMachineTests {
         #expect(machine.outcome(dueLeft: 5, failed: 1) == .interrupted)
     }
 
-    @Test("outages are held; the threshold's outage opens the breaker; later outages are released; evidence closes the streak")
+    @Test(
+        "outages are held; the threshold's outage opens the breaker; later outages are released; evidence closes the streak"
+    )
     func breaker() {
         var machine = Self.machine(concurrency: 8, threshold: 3)
         _ = Self.claimAll(&machine)
@@ -170,7 +184,9 @@ struct RunStateMachineTests {
         #expect(machine.answered(evidence: true, outage: { false }) == .write, "a usable answer writes the held ones")
         #expect(machine.consecutiveOutages == 0)
         #expect(machine.answered(evidence: false, outage: { true }) == .hold)
-        #expect(machine.answered(evidence: false, outage: { false }) == .write, "a failure that is not an outage closes the streak too")
+        #expect(
+            machine.answered(evidence: false, outage: { false }) == .write,
+            "a failure that is not an outage closes the streak too")
         #expect(machine.answered(evidence: false, outage: { true }) == .hold)
         #expect(machine.answered(evidence: false, outage: { true }) == .hold)
         #expect(machine.answered(evidence: false, outage: { true }) == .holdAndOpenBreaker)

@@ -23,12 +23,15 @@ struct RunStatusTests {
     func metricsOneHot() {
         let metrics = RunMetrics(command: "run")
         let now = Date()
-        metrics.finish(status: .locked, exitCode: RunStatus.locked.exitCode, startedAt: now, finishedAt: now, dueAtStart: nil, dueLeft: nil, lastSuccess: nil)
+        metrics.finish(
+            status: .locked, exitCode: RunStatus.locked.exitCode, startedAt: now, finishedAt: now, dueAtStart: nil,
+            dueLeft: nil, lastSuccess: nil)
         let lines = metrics.text().split(separator: "\n").filter { $0.hasPrefix("renewal_last_run_status{") }
-        let series = Dictionary(uniqueKeysWithValues: lines.compactMap { line -> (String, String)? in
-            guard let match = line.firstMatch(of: /status="([^"]+)"\} (\S+)/) else { return nil }
-            return (String(match.output.1), String(match.output.2))
-        })
+        let series = Dictionary(
+            uniqueKeysWithValues: lines.compactMap { line -> (String, String)? in
+                guard let match = line.firstMatch(of: /status="([^"]+)"\} (\S+)/) else { return nil }
+                return (String(match.output.1), String(match.output.2))
+            })
         #expect(Set(series.keys) == Set(RunStatus.endings.map(\.rawValue)))
         #expect(series["locked"] == "1.0" || series["locked"] == "1")
         #expect(series.filter { $0.key != "locked" }.values.allSatisfy { $0 == "0.0" || $0 == "0" })

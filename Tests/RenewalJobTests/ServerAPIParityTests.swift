@@ -56,10 +56,12 @@ struct ServerAPIParityTests {
         var result: [String: [String: String]] = [:]
         var cursor: ReceiptCursor?
         while true {
-            let page = try await store.nextBatch(.backfill(BackfillSelector(all: true)), after: cursor, limit: 100, lease: nil)
+            let page = try await store.nextBatch(
+                .backfill(BackfillSelector(all: true)), after: cursor, limit: 100, lease: nil)
             for receipt in page {
                 var facts = Dictionary(
-                    receipt.subscriptions.map { ($0.snapshot.originalTransactionID, Facts($0.snapshot).description) }, uniquingKeysWith: { a, _ in a })
+                    receipt.subscriptions.map { ($0.snapshot.originalTransactionID, Facts($0.snapshot).description) },
+                    uniquingKeysWith: { a, _ in a })
                 facts["receipt status"] = receipt.status.rawValue
                 result[receipt.userID] = facts
             }
@@ -72,7 +74,8 @@ struct ServerAPIParityTests {
         var result: [String: CheckSource?] = [:]
         var cursor: ReceiptCursor?
         while true {
-            let page = try await store.nextBatch(.backfill(BackfillSelector(all: true)), after: cursor, limit: 100, lease: nil)
+            let page = try await store.nextBatch(
+                .backfill(BackfillSelector(all: true)), after: cursor, limit: 100, lease: nil)
             for receipt in page { result[receipt.userID] = receipt.source }
             guard let last = page.last else { return result }
             cursor = last.cursor
@@ -82,10 +85,14 @@ struct ServerAPIParityTests {
     static func changeKinds(_ outcome: RenewalOutcome, _ h: JobHarness) throws -> [String] {
         let report = try h.report(outcome)
         let changes = report["changes"] as? [[String: Any]] ?? []
-        return changes.map { "\($0["user_id"] ?? "")/\($0["original_transaction_id"] ?? "")/\($0["kind"] ?? ""):\($0["from_state"] ?? "")→\($0["to_state"] ?? "")" }.sorted()
+        return changes.map {
+            "\($0["user_id"] ?? "")/\($0["original_transaction_id"] ?? "")/\($0["kind"] ?? ""):\($0["from_state"] ?? "")→\($0["to_state"] ?? "")"
+        }.sorted()
     }
 
-    @Test("Every scenario, at every step of its history, gives the same subscriptions and the same changes whichever API read it")
+    @Test(
+        "Every scenario, at every step of its history, gives the same subscriptions and the same changes whichever API read it"
+    )
     func sameStatesWhicheverSource() async throws {
         try await JobHarness.with { h in
             let serverStore = try SQLiteSubscriptionStore.open(path: h.directory + "/server-api.sqlite", create: true)
@@ -93,12 +100,17 @@ struct ServerAPIParityTests {
             var receipts: [(String, SimulatedReceipt)] = []
             for (index, scenario) in (Self.subscriptionScenarios + Self.fallbackScenarios).enumerated() {
                 for daysAgo in [5.0, 25, 44] {
-                    receipts.append(("u-\(scenario.rawValue)-\(Int(daysAgo))", h.receipt("acct-\(index)-\(Int(daysAgo))", scenario, daysAgo: daysAgo)))
+                    receipts.append(
+                        (
+                            "u-\(scenario.rawValue)-\(Int(daysAgo))",
+                            h.receipt("acct-\(index)-\(Int(daysAgo))", scenario, daysAgo: daysAgo)
+                        ))
                 }
             }
             try await h.importReceipts(receipts)
             _ = try await serverStore.importReceipts(
-                receipts.map { ReceiptImport(userID: $0.0, latestReceipt: $0.1.encoded, productID: $0.1.productID) }, now: h.state.now)
+                receipts.map { ReceiptImport(userID: $0.0, latestReceipt: $0.1.encoded, productID: $0.1.productID) },
+                now: h.state.now)
 
             try await h.withServerAPIClient { serverAPI in
                 let auto = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: serverAPI)
@@ -107,29 +119,38 @@ struct ServerAPIParityTests {
                     let reportA = h.directory + "/verify-\(step).json", reportB = h.directory + "/server-\(step).json"
                     let backfill = RenewalRun.Command.backfill(BackfillSelector(all: true))
                     let viaVerifyReceipt = try await h.run(backfill, verifier: h.client) { $0.reportPath = reportA }
-                    let viaServerAPI = try await h.run(backfill, store: serverStore, verifier: auto) { $0.reportPath = reportB }
+                    let viaServerAPI = try await h.run(backfill, store: serverStore, verifier: auto) {
+                        $0.reportPath = reportB
+                    }
                     migratedTotal += viaServerAPI.counts.migrated
 
                     let expected = try await Self.facts(in: h.store)
                     let found = try await Self.facts(in: serverStore)
                     for (user, subscriptions) in expected.sorted(by: { $0.key < $1.key }) {
-                        #expect(found[user] == subscriptions, "step \(step), \(user): verifyReceipt \(subscriptions) ≠ Server API \(found[user] ?? [:])")
+                        #expect(
+                            found[user] == subscriptions,
+                            "step \(step), \(user): verifyReceipt \(subscriptions) ≠ Server API \(found[user] ?? [:])")
                     }
-                    #expect(try Self.changeKinds(viaServerAPI, h) == Self.changeKinds(viaVerifyReceipt, h), "step \(step): different changes")
+                    #expect(
+                        try Self.changeKinds(viaServerAPI, h) == Self.changeKinds(viaVerifyReceipt, h),
+                        "step \(step): different changes")
                     #expect(viaServerAPI.counts.failed == viaVerifyReceipt.counts.failed, "step \(step)")
                     h.state.advance(by: 9 * 86_400)
                 }
                 // Every subscription scenario moved to the Server API, on its first check, once.
                 let sources = try await Self.sources(in: serverStore)
                 for (user, receipt) in receipts {
-                    let expected: CheckSource? = Self.fallbackScenarios.contains(receipt.scenario) ? .verifyReceipt : .serverAPI
+                    let expected: CheckSource? =
+                        Self.fallbackScenarios.contains(receipt.scenario) ? .verifyReceipt : .serverAPI
                     // 21002 every time ends `invalid` after days: verifyReceipt's word too.
                     #expect(sources[user] == expected, "\(user): \(String(describing: sources[user]))")
                 }
                 let subscriptionRows = receipts.filter { Self.subscriptionScenarios.contains($0.1.scenario) }.count
                 #expect(migratedTotal == subscriptionRows)
                 let stats = h.state.serverAPIStats
-                print("figures[server api parity]: \(receipts.count) receipts × 4 steps; server api requests \(stats.requests) (production \(stats.production), sandbox \(stats.sandbox), not found \(stats.notFound)); migrated \(migratedTotal); chain cache hits \(serverAPI.verifier.cacheStatistics.hits), misses \(serverAPI.verifier.cacheStatistics.misses)")
+                print(
+                    "figures[server api parity]: \(receipts.count) receipts × 4 steps; server api requests \(stats.requests) (production \(stats.production), sandbox \(stats.sandbox), not found \(stats.notFound)); migrated \(migratedTotal); chain cache hits \(serverAPI.verifier.cacheStatistics.hits), misses \(serverAPI.verifier.cacheStatistics.misses)"
+                )
             }
         }
     }
@@ -137,10 +158,15 @@ struct ServerAPIParityTests {
 
 @Suite("Server API answers that do not verify change nothing")
 struct ServerAPISignedDataJobTests {
-    @Test("Signed data chaining to a root the job does not trust fails every check with jws_untrusted_chain and keeps every state; the trusted root then records the change")
+    @Test(
+        "Signed data chaining to a root the job does not trust fails every check with jws_untrusted_chain and keeps every state; the trusted root then records the change"
+    )
     func untrustedChainChangesNothing() async throws {
         try await JobHarness.with { h in
-            let receipts = [("refunded", h.receipt("sig-refund", .refund, daysAgo: 40)), ("renewing", h.receipt("sig-renew", .renewal, daysAgo: 25))]
+            let receipts = [
+                ("refunded", h.receipt("sig-refund", .refund, daysAgo: 40)),
+                ("renewing", h.receipt("sig-renew", .renewal, daysAgo: 25)),
+            ]
             try await h.importReceipts(receipts)
             _ = try await h.run(verifier: h.client)
             let before = try await ServerAPIParityTests.facts(in: h.store)
@@ -149,11 +175,15 @@ struct ServerAPISignedDataJobTests {
 
             let foreignRoot = try SigningChain.generate(name: "not apple").root
             var configuration = ServerAPIClient.Configuration(
-                keyID: h.serverAPI.keyID, issuerID: h.serverAPI.issuerID, bundleID: SimulatedReceipt.bundleID, privateKey: h.serverAPI.apiKey,
-                productionURL: h.endpoints.serverAPIURL, sandboxURL: h.endpoints.sandboxServerAPIURL, rootCertificates: [foreignRoot],
+                keyID: h.serverAPI.keyID, issuerID: h.serverAPI.issuerID, bundleID: SimulatedReceipt.bundleID,
+                privateKey: h.serverAPI.apiKey,
+                productionURL: h.endpoints.serverAPIURL, sandboxURL: h.endpoints.sandboxServerAPIURL,
+                rootCertificates: [foreignRoot],
                 requestTimeout: .seconds(30), maxAttempts: 1)
             let rejected = try await ServerAPIClient.withServerAPIClient(configuration: configuration) { client in
-                try await h.run(.backfill(BackfillSelector(all: true)), verifier: SourceRouter(mode: .serverAPI, verifyReceipt: h.client, serverAPI: client))
+                try await h.run(
+                    .backfill(BackfillSelector(all: true)),
+                    verifier: SourceRouter(mode: .serverAPI, verifyReceipt: h.client, serverAPI: client))
             }
             #expect(rejected.counts.failed == 2 && rejected.counts.changed == 0)
             let reasons = try await EvidenceRulesTests.failures(h, run: rejected).map(\.failure.reason)
@@ -163,7 +193,9 @@ struct ServerAPISignedDataJobTests {
 
             configuration.rootCertificates = [h.serverAPI.chain.root]
             let accepted = try await ServerAPIClient.withServerAPIClient(configuration: configuration) { client in
-                try await h.run(.backfill(BackfillSelector(all: true)), verifier: SourceRouter(mode: .serverAPI, verifyReceipt: h.client, serverAPI: client))
+                try await h.run(
+                    .backfill(BackfillSelector(all: true)),
+                    verifier: SourceRouter(mode: .serverAPI, verifyReceipt: h.client, serverAPI: client))
             }
             #expect(accepted.counts.failed == 0 && accepted.counts.migrated == 2)
             let after = try await ServerAPIParityTests.facts(in: h.store)

@@ -20,7 +20,9 @@ enum Fixture {
 @Suite("Transaction ids read from stored legacy receipts (Apple's and real sandbox fixtures)")
 struct LegacyReceiptTests {
     static func wrappedSandboxReceipt() throws -> String {
-        let object = try JSONSerialization.jsonObject(with: Fixture.data("receipts/sandbox-app-receipt-42-in-app.wrapped.json")) as? [String: Any]
+        let object =
+            try JSONSerialization.jsonObject(with: Fixture.data("receipts/sandbox-app-receipt-42-in-app.wrapped.json"))
+            as? [String: Any]
         return try #require(object?["transactionReceipt"] as? String)
     }
 
@@ -36,25 +38,38 @@ struct LegacyReceiptTests {
 
     @Test("Xcode receipts: one with a transaction gives id 0 (BER, wrapped payload); an empty one gives no id")
     func xcodeReceipts() throws {
-        let withTransaction = try LegacyReceipt.purchases(appReceipt: Fixture.text("receipts/xcode-app-receipt-with-transaction.b64"))
+        let withTransaction = try LegacyReceipt.purchases(
+            appReceipt: Fixture.text("receipts/xcode-app-receipt-with-transaction.b64"))
         #expect(withTransaction.count == 1)
         #expect(withTransaction.first?.transactionID == "0")
-        #expect(try LegacyReceipt.lookupID(receipt: Fixture.text("receipts/xcode-app-receipt-with-transaction.b64")) == "0")
+        #expect(
+            try LegacyReceipt.lookupID(receipt: Fixture.text("receipts/xcode-app-receipt-with-transaction.b64")) == "0")
         #expect(try LegacyReceipt.purchases(appReceipt: Fixture.text("receipts/xcode-app-receipt-empty.b64")).isEmpty)
         #expect(try LegacyReceipt.lookupID(receipt: Fixture.text("receipts/xcode-app-receipt-empty.b64")) == nil)
     }
 
     @Test("iOS 6 transaction receipts: Apple's gives 33993399, the real sandbox one 1000000046178817")
     func iOS6Receipts() throws {
-        #expect(try LegacyReceipt.transactionID(transactionReceipt: Fixture.text("receipts/ios6-transaction-receipt.apple-lib.b64")) == "33993399")
-        #expect(try LegacyReceipt.transactionID(transactionReceipt: Fixture.text("receipts/ios6-transaction-receipt-sandbox.b64")) == "1000000046178817")
-        #expect(try LegacyReceipt.lookupID(receipt: Fixture.text("receipts/ios6-transaction-receipt-sandbox.b64")) == "1000000046178817")
+        #expect(
+            try LegacyReceipt.transactionID(
+                transactionReceipt: Fixture.text("receipts/ios6-transaction-receipt.apple-lib.b64")) == "33993399")
+        #expect(
+            try LegacyReceipt.transactionID(
+                transactionReceipt: Fixture.text("receipts/ios6-transaction-receipt-sandbox.b64")) == "1000000046178817"
+        )
+        #expect(
+            try LegacyReceipt.lookupID(receipt: Fixture.text("receipts/ios6-transaction-receipt-sandbox.b64"))
+                == "1000000046178817")
     }
 
-    @Test("Garbage is an error naming what is wrong, never a crash", arguments: [
-        "", "not base64 at all!", Data("hello".utf8).base64EncodedString(), Data([0x30, 0x80, 0x06]).base64EncodedString(),
-        Data([0x30, 0x03, 0x02, 0x01, 0x05]).base64EncodedString(), Data(repeating: 0x30, count: 64).base64EncodedString(),
-    ])
+    @Test(
+        "Garbage is an error naming what is wrong, never a crash",
+        arguments: [
+            "", "not base64 at all!", Data("hello".utf8).base64EncodedString(),
+            Data([0x30, 0x80, 0x06]).base64EncodedString(),
+            Data([0x30, 0x03, 0x02, 0x01, 0x05]).base64EncodedString(),
+            Data(repeating: 0x30, count: 64).base64EncodedString(),
+        ])
     func garbage(_ input: String) throws {
         #expect(throws: LegacyReceipt.ReadError.self) { try LegacyReceipt.lookupID(receipt: input) }
     }
@@ -64,7 +79,9 @@ struct LegacyReceiptTests {
         let bytes = try #require(Data(base64Encoded: Self.wrappedSandboxReceipt()))
         var refused = 0
         for length in stride(from: 0, to: bytes.count, by: 97) {
-            if (try? LegacyReceipt.lookupID(receipt: bytes.prefix(length).base64EncodedString())) == nil { refused += 1 }
+            if (try? LegacyReceipt.lookupID(receipt: bytes.prefix(length).base64EncodedString())) == nil {
+                refused += 1
+            }
         }
         #expect(refused > 0)
     }

@@ -1,6 +1,6 @@
 import Crypto
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import SwiftASN1
@@ -11,8 +11,12 @@ import X509
 
 @Suite("Generated signing chains and the API token: what the simulator signs verifies, what it should not does not")
 struct SigningChainTests {
-    static func payload(signedAt date: Date, bundle: String = "com.example.app", environment: String = "Production") -> Data {
-        Data(#"{"transactionId":"2000000000000001","originalTransactionId":"2000000000000001","bundleId":"\#(bundle)","productId":"com.example.pro.monthly","expiresDate":\#(Int64(date.timeIntervalSince1970 * 1000) + 86_400_000),"signedDate":\#(Int64(date.timeIntervalSince1970 * 1000)),"environment":"\#(environment)","type":"Auto-Renewable Subscription","inAppOwnershipType":"PURCHASED"}"#.utf8)
+    static func payload(signedAt date: Date, bundle: String = "com.example.app", environment: String = "Production")
+        -> Data
+    {
+        Data(
+            #"{"transactionId":"2000000000000001","originalTransactionId":"2000000000000001","bundleId":"\#(bundle)","productId":"com.example.pro.monthly","expiresDate":\#(Int64(date.timeIntervalSince1970 * 1000) + 86_400_000),"signedDate":\#(Int64(date.timeIntervalSince1970 * 1000)),"environment":"\#(environment)","type":"Auto-Renewable Subscription","inAppOwnershipType":"PURCHASED"}"#
+                .utf8)
     }
 
     @Test("A generated chain's JWS verifies under its own root, and under no other")
@@ -31,14 +35,18 @@ struct SigningChainTests {
 
         let stranger = try SigningChain.generate()
         let other = SignedDataVerifier(rootCertificates: [stranger.root], bundleID: "com.example.app")
-        await #expect(throws: SignedDataFailure.self) { _ = try await other.transaction(jws, environment: "Production") }
+        await #expect(throws: SignedDataFailure.self) {
+            _ = try await other.transaction(jws, environment: "Production")
+        }
     }
 
     @Test("A chain that expired before signedDate, or one not yet valid, is refused")
     func expiredChain() async throws {
-        let chain = try SigningChain.generate(notBefore: Date(timeIntervalSince1970: 1_600_000_000), notAfter: Date(timeIntervalSince1970: 1_700_000_000))
+        let chain = try SigningChain.generate(
+            notBefore: Date(timeIntervalSince1970: 1_600_000_000), notAfter: Date(timeIntervalSince1970: 1_700_000_000))
         let verifier = SignedDataVerifier(rootCertificates: [chain.root], bundleID: "com.example.app")
-        _ = try await verifier.transaction(chain.sign(Self.payload(signedAt: Date(timeIntervalSince1970: 1_650_000_000))), environment: "Production")
+        _ = try await verifier.transaction(
+            chain.sign(Self.payload(signedAt: Date(timeIntervalSince1970: 1_650_000_000))), environment: "Production")
         for signedAt in [Date(timeIntervalSince1970: 1_750_000_000), Date(timeIntervalSince1970: 1_500_000_000)] {
             let jws = try chain.sign(Self.payload(signedAt: signedAt))
             do {
@@ -56,7 +64,10 @@ struct SigningChainTests {
     func wrongOIDs() async throws {
         for (chain, oid) in [
             (try SigningChain.generate(leafOID: [1, 2, 840, 113_635, 100, 6, 11, 2]), "1.2.840.113635.100.6.11.1"),
-            (try SigningChain.generate(intermediateOID: [1, 2, 840, 113_635, 100, 6, 2, 2]), "1.2.840.113635.100.6.2.1"),
+            (
+                try SigningChain.generate(intermediateOID: [1, 2, 840, 113_635, 100, 6, 2, 2]),
+                "1.2.840.113635.100.6.2.1"
+            ),
         ] {
             let verifier = SignedDataVerifier(rootCertificates: [chain.root], bundleID: "com.example.app")
             let jws = try chain.sign(Self.payload(signedAt: Date()))
@@ -70,17 +81,23 @@ struct SigningChainTests {
         }
     }
 
-    @Test("The API token: ES256 over kid/iss/iat/exp/aud/bid, exp at most 60 minutes after iat, verifiable with the key")
+    @Test(
+        "The API token: ES256 over kid/iss/iat/exp/aud/bid, exp at most 60 minutes after iat, verifiable with the key")
     func token() throws {
         let key = P256.Signing.PrivateKey()
         let now = Date(timeIntervalSince1970: 1_800_000_000)
-        let token = try ServerAPIToken(keyID: "ABC123DEFG", issuerID: "57246542-96fe-1a63-e053-0824d011072a", bundleID: "com.example.app", lifetime: 7200)
-            .signed(with: key, now: now)
+        let token = try ServerAPIToken(
+            keyID: "ABC123DEFG", issuerID: "57246542-96fe-1a63-e053-0824d011072a", bundleID: "com.example.app",
+            lifetime: 7200
+        )
+        .signed(with: key, now: now)
         let parts = token.split(separator: ".")
         try #require(parts.count == 3)
         let header = try JSONSerialization.jsonObject(with: #require(Base64URL.decode(parts[0]))) as? [String: Any]
         let claims = try JSONSerialization.jsonObject(with: #require(Base64URL.decode(parts[1]))) as? [String: Any]
-        #expect(header?["alg"] as? String == "ES256" && header?["kid"] as? String == "ABC123DEFG" && header?["typ"] as? String == "JWT")
+        #expect(
+            header?["alg"] as? String == "ES256" && header?["kid"] as? String == "ABC123DEFG"
+                && header?["typ"] as? String == "JWT")
         #expect(claims?["iss"] as? String == "57246542-96fe-1a63-e053-0824d011072a")
         #expect(claims?["aud"] as? String == "appstoreconnect-v1" && claims?["bid"] as? String == "com.example.app")
         #expect(claims?["iat"] as? Int == 1_800_000_000)
@@ -92,7 +109,9 @@ struct SigningChainTests {
 
 @Suite("Verified chains are cached, and what one answer costs")
 struct SignedDataCostTests {
-    @Test("Only the first answer of a chain builds and checks it; the rest reuse it (figures: CPU per answer, cache hit rate)")
+    @Test(
+        "Only the first answer of a chain builds and checks it; the rest reuse it (figures: CPU per answer, cache hit rate)"
+    )
     func warmCache() async throws {
         let chain = try SigningChain.generate()
         let verifier = SignedDataVerifier(rootCertificates: [chain.root], bundleID: "com.example.app")
@@ -110,8 +129,11 @@ struct SignedDataCostTests {
         #expect(statistics.misses == 1 && statistics.hits == answers.count - 1)
         func micros(_ a: clock_t, _ b: clock_t) -> Double { Double(b - a) }
         // Process CPU time: other suites running in parallel inflate it, so it is an upper bound.
-        print(String(format: "figures[jws verify]: first answer (chain built and checked) %.0f µs CPU, then %.0f µs CPU per answer with a warm cache (process CPU, debug build, an upper bound); cache hits %d of %d",
-                     micros(cold, start), micros(start, end) / Double(answers.count - 1), statistics.hits, answers.count))
+        print(
+            String(
+                format:
+                    "figures[jws verify]: first answer (chain built and checked) %.0f µs CPU, then %.0f µs CPU per answer with a warm cache (process CPU, debug build, an upper bound); cache hits %d of %d",
+                micros(cold, start), micros(start, end) / Double(answers.count - 1), statistics.hits, answers.count))
     }
 }
 
@@ -124,9 +146,14 @@ struct ServerAPICredentialsTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let key = P256.Signing.PrivateKey()
         try key.pemRepresentation.write(toFile: directory + "/AuthKey.p8", atomically: true, encoding: .utf8)
-        #expect(try ServerAPICredentials.privateKey(file: directory + "/AuthKey.p8").publicKey.rawRepresentation == key.publicKey.rawRepresentation)
-        try "-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n".write(toFile: directory + "/cert.p8", atomically: true, encoding: .utf8)
-        #expect(throws: ServerAPICredentials.LoadError.notAKey(path: directory + "/cert.p8")) { try ServerAPICredentials.privateKey(file: directory + "/cert.p8") }
+        #expect(
+            try ServerAPICredentials.privateKey(file: directory + "/AuthKey.p8").publicKey.rawRepresentation
+                == key.publicKey.rawRepresentation)
+        try "-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n".write(
+            toFile: directory + "/cert.p8", atomically: true, encoding: .utf8)
+        #expect(throws: ServerAPICredentials.LoadError.notAKey(path: directory + "/cert.p8")) {
+            try ServerAPICredentials.privateKey(file: directory + "/cert.p8")
+        }
         do {
             _ = try ServerAPICredentials.privateKey(file: directory + "/missing.p8")
             Issue.record("a missing file loaded")
@@ -138,15 +165,21 @@ struct ServerAPICredentialsTests {
 
     @Test("Roots load from PEM (several per file) and DER; Apple Root CA - G3 is built in")
     func roots() throws {
-        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/jws")
+        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "Fixtures/jws")
         let der = fixtures.appendingPathComponent("apple-pki/AppleRootCA-G3.cer").path
         let pem = fixtures.appendingPathComponent("test-pki/testCA.pem").path
         let loaded = try ServerAPICredentials.certificates(files: [der, pem])
         #expect(loaded.count == 2)
         #expect(AppleRoots.certificates.count == 1)
         #expect(AppleRoots.certificates.first == loaded.first, "the built-in root is the file Apple publishes")
-        #expect(throws: ServerAPICredentials.LoadError.notACertificate(path: fixtures.appendingPathComponent("decoded-transaction.apple-lib.json").path)) {
-            try ServerAPICredentials.certificates(files: [fixtures.appendingPathComponent("decoded-transaction.apple-lib.json").path])
+        #expect(
+            throws: ServerAPICredentials.LoadError.notACertificate(
+                path: fixtures.appendingPathComponent("decoded-transaction.apple-lib.json").path)
+        ) {
+            try ServerAPICredentials.certificates(files: [
+                fixtures.appendingPathComponent("decoded-transaction.apple-lib.json").path
+            ])
         }
     }
 }

@@ -6,7 +6,9 @@ import Testing
 
 /// The storage conformance suite and the PostgreSQL-only behaviours, against a real server named by
 /// `RENEWAL_TEST_POSTGRES_URL` (`.ci/run` starts one). Without it these tests show as skipped.
-@Suite("PostgresSubscriptionStore", .enabled(if: PostgresTestSchema.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
+@Suite(
+    "PostgresSubscriptionStore", .enabled(if: PostgresTestSchema.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set")
+)
 struct PostgresSubscriptionStoreTests {
     @Test("conforms to SubscriptionStore", arguments: SubscriptionStoreConformance.checks)
     func conformance(_ check: SubscriptionStoreConformance.Check) async throws {
@@ -15,8 +17,9 @@ struct PostgresSubscriptionStoreTests {
         }
     }
 
-    @Test("the due query is an index range scan on receipts(next_check_at, id), with or without cursor and lease",
-          arguments: [(false, false), (true, false), (false, true), (true, true)])
+    @Test(
+        "the due query is an index range scan on receipts(next_check_at, id), with or without cursor and lease",
+        arguments: [(false, false), (true, false), (false, true), (true, true)])
     func dueQueryPlan(withCursor: Bool, withLease: Bool) async throws {
         try await PostgresTestSchema.with { schema in
             let store = try PostgresSubscriptionStore.open(url: schema.url)
@@ -37,11 +40,13 @@ struct PostgresSubscriptionStoreTests {
             }
             // When the due page an hour in is planned
             let now = start.addingTimeInterval(3600)
-            let statement = try #require(PostgresSubscriptionStore.batchStatement(
-                .due(asOf: now), after: withCursor ? ReceiptCursor(nextCheckAt: start.addingTimeInterval(600), id: 5) : nil,
-                limit: 32, lease: withLease ? Lease(owner: "w", until: now.addingTimeInterval(600), now: now) : nil,
-                dialect: .postgres
-            ))
+            let statement = try #require(
+                PostgresSubscriptionStore.batchStatement(
+                    .due(asOf: now),
+                    after: withCursor ? ReceiptCursor(nextCheckAt: start.addingTimeInterval(600), id: 5) : nil,
+                    limit: 32, lease: withLease ? Lease(owner: "w", until: now.addingTimeInterval(600), now: now) : nil,
+                    dialect: .postgres
+                ))
             let plan = try await store.database.withConnection { connection in
                 try connection.execute("EXPLAIN " + statement.sql, statement.binds).compactMap { row -> String? in
                     if case .text(let line)? = row["QUERY PLAN"] { return line }
@@ -50,7 +55,9 @@ struct PostgresSubscriptionStoreTests {
             }
             // Then it walks the index from the soonest row, without a sort or a sequential scan
             #expect(plan.contains("Index Scan using receipts_next_check_at_idx on receipts r"), "\(plan)")
-            let indexCondition = plan.split(separator: "\n").first { $0.contains("Index Cond:") && $0.contains("next_check_at <= ") }
+            let indexCondition = plan.split(separator: "\n").first {
+                $0.contains("Index Cond:") && $0.contains("next_check_at <= ")
+            }
             #expect(indexCondition != nil, "\(plan)")
             #expect(!plan.contains("Seq Scan on receipts"), "\(plan)")
             #expect(!plan.contains("Sort"), "\(plan)")
@@ -67,19 +74,23 @@ struct PostgresSubscriptionStoreTests {
             let second = try PostgresSubscriptionStore.open(url: schema.url(statementTimeoutMilliseconds: 5000))
             _ = try await first.migrate()
             let now = Date(timeIntervalSince1970: 1_700_000_000)
-            _ = try await first.importReceipts((0..<10).map { ReceiptImport(userID: "user-\($0)", latestReceipt: "r") }, now: now)
+            _ = try await first.importReceipts(
+                (0..<10).map { ReceiptImport(userID: "user-\($0)", latestReceipt: "r") }, now: now)
             // Given the first worker's claim statement has run inside a still-open transaction
-            let statement = try #require(PostgresSubscriptionStore.batchStatement(
-                .due(asOf: now), after: nil, limit: 4, lease: Lease(owner: "A", until: now.addingTimeInterval(600), now: now),
-                dialect: .postgres
-            ))
+            let statement = try #require(
+                PostgresSubscriptionStore.batchStatement(
+                    .due(asOf: now), after: nil, limit: 4,
+                    lease: Lease(owner: "A", until: now.addingTimeInterval(600), now: now),
+                    dialect: .postgres
+                ))
             let heldByFirst = try await first.database.withConnection { connection in
                 try connection.beginTransaction()
                 return try connection.execute(statement.sql, statement.binds).map { try $0.int64("id") }
             }
             // When the second worker claims everything it can
             let takenBySecond = try await second.nextBatch(
-                .due(asOf: now), after: nil, limit: 100, lease: Lease(owner: "B", until: now.addingTimeInterval(600), now: now)
+                .due(asOf: now), after: nil, limit: 100,
+                lease: Lease(owner: "B", until: now.addingTimeInterval(600), now: now)
             ).map(\.id)
             try await first.database.withConnection { try $0.commitTransaction() }
             // Then it got the other six at once, and nothing is left for anyone
@@ -87,7 +98,8 @@ struct PostgresSubscriptionStoreTests {
             #expect(takenBySecond.count == 6)
             #expect(Set(heldByFirst).isDisjoint(with: takenBySecond))
             let left = try await second.nextBatch(
-                .due(asOf: now), after: nil, limit: 100, lease: Lease(owner: "C", until: now.addingTimeInterval(600), now: now))
+                .due(asOf: now), after: nil, limit: 100,
+                lease: Lease(owner: "C", until: now.addingTimeInterval(600), now: now))
             #expect(left.isEmpty)
         }
     }
@@ -98,8 +110,11 @@ struct PostgresSubscriptionStoreTests {
             let setup = try PostgresSubscriptionStore.open(url: schema.url)
             _ = try await setup.migrate()
             let now = Date(timeIntervalSince1970: 1_700_000_000)
-            _ = try await setup.importReceipts((0..<300).map { ReceiptImport(userID: "user-\($0)", latestReceipt: "r") }, now: now)
-            let stores: [any SubscriptionStore] = try (0..<3).map { _ in try PostgresSubscriptionStore.open(url: schema.url) }
+            _ = try await setup.importReceipts(
+                (0..<300).map { ReceiptImport(userID: "user-\($0)", latestReceipt: "r") }, now: now)
+            let stores: [any SubscriptionStore] = try (0..<3).map { _ in
+                try PostgresSubscriptionStore.open(url: schema.url)
+            }
             let taken = try await SubscriptionStoreConformance.claimConcurrently(stores, now: now)
             #expect(taken.count == 300)
             #expect(Set(taken).count == 300)
@@ -113,22 +128,29 @@ struct PostgresSubscriptionStoreTests {
             let alive = try PostgresSubscriptionStore.open(url: schema.url)
             _ = try await dead.migrate()
             let now = Date(timeIntervalSince1970: 1_700_000_000)
-            _ = try await dead.importReceipts((0..<5).map { ReceiptImport(userID: "user-\($0)", latestReceipt: "r") }, now: now)
+            _ = try await dead.importReceipts(
+                (0..<5).map { ReceiptImport(userID: "user-\($0)", latestReceipt: "r") }, now: now)
             // Given a worker claimed every row for 30 s and died
             let claimed = try await dead.nextBatch(
-                .due(asOf: now), after: nil, limit: 10, lease: Lease(owner: "dead", until: now.addingTimeInterval(30), now: now))
+                .due(asOf: now), after: nil, limit: 10,
+                lease: Lease(owner: "dead", until: now.addingTimeInterval(30), now: now))
             #expect(claimed.count == 5)
             // Then another worker gets nothing while the lease lasts, and everything once it has run out
             let during = now.addingTimeInterval(29)
-            #expect(try await alive.nextBatch(
-                .due(asOf: during), after: nil, limit: 10, lease: Lease(owner: "alive", until: during.addingTimeInterval(30), now: during)
-            ).isEmpty)
+            #expect(
+                try await alive.nextBatch(
+                    .due(asOf: during), after: nil, limit: 10,
+                    lease: Lease(owner: "alive", until: during.addingTimeInterval(30), now: during)
+                ).isEmpty)
             let after = now.addingTimeInterval(30)
             let takenOver = try await alive.nextBatch(
-                .due(asOf: after), after: nil, limit: 10, lease: Lease(owner: "alive", until: after.addingTimeInterval(30), now: after))
+                .due(asOf: after), after: nil, limit: 10,
+                lease: Lease(owner: "alive", until: after.addingTimeInterval(30), now: after))
             #expect(takenOver.map(\.id) == claimed.map(\.id))
             let owners = try await alive.database.withConnection { connection in
-                try connection.execute("SELECT DISTINCT lease_owner FROM receipts", []).map { try $0.text("lease_owner") }
+                try connection.execute("SELECT DISTINCT lease_owner FROM receipts", []).map {
+                    try $0.text("lease_owner")
+                }
             }
             #expect(owners == ["alive"])
         }
@@ -145,7 +167,9 @@ struct PostgresSubscriptionStoreTests {
             #expect(applied.filter { !$0.isEmpty } == [Array(1...SQLSchema.currentVersion)])
             for store in stores { try await store.checkSchema() }
             let versions = try await stores[0].database.withConnection { connection in
-                try connection.execute("SELECT version FROM schema_migrations ORDER BY version", []).map { try $0.int("version") }
+                try connection.execute("SELECT version FROM schema_migrations ORDER BY version", []).map {
+                    try $0.int("version")
+                }
             }
             #expect(versions == Array(1...SQLSchema.currentVersion))
         }
@@ -164,7 +188,10 @@ struct PostgresDatabaseTests {
                 [.int64(Int64.max), .text("ünïcode ✓")]
             ).first
         }
-        #expect(row?.values == [.int64(1), .int64(2), .int64(Int64.max), .double(1.5), .text("ünïcode ✓"), .int64(1), .null, .int64(10)])
+        #expect(
+            row?.values == [
+                .int64(1), .int64(2), .int64(Int64.max), .double(1.5), .text("ünïcode ✓"), .int64(1), .null, .int64(10),
+            ])
     }
 
     @Test("errors carry the server's message and SQLSTATE but never the bound values")
@@ -174,7 +201,10 @@ struct PostgresDatabaseTests {
             _ = try await store.migrate()
             let secret = "MIIT-secret-receipt-data"
             for (sql, binds) in [
-                ("INSERT INTO receipts (user_id, latest_receipt) VALUES ($1, $2)", [SQLValue.text("u"), .text(secret)]),
+                (
+                    "INSERT INTO receipts (user_id, latest_receipt) VALUES ($1, $2)",
+                    [SQLValue.text("u"), .text(secret)]
+                ),
                 ("SELECT id FROM receipts WHERE next_check_at = $1", [SQLValue.text(secret)]),
             ] {
                 await #expect {
@@ -191,9 +221,13 @@ struct PostgresDatabaseTests {
     func lostConnection() async throws {
         try await PostgresTestSchema.with { schema in
             let database = try PostgresDatabase(url: schema.url)
-            let pid = try await database.withConnection { try $0.execute("SELECT pg_backend_pid() AS pid", []).first?.int64("pid") }
+            let pid = try await database.withConnection {
+                try $0.execute("SELECT pg_backend_pid() AS pid", []).first?.int64("pid")
+            }
             let admin = try PostgresDatabase(url: try #require(PostgresTestSchema.baseURL))
-            _ = try await admin.withConnection { try $0.execute("SELECT pg_terminate_backend($1::int)", [SQLValue(pid)]) }
+            _ = try await admin.withConnection {
+                try $0.execute("SELECT pg_terminate_backend($1::int)", [SQLValue(pid)])
+            }
             // The statement that finds the session gone runs again once on a new one.
             let after = try await database.withConnection { connection in
                 try connection.execute(
@@ -209,7 +243,8 @@ struct PostgresDatabaseTests {
     func timeoutDefaults() async throws {
         try await PostgresTestSchema.with { schema in
             let plain = try PostgresDatabase(url: schema.url)
-            let setting = "SELECT current_setting('statement_timeout') AS s, current_setting('idle_in_transaction_session_timeout') AS i"
+            let setting =
+                "SELECT current_setting('statement_timeout') AS s, current_setting('idle_in_transaction_session_timeout') AS i"
             let defaults = try await plain.withConnection { try $0.execute(setting, []).first }
             #expect(defaults?["s"] == .text("1min"))
             #expect(defaults?["i"] == .text("2min"))
@@ -234,7 +269,8 @@ struct PostgresDatabaseTests {
                 _ = try await store.nextBatch(.due(asOf: Date()), after: nil, limit: 10, lease: nil)
             } throws: { error in
                 guard case .unavailable(let detail)? = error as? SubscriptionStoreError else { return false }
-                return detail.contains("57014") && detail.contains("statement timeout") && detail.contains("PostgreSQL at postgres")
+                return detail.contains("57014") && detail.contains("statement timeout")
+                    && detail.contains("PostgreSQL at postgres")
             }
             #expect(ContinuousClock.now - started < .seconds(10))
             try await blocker.withConnection { _ = try $0.execute("ROLLBACK", []) }
@@ -245,21 +281,28 @@ struct PostgresDatabaseTests {
 /// URL handling needs no server: these always run.
 @Suite("PostgresURL")
 struct PostgresURLTests {
-    @Test("redaction hides the password in the user part and in a password parameter", arguments: [
-        ("postgresql://bob:s3cret@db.example:5432/app?sslmode=require", "postgresql://bob:***@db.example:5432/app?sslmode=require"),
-        ("postgres://bob@db/app", "postgres://bob@db/app"),
-        ("postgres://db/app?user=bob&password=s3cret", "postgres://db/app?user=bob&password=***"),
-        ("postgresql://bob:p%40ss@db/app", "postgresql://bob:***@db/app"),
-    ])
+    @Test(
+        "redaction hides the password in the user part and in a password parameter",
+        arguments: [
+            (
+                "postgresql://bob:s3cret@db.example:5432/app?sslmode=require",
+                "postgresql://bob:***@db.example:5432/app?sslmode=require"
+            ),
+            ("postgres://bob@db/app", "postgres://bob@db/app"),
+            ("postgres://db/app?user=bob&password=s3cret", "postgres://db/app?user=bob&password=***"),
+            ("postgresql://bob:p%40ss@db/app", "postgresql://bob:***@db/app"),
+        ])
     func redaction(url: String, expected: String) {
         #expect(PostgresURL.redacted(url) == expected)
     }
 
-    @Test("a URL libpq rejects gives a clear error without the password", arguments: [
-        "postgresql://bob:s3cret-pw@127.0.0.1:notaport/db",
-        "postgresql://bob:s3cret-pw@127.0.0.1/db?nosuchparameter=1",
-        "postgresql://bob:s3cret-pw@127.0.0.1/db?sslmode=sometimes",
-    ])
+    @Test(
+        "a URL libpq rejects gives a clear error without the password",
+        arguments: [
+            "postgresql://bob:s3cret-pw@127.0.0.1:notaport/db",
+            "postgresql://bob:s3cret-pw@127.0.0.1/db?nosuchparameter=1",
+            "postgresql://bob:s3cret-pw@127.0.0.1/db?sslmode=sometimes",
+        ])
     func rejectedURL(url: String) {
         #expect {
             _ = try PostgresSubscriptionStore.open(url: url)
@@ -276,7 +319,8 @@ struct PostgresURLTests {
             _ = try PostgresSubscriptionStore.open(url: "postgresql://bob:s3cret-pw@127.0.0.1:1/db?connect_timeout=2")
         } throws: { error in
             let message = "\(error)"
-            return message.contains("cannot connect to PostgreSQL at postgresql://bob:***@127.0.0.1:1/db") && !message.contains("s3cret-pw")
+            return message.contains("cannot connect to PostgreSQL at postgresql://bob:***@127.0.0.1:1/db")
+                && !message.contains("s3cret-pw")
         }
     }
 }
@@ -301,7 +345,8 @@ struct PostgresTestSchema {
 
     static func with(_ body: (PostgresTestSchema) async throws -> Void) async throws {
         let base = try #require(baseURL)
-        let schema = PostgresTestSchema(name: "renewal_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""), base: base)
+        let schema = PostgresTestSchema(
+            name: "renewal_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""), base: base)
         let admin = try PostgresDatabase(url: base)
         // The name is ours (hex digits), so splicing it is safe; identifiers cannot be bound.
         _ = try await admin.withConnection { try $0.execute("CREATE SCHEMA \(schema.name)", []) }

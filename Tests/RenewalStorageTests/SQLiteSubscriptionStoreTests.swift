@@ -51,7 +51,8 @@ struct SQLiteSubscriptionStoreTests {
 
     @Test("opening a missing file without create tells the operator to run renewal migrate")
     func missingFile() throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("missing-\(UUID().uuidString).sqlite").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("missing-\(UUID().uuidString).sqlite")
+            .path
         do {
             _ = try SQLiteSubscriptionStore.open(path: path, create: false)
             Issue.record("opened a missing file")
@@ -61,18 +62,21 @@ struct SQLiteSubscriptionStoreTests {
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
-    @Test("the due query is an index range scan on next_check_at, with or without cursor and lease", arguments: [
-        (false, false), (true, false), (false, true), (true, true),
-    ])
+    @Test(
+        "the due query is an index range scan on next_check_at, with or without cursor and lease",
+        arguments: [
+            (false, false), (true, false), (false, true), (true, true),
+        ])
     func dueQueryPlan(withCursor: Bool, withLease: Bool) async throws {
         try await withTemporaryDatabase { path in
             let store = try SQLiteSubscriptionStore.open(path: path, create: true)
             _ = try await store.migrate()
             let now = Date(timeIntervalSince1970: 1_700_000_000)
-            let statement = try #require(SQLiteSubscriptionStore.batchStatement(
-                .due(asOf: now), after: withCursor ? ReceiptCursor(nextCheckAt: now, id: 7) : nil, limit: 40,
-                lease: withLease ? Lease(owner: "w", until: now, now: now) : nil, dialect: .sqlite
-            ))
+            let statement = try #require(
+                SQLiteSubscriptionStore.batchStatement(
+                    .due(asOf: now), after: withCursor ? ReceiptCursor(nextCheckAt: now, id: 7) : nil, limit: 40,
+                    lease: withLease ? Lease(owner: "w", until: now, now: now) : nil, dialect: .sqlite
+                ))
             let plan = try await store.database.withConnection { connection in
                 try connection.execute("EXPLAIN QUERY PLAN " + statement.sql, statement.binds).map { row in
                     if case .text(let detail)? = row["detail"] { return detail }
@@ -96,7 +100,9 @@ struct SQLiteSubscriptionStoreTests {
             let now = Date(timeIntervalSince1970: 1_700_000_000)
             let items = (0..<200).map { ReceiptImport(userID: "user-\($0)", latestReceipt: "r") }
             _ = try await setup.importReceipts(items, now: now)
-            let stores: [any SubscriptionStore] = try (0..<3).map { _ in try SQLiteSubscriptionStore.open(path: path, create: false) }
+            let stores: [any SubscriptionStore] = try (0..<3).map { _ in
+                try SQLiteSubscriptionStore.open(path: path, create: false)
+            }
             let taken = try await SubscriptionStoreConformance.claimConcurrently(stores, now: now)
             #expect(taken.count == 200)
             #expect(Set(taken).count == 200)
@@ -106,7 +112,9 @@ struct SQLiteSubscriptionStoreTests {
     @Test("$n placeholders become ?n outside quoted text")
     func placeholderRewrite() {
         let sql = "SELECT '$1', \"$2\" FROM t WHERE a = $1 AND b IN ($2, $10) AND c = '$'"
-        #expect(SQLiteConnection.sqliteParameters(sql) == "SELECT '$1', \"$2\" FROM t WHERE a = ?1 AND b IN (?2, ?10) AND c = '$'")
+        #expect(
+            SQLiteConnection.sqliteParameters(sql)
+                == "SELECT '$1', \"$2\" FROM t WHERE a = ?1 AND b IN (?2, ?10) AND c = '$'")
     }
 
     @Test("statements waiting out another connection's write lock wait on the database's thread, not the executor's")
@@ -124,14 +132,22 @@ struct SQLiteSubscriptionStoreTests {
             }
             // When more writes than the executor has threads wait for it (busy_timeout is 5 s)
             let writers = (0..<(ProcessInfo.processInfo.activeProcessorCount + 2)).map { value in
-                Task { try await store.database.withConnection { _ = try $0.execute("INSERT INTO probe VALUES ($1)", [.int64(Int64(value))]) } }
+                Task {
+                    try await store.database.withConnection {
+                        _ = try $0.execute("INSERT INTO probe VALUES ($1)", [.int64(Int64(value))])
+                    }
+                }
             }
             // Then a task started after them still runs while the lock is held
             let tickedAt = await Task { ContinuousClock.now }.value
             for writer in writers { try await writer.value }
             let released = try #require(releasedAt.withLock { $0 })
-            #expect(tickedAt < released, "the executor waited for the lock: the task ran \(tickedAt - released) after the release")
-            let rows = try await store.database.withConnection { try $0.execute("SELECT COUNT(*) AS n FROM probe", []).first?.int64("n") }
+            #expect(
+                tickedAt < released,
+                "the executor waited for the lock: the task ran \(tickedAt - released) after the release")
+            let rows = try await store.database.withConnection {
+                try $0.execute("SELECT COUNT(*) AS n FROM probe", []).first?.int64("n")
+            }
             #expect(rows == Int64(writers.count))
         }
     }
@@ -144,10 +160,13 @@ struct SQLiteSubscriptionStoreTests {
             let secret = "MIIT-secret-receipt-data"
             await #expect {
                 try await store.database.withConnection { connection in
-                    _ = try connection.execute("INSERT INTO receipts (user_id, latest_receipt) VALUES ($1, $2)", [.text("u"), .text(secret)])
+                    _ = try connection.execute(
+                        "INSERT INTO receipts (user_id, latest_receipt) VALUES ($1, $2)", [.text("u"), .text(secret)])
                 }
             } throws: { error in
-                guard let error = error as? SubscriptionStoreError, case .query(let detail) = error else { return false }
+                guard let error = error as? SubscriptionStoreError, case .query(let detail) = error else {
+                    return false
+                }
                 return !detail.contains(secret) && detail.contains("NOT NULL")
             }
         }
@@ -156,7 +175,8 @@ struct SQLiteSubscriptionStoreTests {
 
 /// Runs `body` with the path of a database file in a fresh temporary directory, removed afterwards.
 func withTemporaryDatabase(_ body: (String) async throws -> Void) async throws {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("renewal-storage-\(UUID().uuidString)")
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "renewal-storage-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     try await body(directory.appendingPathComponent("renewal.sqlite").path)

@@ -14,9 +14,11 @@ import Testing
         #expect(message.contains("Install a newer libsqlite3"))
     }
 
-    @Test("3.35.0 and newer are accepted, and so is the library this build links", arguments: [
-        (Int32(3_035_000), "3.35.0"), (Int32(3_040_001), "3.40.1"),
-    ])
+    @Test(
+        "3.35.0 and newer are accepted, and so is the library this build links",
+        arguments: [
+            (Int32(3_035_000), "3.35.0"), (Int32(3_040_001), "3.40.1"),
+        ])
     func newLibraryAccepted(number: Int32, text: String) throws {
         try SQLiteVersion.check(found: number, text: text)
         let linked = SQLiteVersion.linked

@@ -40,14 +40,17 @@ extension AppleEvidence {
         let purchases = latest.isEmpty ? receiptRows : latest
         let otherPurchases = purchases.count(where: { $0.expiresDate == nil })
 
-        let renewals = response.pendingRenewalInfo.isEmpty ? response.topLevelRenewal.map { [$0] } ?? [] : response.pendingRenewalInfo
+        let renewals =
+            response.pendingRenewalInfo.isEmpty
+            ? response.topLevelRenewal.map { [$0] } ?? [] : response.pendingRenewalInfo
         var matched: Set<Int> = []
         var subscriptions = order.compactMap { key -> SubscriptionEvidence? in
             guard let group = groups[key] else { return nil }
             let index = Self.renewal(for: key, rows: group.rows, in: renewals)
             if let index { matched.insert(index) }
             return SubscriptionEvidence(
-                originalTransactionID: key, rows: group.rows, renewal: index.map { renewals[$0] }, environment: environment,
+                originalTransactionID: key, rows: group.rows, renewal: index.map { renewals[$0] },
+                environment: environment,
                 basis: group.basis)
         }
         let products = Set(groups.values.flatMap { $0.rows.compactMap(\.productID) })
@@ -57,7 +60,8 @@ extension AppleEvidence {
             guard let id = info.originalTransactionID, groups[id] == nil,
                 ![info.productID, info.autoRenewProductID].contains(where: { $0.map(products.contains) ?? false })
             else { continue }
-            subscriptions.append(SubscriptionEvidence(renewalOnly: info, originalTransactionID: id, environment: environment))
+            subscriptions.append(
+                SubscriptionEvidence(renewalOnly: info, originalTransactionID: id, environment: environment))
         }
         self.init(
             environment: environment, bundleID: response.receipt?.bundleID, latestReceipt: response.latestReceipt,
@@ -84,7 +88,8 @@ extension AppleEvidence {
 
 extension SubscriptionEvidence {
     init(
-        originalTransactionID: String, rows: [LatestReceiptInfo], renewal: PendingRenewalInfo?, environment: AppStoreEnvironment?,
+        originalTransactionID: String, rows: [LatestReceiptInfo], renewal: PendingRenewalInfo?,
+        environment: AppStoreEnvironment?,
         basis: EvidenceBasis
     ) {
         let granting = rows.filter { $0.isUpgraded != true }

@@ -29,7 +29,9 @@ struct AppleFields<Field: AppleField> {
         do throws(JSONMemberError) {
             members = try value.members(Field.keys)
         } catch {
-            guard case .duplicate(let name) = error else { throw .unreadableField(path: value.path, detail: "unreadable") }
+            guard case .duplicate(let name) = error else {
+                throw .unreadableField(path: value.path, detail: "unreadable")
+            }
             throw .unreadableField(path: Self.join(value.path, name), detail: "given twice")
         }
     }
@@ -52,7 +54,9 @@ struct AppleFields<Field: AppleField> {
             return string
         case .number:
             if let integer = value.integer { return String(integer) }
-            guard let double = value.numberText.flatMap(Double.init), double.isFinite else { throw failure(field, "a number out of range") }
+            guard let double = value.numberText.flatMap(Double.init), double.isFinite else {
+                throw failure(field, "a number out of range")
+            }
             return String(double)
         case .true: return "true"
         case .false: return "false"
@@ -85,19 +89,26 @@ struct AppleFields<Field: AppleField> {
     func date(_ milliseconds: Field, or text: Field) throws(AppleAnswerError) -> Date? {
         if let value = try string(milliseconds) {
             guard let date = AppleDateFormat.date(milliseconds: value), AppleDateFormat.plausible.contains(date) else {
-                throw failure(milliseconds, "Expected milliseconds since 1970, between 2000 and 2100, for \(milliseconds.key).")
+                throw failure(
+                    milliseconds, "Expected milliseconds since 1970, between 2000 and 2100, for \(milliseconds.key).")
             }
             return date
         }
         guard let value = try string(text) else { return nil }
-        if let date = AppleDateFormat.date(milliseconds: value) ?? AppleDateFormat.date(gmt: value), AppleDateFormat.plausible.contains(date) {
+        if let date = AppleDateFormat.date(milliseconds: value) ?? AppleDateFormat.date(gmt: value),
+            AppleDateFormat.plausible.contains(date)
+        {
             return date
         }
-        throw failure(text, "Unreadable date for \(text.key) (milliseconds or yyyy-MM-dd HH:mm:ss Etc/GMT, between 2000 and 2100).")
+        throw failure(
+            text,
+            "Unreadable date for \(text.key) (milliseconds or yyyy-MM-dd HH:mm:ss Etc/GMT, between 2000 and 2100).")
     }
 
     /// An array of objects, each read by `read`; absent or `null` is empty.
-    func array<Element>(_ field: Field, _ read: (JSONValue) throws(AppleAnswerError) -> Element) throws(AppleAnswerError) -> [Element] {
+    func array<Element>(_ field: Field, _ read: (JSONValue) throws(AppleAnswerError) -> Element)
+        throws(AppleAnswerError) -> [Element]
+    {
         guard let value = self[field] else { return [] }
         guard value.kind == .array else { throw failure(field, "unexpected type") }
         var result: [Element] = []

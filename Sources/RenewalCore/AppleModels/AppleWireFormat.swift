@@ -41,4 +41,3 @@ extension KeyedEncodingContainer where Key == AppleKey {
         try encode(AppleDateFormat.pacificString(value), forKey: AppleKey(name + "_pst"))
     }
 }
-

@@ -30,7 +30,9 @@ extension VerifyReceiptRequest {
             JSONText.appendQuoted(password, to: &body)
         }
         if let excludeOldTransactions {
-            body.append(contentsOf: (excludeOldTransactions ? #","exclude-old-transactions":true"# : #","exclude-old-transactions":false"#).utf8)
+            body.append(
+                contentsOf: (excludeOldTransactions
+                    ? #","exclude-old-transactions":true"# : #","exclude-old-transactions":false"#).utf8)
         }
         body.append(UInt8(ascii: "}"))
         return body

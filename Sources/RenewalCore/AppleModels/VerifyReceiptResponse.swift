@@ -1,4 +1,3 @@
-
 /// A verifyReceipt answer, in both shapes Apple sends: app receipts (iOS 7+) and iOS 6-style
 /// transaction receipts (single-object `latest_receipt_info`, `latest_expired_receipt_info`,
 /// top-level numeric `auto_renew_status`, status 21006).

@@ -16,9 +16,12 @@ public struct AppIdentity: Sendable, Hashable {
     /// answer names another bundle, or when every subscription in it is of an unknown product.
     public func screen(_ evidence: AppleEvidence) -> Result<AppleEvidence, ScreeningFailure> {
         if let expected = bundleID, let found = evidence.bundleID, found != expected {
-            return .failure(ScreeningFailure(
-                reason: "wrong_bundle",
-                message: "Apple's answer is for bundle \(found), not \(expected) (APPSTORE_BUNDLE_ID); nothing was changed. Import the receipt into that app's database, or fix APPSTORE_BUNDLE_ID."))
+            return .failure(
+                ScreeningFailure(
+                    reason: "wrong_bundle",
+                    message:
+                        "Apple's answer is for bundle \(found), not \(expected) (APPSTORE_BUNDLE_ID); nothing was changed. Import the receipt into that app's database, or fix APPSTORE_BUNDLE_ID."
+                ))
         }
         guard let productIDs else { return .success(evidence) }
         var screened = evidence
@@ -27,9 +30,12 @@ public struct AppIdentity: Sendable, Hashable {
         }
         if screened.subscriptions.isEmpty, !evidence.subscriptions.isEmpty {
             let unknown = Set(evidence.subscriptions.compactMap(\.productID)).sorted().joined(separator: ", ")
-            return .failure(ScreeningFailure(
-                reason: "unknown_products",
-                message: "Apple's answer only lists products this app does not sell (\(unknown)); nothing was changed. Add them to --products / RENEWAL_PRODUCTS if they are this app's."))
+            return .failure(
+                ScreeningFailure(
+                    reason: "unknown_products",
+                    message:
+                        "Apple's answer only lists products this app does not sell (\(unknown)); nothing was changed. Add them to --products / RENEWAL_PRODUCTS if they are this app's."
+                ))
         }
         return .success(screened)
     }

@@ -35,7 +35,8 @@ public struct AppleEvidence: Sendable, Hashable {
         self.source = source
         self.lookupTransactionID =
             lookupTransactionID
-            ?? subscriptions.max { ($0.expiresAt ?? .distantPast) < ($1.expiresAt ?? .distantPast) }?.originalTransactionID
+            ?? subscriptions.max { ($0.expiresAt ?? .distantPast) < ($1.expiresAt ?? .distantPast) }?
+            .originalTransactionID
         self.environment = environment
         self.bundleID = bundleID
         self.latestReceipt = latestReceipt
@@ -93,7 +94,8 @@ public struct SubscriptionEvidence: Sendable, Hashable {
         cancelledAt: Date? = nil, autoRenew: Bool?, autoRenewProductID: String? = nil,
         gracePeriodExpiresAt: Date? = nil, isInBillingRetry: Bool = false, expirationIntent: String? = nil,
         isTrialPeriod: Bool = false, isInIntroOfferPeriod: Bool = false, ownershipType: String? = nil,
-        environment: AppStoreEnvironment?, latestTransactionID: String? = nil, subscriptionGroupIdentifier: String? = nil,
+        environment: AppStoreEnvironment?, latestTransactionID: String? = nil,
+        subscriptionGroupIdentifier: String? = nil,
         basis: EvidenceBasis = .latestTransactions
     ) {
         self.originalTransactionID = originalTransactionID

@@ -103,7 +103,9 @@ private struct JSONParser {
             }
             nodes[Int(container)].count += 1
             if isObject {
-                guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
+                guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else {
+                    throw fail("expected a member name")
+                }
                 try string(into: &nodes)
                 skipWhitespace()
                 guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw fail("expected :") }
@@ -127,7 +129,9 @@ private struct JSONParser {
         let start = position
         switch bytes[position] {
         case UInt8(ascii: "{"), UInt8(ascii: "["):
-            guard open.count < JSONDocument.maximumDepth else { throw fail("nested deeper than \(JSONDocument.maximumDepth)") }
+            guard open.count < JSONDocument.maximumDepth else {
+                throw fail("nested deeper than \(JSONDocument.maximumDepth)")
+            }
             let kind: JSONDocument.Kind = bytes[position] == UInt8(ascii: "{") ? .object : .array
             position += 1
             open.append(Int32(nodes.count))
@@ -153,7 +157,8 @@ private struct JSONParser {
 
     private func append(_ kind: JSONDocument.Kind, from start: Int, to nodes: inout [JSONDocument.Node]) {
         let index = Int32(nodes.count)
-        nodes.append(.init(kind: kind, escaped: false, start: Int32(start), end: Int32(position), next: index + 1, count: 0))
+        nodes.append(
+            .init(kind: kind, escaped: false, start: Int32(start), end: Int32(position), next: index + 1, count: 0))
     }
 
     private mutating func literal(_ word: StaticString) throws(JSONSyntaxError) {
@@ -181,7 +186,9 @@ private struct JSONParser {
         }
         if position < bytes.count, bytes[position] | 0x20 == UInt8(ascii: "e") {
             position += 1
-            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") { position += 1 }
+            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") {
+                position += 1
+            }
             guard position < bytes.count, isDigit(bytes[position]) else { throw fail("an exponent without digits") }
             digits()
         }
@@ -225,7 +232,9 @@ private struct JSONParser {
             position += 1
         }
         let index = Int32(nodes.count)
-        nodes.append(.init(kind: .string, escaped: escaped, start: Int32(start), end: Int32(position), next: index + 1, count: 0))
+        nodes.append(
+            .init(kind: .string, escaped: escaped, start: Int32(start), end: Int32(position), next: index + 1, count: 0)
+        )
         position += 1
     }
 }
@@ -298,7 +307,8 @@ enum JSONText {
                 index += 4
                 var scalar = UInt32(high)
                 if (0xD800..<0xDC00).contains(high) {
-                    guard index + 6 <= text.count, text[index] == UInt8(ascii: "\\"), text[index + 1] == UInt8(ascii: "u"),
+                    guard index + 6 <= text.count, text[index] == UInt8(ascii: "\\"),
+                        text[index + 1] == UInt8(ascii: "u"),
                         let low = unit(at: index + 2), (0xDC00..<0xE000).contains(low)
                     else { return nil }
                     index += 6

@@ -25,17 +25,30 @@ public final class RunMetrics: AppStoreObserver, Sendable {
     /// Apple answers' latency buckets, in seconds: from a fast loopback to past Apple's slow tail.
     static let latencyBuckets: [Double] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
 
-
     public init(command: String) {
         self.command = command
         let labels = [("command", command)]
-        checked = registry.makeCounter(descriptor: Self.name("receipts_checked", "total", "Receipts Apple was asked about in this run."), labels: labels)
-        retries = registry.makeCounter(descriptor: Self.name("apple_retries", "total", "Requests to Apple repeated after a temporary failure."), labels: labels)
-        breakerTrips = registry.makeCounter(descriptor: Self.name("breaker_trips", "total", "Times the circuit breaker opened because Apple kept failing (the run then exits 4)."), labels: labels)
-        conflicts = registry.makeCounter(descriptor: Self.name("conflicts", "total", "Subscriptions claimed by a second user (shared Apple ID); the first owner was kept."), labels: labels)
-        leaseLost = registry.makeCounter(descriptor: Self.name("lease_lost", "total", "Results not written because another worker had taken the receipt's lease."), labels: labels)
+        checked = registry.makeCounter(
+            descriptor: Self.name("receipts_checked", "total", "Receipts Apple was asked about in this run."),
+            labels: labels)
+        retries = registry.makeCounter(
+            descriptor: Self.name("apple_retries", "total", "Requests to Apple repeated after a temporary failure."),
+            labels: labels)
+        breakerTrips = registry.makeCounter(
+            descriptor: Self.name(
+                "breaker_trips", "total",
+                "Times the circuit breaker opened because Apple kept failing (the run then exits 4)."), labels: labels)
+        conflicts = registry.makeCounter(
+            descriptor: Self.name(
+                "conflicts", "total",
+                "Subscriptions claimed by a second user (shared Apple ID); the first owner was kept."), labels: labels)
+        leaseLost = registry.makeCounter(
+            descriptor: Self.name(
+                "lease_lost", "total", "Results not written because another worker had taken the receipt's lease."),
+            labels: labels)
         latency = registry.makeValueHistogram(
-            descriptor: Self.name("apple_request_duration", "seconds", "Time of one HTTP request to Apple's verifyReceipt, answer read."),
+            descriptor: Self.name(
+                "apple_request_duration", "seconds", "Time of one HTTP request to Apple's verifyReceipt, answer read."),
             labels: labels, buckets: Self.latencyBuckets)
         // Families that exist before their first event, so dashboards and alerts see zeros, not gaps.
         _ = changes(kind: "renewed")
@@ -54,7 +67,8 @@ public final class RunMetrics: AppStoreObserver, Sendable {
 
     private func failures(reason: String) -> Counter {
         registry.makeCounter(
-            descriptor: Self.name("failures", "total", "Receipts that could not be verified (state kept, retried later), by reason."),
+            descriptor: Self.name(
+                "failures", "total", "Receipts that could not be verified (state kept, retried later), by reason."),
             labels: [("command", command), ("reason", reason)])
     }
 
@@ -72,7 +86,10 @@ public final class RunMetrics: AppStoreObserver, Sendable {
 
     public func exchanged(status: String, environment: AppStoreEnvironment, seconds: Double) {
         registry.makeCounter(
-            descriptor: Self.name("apple_responses", "total", "Answers from Apple by status (Apple's status code, or the failure reason such as http_503 or timeout) and environment asked."),
+            descriptor: Self.name(
+                "apple_responses", "total",
+                "Answers from Apple by status (Apple's status code, or the failure reason such as http_503 or timeout) and environment asked."
+            ),
             labels: [("command", command), ("status", status), ("environment", environment.rawValue)]
         ).increment()
         latency.record(seconds)
@@ -84,27 +101,50 @@ public final class RunMetrics: AppStoreObserver, Sendable {
 
     /// Sets the gauges that describe the finished run. `lastSuccess` is the end of the last run
     /// that exited 0 (this one or an earlier one, from the database).
-    public func finish(status: RunStatus, exitCode: Int32, startedAt: Date, finishedAt: Date, dueAtStart: Int?, dueLeft: Int?, lastSuccess: Date?) {
+    public func finish(
+        status: RunStatus, exitCode: Int32, startedAt: Date, finishedAt: Date, dueAtStart: Int?, dueLeft: Int?,
+        lastSuccess: Date?
+    ) {
         let labels = [("command", command)]
-        registry.makeGauge(descriptor: Self.name("run_duration", "seconds", "Wall time of the last run."), labels: labels)
-            .set(to: finishedAt.timeIntervalSince(startedAt))
-        registry.makeGauge(descriptor: Self.name("last_run", "timestamp_seconds", "When the last run ended (Unix time)."), labels: labels)
-            .set(to: finishedAt.timeIntervalSince1970)
-        registry.makeGauge(descriptor: Self.name("last_run_exit_code", "", "Exit code of the last run (0 all due work done, 3 some receipts not verified, 4 Apple unavailable, 75 lock held, 78 configuration, 1 internal)."), labels: labels)
-            .set(to: Double(exitCode))
+        registry.makeGauge(
+            descriptor: Self.name("run_duration", "seconds", "Wall time of the last run."), labels: labels
+        )
+        .set(to: finishedAt.timeIntervalSince(startedAt))
+        registry.makeGauge(
+            descriptor: Self.name("last_run", "timestamp_seconds", "When the last run ended (Unix time)."),
+            labels: labels
+        )
+        .set(to: finishedAt.timeIntervalSince1970)
+        registry.makeGauge(
+            descriptor: Self.name(
+                "last_run_exit_code", "",
+                "Exit code of the last run (0 all due work done, 3 some receipts not verified, 4 Apple unavailable, 75 lock held, 78 configuration, 1 internal)."
+            ), labels: labels
+        )
+        .set(to: Double(exitCode))
         // One-hot over every status a run can end with (`RunStatus.endings`), so the set of series is stable.
         for known in RunStatus.endings + (RunStatus.endings.contains(status) ? [] : [status]) {
             registry.makeGauge(
-                descriptor: Self.name("last_run_status", "", "1 for the status the last run ended with, 0 for the others."),
+                descriptor: Self.name(
+                    "last_run_status", "", "1 for the status the last run ended with, 0 for the others."),
                 labels: [("command", command), ("status", known.rawValue)]
             ).set(to: known == status ? 1.0 : 0.0)
         }
         // 0 when no run ever exited 0, so "time() - renewal_last_success_timestamp_seconds" alerts on it.
-        registry.makeGauge(descriptor: Self.name("last_success", "timestamp_seconds", "When the last run that exited 0 ended (Unix time; 0 if none ever did)."), labels: labels)
-            .set(to: lastSuccess?.timeIntervalSince1970 ?? 0)
-        let due = Self.name("due_receipts", "", "Receipts due for a check: at the start and at the end of the last run.")
-        if let dueAtStart { registry.makeGauge(descriptor: due, labels: [("command", command), ("at", "start")]).set(Double(dueAtStart)) }
-        if let dueLeft { registry.makeGauge(descriptor: due, labels: [("command", command), ("at", "end")]).set(Double(dueLeft)) }
+        registry.makeGauge(
+            descriptor: Self.name(
+                "last_success", "timestamp_seconds",
+                "When the last run that exited 0 ended (Unix time; 0 if none ever did)."), labels: labels
+        )
+        .set(to: lastSuccess?.timeIntervalSince1970 ?? 0)
+        let due = Self.name(
+            "due_receipts", "", "Receipts due for a check: at the start and at the end of the last run.")
+        if let dueAtStart {
+            registry.makeGauge(descriptor: due, labels: [("command", command), ("at", "start")]).set(Double(dueAtStart))
+        }
+        if let dueLeft {
+            registry.makeGauge(descriptor: due, labels: [("command", command), ("at", "end")]).set(Double(dueLeft))
+        }
     }
 
     /// The Prometheus text exposition of every metric.

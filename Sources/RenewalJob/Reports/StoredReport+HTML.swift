@@ -23,7 +23,11 @@ extension StoredReport {
             runCount += 1
             if first == nil { first = run }
             last = run
-            if let finished = run.finishedAt { took += finished.timeIntervalSince(run.startedAt) } else { unfinished += 1 }
+            if let finished = run.finishedAt {
+                took += finished.timeIntervalSince(run.startedAt)
+            } else {
+                unfinished += 1
+            }
             if runs.count == 200 { runs.removeFirst() }
             runs.append(run)
             totals.checked += run.checked
@@ -37,17 +41,24 @@ extension StoredReport {
         guard let last else { return }
         let entitled = try await entitledSeries(upTo: last.startedAt)
 
-        let title = runCount == 1 ? "renewal run \(last.id)" : "renewal runs \(Self.readable(first?.startedAt ?? last.startedAt)) to \(Self.readable(last.startedAt))"
+        let title =
+            runCount == 1
+            ? "renewal run \(last.id)"
+            : "renewal runs \(Self.readable(first?.startedAt ?? last.startedAt)) to \(Self.readable(last.startedAt))"
         var page = Self.pageHead(title: title)
         page += "<h1>\(Self.escape(title))</h1>\n<section class=\"cards\">\n"
         let cards: [(String, String)] = [
-            ("status", runCount == 1 ? "\(last.status) (exit \(last.exitCode.map(String.init) ?? "-"))" : "\(runCount) runs"),
+            (
+                "status",
+                runCount == 1 ? "\(last.status) (exit \(last.exitCode.map(String.init) ?? "-"))" : "\(runCount) runs"
+            ),
             ("checked", "\(totals.checked)"), ("changes", "\(totals.changed)"), ("unchanged", "\(totals.unchanged)"),
             ("failed", "\(totals.failed)"), ("conflicts", "\(totals.conflicts)"),
             ("took", runCount == 1 ? Self.duration(last) : Self.totalDuration(took, unfinished: unfinished)),
         ]
         for (label, value) in cards {
-            page += "<div class=\"card\"><span>\(Self.escape(label))</span><strong>\(Self.escape(value))</strong></div>\n"
+            page +=
+                "<div class=\"card\"><span>\(Self.escape(label))</span><strong>\(Self.escape(value))</strong></div>\n"
         }
         page += "</section>\n"
 
@@ -56,7 +67,9 @@ extension StoredReport {
         page += Self.htmlTable(["kind", "changes"], kindRows.map { [.text($0.key), .text("\($0.value)")] })
 
         page += "<h2>Entitled subscribers by product, last \(entitled.runs.count) runs</h2>\n"
-        page += SVGChart.lines(id: "entitled-by-product", series: entitled.series, xLabels: entitled.runs.map { Timestamp.string($0.startedAt) })
+        page += SVGChart.lines(
+            id: "entitled-by-product", series: entitled.series,
+            xLabels: entitled.runs.map { Timestamp.string($0.startedAt) })
         page += Self.htmlTable(
             ["run started"] + entitled.series.map(\.name),
             entitled.runs.indices.map { index in
@@ -64,21 +77,32 @@ extension StoredReport {
             })
 
         let reasonRows = reasons.sorted { ($1.value, $0.key) < ($0.value, $1.key) }
-        page += "<h2>Failures by reason</h2>\n" + SVGChart.bars(id: "failures-by-reason", reasonRows.map { ($0.key, $0.value) })
+        page +=
+            "<h2>Failures by reason</h2>\n"
+            + SVGChart.bars(id: "failures-by-reason", reasonRows.map { ($0.key, $0.value) })
         page += Self.htmlTable(["reason", "failures"], reasonRows.map { [.text($0.key), .text("\($0.value)")] })
 
-        page += "<h2>Runs</h2>\n" + Self.htmlTable(
-            ["started", "command", "status", "exit", "took", "checked", "changed", "failed", "conflicts", "run id"],
-            runs.map {
-                [.time($0.startedAt)] + [
-                    $0.command, $0.status.rawValue, $0.exitCode.map(String.init) ?? "-", Self.duration($0),
-                    "\($0.checked)", "\($0.changed)", "\($0.failed)", "\($0.conflicts)", $0.id,
-                ].map(HTMLCell.text)
-            })
+        page +=
+            "<h2>Runs</h2>\n"
+            + Self.htmlTable(
+                [
+                    "started", "command", "status", "exit", "took", "checked", "changed", "failed", "conflicts",
+                    "run id",
+                ],
+                runs.map {
+                    [.time($0.startedAt)]
+                        + [
+                            $0.command, $0.status.rawValue, $0.exitCode.map(String.init) ?? "-", Self.duration($0),
+                            "\($0.checked)", "\($0.changed)", "\($0.failed)", "\($0.conflicts)", $0.id,
+                        ].map(HTMLCell.text)
+                })
         try output.write(page)
 
         // Second pass: the lists, streamed.
-        try output.write("<h2>Changes</h2>\n<table><thead><tr>" + ["time", "user", "product", "kind", "from", "to", "expires", "environment"].map { "<th>\($0)</th>" }.joined() + "</tr></thead><tbody>\n")
+        try output.write(
+            "<h2>Changes</h2>\n<table><thead><tr>"
+                + ["time", "user", "product", "kind", "from", "to", "expires", "environment"].map { "<th>\($0)</th>" }
+                .joined() + "</tr></thead><tbody>\n")
         var listed = 0
         try await forEachRun(selection) { run in
             guard listed < htmlRowLimit else { return }
@@ -86,7 +110,8 @@ extension StoredReport {
                 for change in changes {
                     let event = change.event
                     let cells: [HTMLCell] = [
-                        .time(change.occurredAt), .text(change.userID), .text(event.productID ?? ""), .text(event.kind.rawValue),
+                        .time(change.occurredAt), .text(change.userID), .text(event.productID ?? ""),
+                        .text(event.kind.rawValue),
                         .text(event.fromState.rawValue), .text(event.toState.rawValue), .time(event.newExpiresAt),
                         .text(event.environment?.rawValue ?? ""),
                     ]
@@ -97,15 +122,22 @@ extension StoredReport {
         }
         try output.write("</tbody></table>\n")
         if totals.changed > listed {
-            try output.write("<p class=\"note\">\(listed) of \(totals.changed) changes listed; <code>renewal report --format csv</code> has them all.</p>\n")
+            try output.write(
+                "<p class=\"note\">\(listed) of \(totals.changed) changes listed; <code>renewal report --format csv</code> has them all.</p>\n"
+            )
         }
-        try output.write("<h2>Failures</h2>\n<table><thead><tr><th>time</th><th>user</th><th>reason</th><th>message</th></tr></thead><tbody>\n")
+        try output.write(
+            "<h2>Failures</h2>\n<table><thead><tr><th>time</th><th>user</th><th>reason</th><th>message</th></tr></thead><tbody>\n"
+        )
         var failuresListed = 0
         try await forEachRun(selection) { run in
             guard failuresListed < htmlRowLimit else { return }
             try await forEachFailurePage(of: run.id, limit: htmlRowLimit - failuresListed) { failures in
                 for failure in failures {
-                    let cells: [HTMLCell] = [.time(failure.occurredAt), .text(failure.userID), .text(failure.failure.reason), .text(failure.failure.message)]
+                    let cells: [HTMLCell] = [
+                        .time(failure.occurredAt), .text(failure.userID), .text(failure.failure.reason),
+                        .text(failure.failure.message),
+                    ]
                     try output.write(Self.htmlRow(cells))
                 }
                 failuresListed += failures.count
@@ -140,7 +172,10 @@ extension StoredReport {
         let ordered = Array(recent.reversed())
         let products = Set(values.values.flatMap(\.keys)).sorted()
         let series = products.map { product in
-            (name: product.isEmpty ? "(unknown product)" : product, values: ordered.map { max(0, values[$0.id]?[product] ?? 0) })
+            (
+                name: product.isEmpty ? "(unknown product)" : product,
+                values: ordered.map { max(0, values[$0.id]?[product] ?? 0) }
+            )
         }
         return (ordered, series)
     }
@@ -260,16 +295,20 @@ enum SVGChart {
         let labelWidth = 190.0, barWidth = 520.0, rowHeight = 24.0
         let height = max(1, Double(rows.count)) * rowHeight + 10
         let maximum = Double(max(1, rows.map(\.value).max() ?? 1))
-        var svg = "<svg class=\"chart\" id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(labelWidth + barWidth + 70))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"\(id)\">\n"
+        var svg =
+            "<svg class=\"chart\" id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(labelWidth + barWidth + 70))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"\(id)\">\n"
         if rows.isEmpty {
             svg += "<text x=\"4\" y=\"18\">nothing to draw</text>\n"
         }
         for (index, row) in rows.enumerated() {
             let y = Double(index) * rowHeight + 4
             let width = max(2, barWidth * Double(row.value) / maximum)
-            svg += "<text x=\"\(Int(labelWidth - 8))\" y=\"\(Int(y + 15))\" text-anchor=\"end\">\(StoredReport.escape(row.label))</text>"
-            svg += "<rect class=\"mark\" x=\"\(Int(labelWidth))\" y=\"\(Int(y))\" width=\"\(String(format: "%.1f", width))\" height=\"\(Int(rowHeight - 6))\" fill=\"\(palette[0])\"><title>\(StoredReport.escape(row.label)): \(row.value)</title></rect>"
-            svg += "<text x=\"\(String(format: "%.1f", labelWidth + width + 6))\" y=\"\(Int(y + 15))\">\(row.value)</text>\n"
+            svg +=
+                "<text x=\"\(Int(labelWidth - 8))\" y=\"\(Int(y + 15))\" text-anchor=\"end\">\(StoredReport.escape(row.label))</text>"
+            svg +=
+                "<rect class=\"mark\" x=\"\(Int(labelWidth))\" y=\"\(Int(y))\" width=\"\(String(format: "%.1f", width))\" height=\"\(Int(rowHeight - 6))\" fill=\"\(palette[0])\"><title>\(StoredReport.escape(row.label)): \(row.value)</title></rect>"
+            svg +=
+                "<text x=\"\(String(format: "%.1f", labelWidth + width + 6))\" y=\"\(Int(y + 15))\">\(row.value)</text>\n"
         }
         return svg + "</svg>\n"
     }
@@ -279,14 +318,21 @@ enum SVGChart {
         let width = 860.0, height = 260.0, left = 50.0, right = 290.0, top = 12.0, bottom = 30.0
         let plotWidth = width - left - right, plotHeight = height - top - bottom
         let maximum = Double(max(1, series.flatMap(\.values).max() ?? 1))
-        var svg = "<svg class=\"chart\" id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"\(id)\">\n"
-        svg += "<line x1=\"\(Int(left))\" y1=\"\(Int(top + plotHeight))\" x2=\"\(Int(left + plotWidth))\" y2=\"\(Int(top + plotHeight))\" stroke=\"#8a939c\"/>"
-        svg += "<line x1=\"\(Int(left))\" y1=\"\(Int(top))\" x2=\"\(Int(left))\" y2=\"\(Int(top + plotHeight))\" stroke=\"#8a939c\"/>\n"
+        var svg =
+            "<svg class=\"chart\" id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"\(id)\">\n"
+        svg +=
+            "<line x1=\"\(Int(left))\" y1=\"\(Int(top + plotHeight))\" x2=\"\(Int(left + plotWidth))\" y2=\"\(Int(top + plotHeight))\" stroke=\"#8a939c\"/>"
+        svg +=
+            "<line x1=\"\(Int(left))\" y1=\"\(Int(top))\" x2=\"\(Int(left))\" y2=\"\(Int(top + plotHeight))\" stroke=\"#8a939c\"/>\n"
         svg += "<text x=\"\(Int(left - 6))\" y=\"\(Int(top + 10))\" text-anchor=\"end\">\(Int(maximum))</text>"
         svg += "<text x=\"\(Int(left - 6))\" y=\"\(Int(top + plotHeight))\" text-anchor=\"end\">0</text>\n"
-        if let first = xLabels.first { svg += "<text x=\"\(Int(left))\" y=\"\(Int(height - 8))\">\(StoredReport.escape(String(first.prefix(10))))</text>" }
+        if let first = xLabels.first {
+            svg +=
+                "<text x=\"\(Int(left))\" y=\"\(Int(height - 8))\">\(StoredReport.escape(String(first.prefix(10))))</text>"
+        }
         if xLabels.count > 1, let last = xLabels.last {
-            svg += "<text x=\"\(Int(left + plotWidth))\" y=\"\(Int(height - 8))\" text-anchor=\"end\">\(StoredReport.escape(String(last.prefix(10))))</text>\n"
+            svg +=
+                "<text x=\"\(Int(left + plotWidth))\" y=\"\(Int(height - 8))\" text-anchor=\"end\">\(StoredReport.escape(String(last.prefix(10))))</text>\n"
         }
         if series.isEmpty { svg += "<text x=\"\(Int(left + 10))\" y=\"\(Int(top + 20))\">nothing to draw</text>\n" }
         let step = xLabels.count > 1 ? plotWidth / Double(xLabels.count - 1) : 0
@@ -297,14 +343,17 @@ enum SVGChart {
                 let y = top + plotHeight - plotHeight * Double(value) / maximum
                 return String(format: "%.1f,%.1f", x, y)
             }
-            svg += "<polyline class=\"mark\" fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" points=\"\(points.joined(separator: " "))\"><title>\(StoredReport.escape(line.name))</title></polyline>"
+            svg +=
+                "<polyline class=\"mark\" fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" points=\"\(points.joined(separator: " "))\"><title>\(StoredReport.escape(line.name))</title></polyline>"
             for point in points where line.values.count == 1 {
                 let xy = point.split(separator: ",")
                 svg += "<circle cx=\"\(xy[0])\" cy=\"\(xy[1])\" r=\"3\" fill=\"\(color)\"/>"
             }
             let legendY = top + 14 + Double(index) * 18
-            svg += "<rect x=\"\(Int(width - right + 12))\" y=\"\(Int(legendY - 9))\" width=\"10\" height=\"10\" fill=\"\(color)\"/>"
-            svg += "<text x=\"\(Int(width - right + 28))\" y=\"\(Int(legendY))\">\(StoredReport.escape(line.name.count > 36 ? "…" + line.name.suffix(35) : line.name)) (\(line.values.last ?? 0))</text>\n"
+            svg +=
+                "<rect x=\"\(Int(width - right + 12))\" y=\"\(Int(legendY - 9))\" width=\"10\" height=\"10\" fill=\"\(color)\"/>"
+            svg +=
+                "<text x=\"\(Int(width - right + 28))\" y=\"\(Int(legendY))\">\(StoredReport.escape(line.name.count > 36 ? "…" + line.name.suffix(35) : line.name)) (\(line.values.last ?? 0))</text>\n"
         }
         return svg + "</svg>\n"
     }

@@ -18,11 +18,14 @@ extension StoredReport {
 
     private func writeJSONObject(of run: RunRecord, to output: ReportOutput) async throws {
         // A stored run is never a dry run: dry runs store nothing.
-        try output.write(try ReportJSON.head(runID: run.id, command: run.command, dryRun: false, startedAt: run.startedAt))
+        try output.write(
+            try ReportJSON.head(runID: run.id, command: run.command, dryRun: false, startedAt: run.startedAt))
         var firstChange = true
         try await forEachChangePage(of: run.id) { page in
             for change in page {
-                let element = ReportChange(userID: change.userID, event: change.event, ownershipType: change.ownershipType, source: change.source)
+                let element = ReportChange(
+                    userID: change.userID, event: change.event, ownershipType: change.ownershipType,
+                    source: change.source)
                 try output.write(ReportJSON.separator(first: firstChange) + Self.json(element))
                 firstChange = false
             }
@@ -31,7 +34,8 @@ extension StoredReport {
         var firstFailure = true
         try await forEachFailurePage(of: run.id) { page in
             for failure in page {
-                let element = ReportFailure(userID: failure.userID, receiptID: failure.receiptID, failure: failure.failure)
+                let element = ReportFailure(
+                    userID: failure.userID, receiptID: failure.receiptID, failure: failure.failure)
                 try output.write(ReportJSON.separator(first: firstFailure) + Self.json(element))
                 firstFailure = false
             }
@@ -42,7 +46,9 @@ extension StoredReport {
             try output.write(ReportJSON.separator(first: firstConflict) + Self.json(ReportConflict(conflict: conflict)))
             firstConflict = false
         }
-        try output.write(try ReportJSON.tail(finishedAt: run.finishedAt, status: run.status, exitCode: run.exitCode, counts: run.counts))
+        try output.write(
+            try ReportJSON.tail(
+                finishedAt: run.finishedAt, status: run.status, exitCode: run.exitCode, counts: run.counts))
     }
 
     static let csvColumns = [
@@ -58,10 +64,12 @@ extension StoredReport {
                 for change in page {
                     let event = change.event
                     let values: [String?] = [
-                        run.id, Timestamp.string(change.occurredAt), change.userID, event.originalTransactionID, event.productID,
+                        run.id, Timestamp.string(change.occurredAt), change.userID, event.originalTransactionID,
+                        event.productID,
                         event.kind.rawValue, event.fromState.rawValue, event.toState.rawValue,
                         event.oldExpiresAt.map(Timestamp.string), event.newExpiresAt.map(Timestamp.string),
-                        event.environment?.rawValue, change.ownershipType, event.toState.grantsAccess ? "true" : "false",
+                        event.environment?.rawValue, change.ownershipType,
+                        event.toState.grantsAccess ? "true" : "false",
                         change.source,
                     ]
                     if csv {
@@ -101,11 +109,17 @@ extension StoredReport {
             ])
         }
         var text = "Runs (\(runs))\n"
-        text += Self.table(["started", "command", "status", "exit", "took", "checked", "changed", "failed", "conflicts", "run id"], rows)
+        text += Self.table(
+            ["started", "command", "status", "exit", "took", "checked", "changed", "failed", "conflicts", "run id"],
+            rows)
         text += "\nChanges by kind\n"
-        text += Self.table(["kind", "changes"], kinds.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { [$0.key, "\($0.value)"] })
+        text += Self.table(
+            ["kind", "changes"],
+            kinds.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { [$0.key, "\($0.value)"] })
         text += "\nFailures by reason\n"
-        text += Self.table(["reason", "failures"], reasons.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { [$0.key, "\($0.value)"] })
+        text += Self.table(
+            ["reason", "failures"],
+            reasons.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { [$0.key, "\($0.value)"] })
         try output.write(text)
     }
 
@@ -118,12 +132,17 @@ extension StoredReport {
     static func table(_ header: [String], _ rows: [[String]]) -> String {
         guard !rows.isEmpty else { return "  (none)\n" }
         var widths = header.map(\.count)
-        for row in rows { for (index, cell) in row.enumerated() where index < widths.count { widths[index] = max(widths[index], cell.count) } }
+        for row in rows {
+            for (index, cell) in row.enumerated() where index < widths.count {
+                widths[index] = max(widths[index], cell.count)
+            }
+        }
         func line(_ cells: [String]) -> String {
-            "  " + cells.enumerated().map { index, cell in
-                let pad = String(repeating: " ", count: widths[index] - cell.count)
-                return Int(cell) != nil ? pad + cell : cell + pad
-            }.joined(separator: "  ").trimmingCharacters(in: .whitespaces) + "\n"
+            "  "
+                + cells.enumerated().map { index, cell in
+                    let pad = String(repeating: " ", count: widths[index] - cell.count)
+                    return Int(cell) != nil ? pad + cell : cell + pad
+                }.joined(separator: "  ").trimmingCharacters(in: .whitespaces) + "\n"
         }
         return line(header) + rows.map(line).joined()
     }
@@ -135,7 +154,9 @@ struct LineChange: Encodable {
     var change: RecordedChange
 
     func encode(to encoder: any Encoder) throws {
-        try ReportChange(userID: change.userID, event: change.event, ownershipType: change.ownershipType, source: change.source).encode(to: encoder)
+        try ReportChange(
+            userID: change.userID, event: change.event, ownershipType: change.ownershipType, source: change.source
+        ).encode(to: encoder)
         var c = encoder.container(keyedBy: ReportKey.self)
         try c.encode(runID, forKey: ReportKey("run_id"))
         try c.encode(Timestamp.string(change.occurredAt), forKey: ReportKey("occurred_at"))

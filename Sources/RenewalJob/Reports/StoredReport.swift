@@ -66,7 +66,10 @@ public struct StoredReport: Sendable {
             try await body(run)
         case .run(let id):
             guard let run = try await store.run(id: id) else {
-                throw ReportSelectionError(description: "no run with id \(id); `renewal report --format table --since 2000-01-01` lists the stored runs")
+                throw ReportSelectionError(
+                    description:
+                        "no run with id \(id); `renewal report --format table --since 2000-01-01` lists the stored runs"
+                )
             }
             try await body(run)
         case .range(let since, let until):
@@ -88,15 +91,22 @@ public struct StoredReport: Sendable {
     }
 
     /// Calls `body` with each page of a run's changes.
-    func forEachChangePage(of runID: String, limit: Int = .max, _ body: ([RecordedChange]) throws -> Void) async throws {
-        try await forEachPage(limit: limit, fetch: { try await store.changes(ofRun: runID, afterID: $0, limit: $1) }, id: \.id) {
+    func forEachChangePage(of runID: String, limit: Int = .max, _ body: ([RecordedChange]) throws -> Void) async throws
+    {
+        try await forEachPage(
+            limit: limit, fetch: { try await store.changes(ofRun: runID, afterID: $0, limit: $1) }, id: \.id
+        ) {
             try body($0.map(\.change))
         }
     }
 
     /// Calls `body` with each page of a run's failures.
-    func forEachFailurePage(of runID: String, limit: Int = .max, _ body: ([RecordedFailure]) throws -> Void) async throws {
-        try await forEachPage(limit: limit, fetch: { try await store.failures(ofRun: runID, afterID: $0, limit: $1) }, id: \.id) {
+    func forEachFailurePage(of runID: String, limit: Int = .max, _ body: ([RecordedFailure]) throws -> Void)
+        async throws
+    {
+        try await forEachPage(
+            limit: limit, fetch: { try await store.failures(ofRun: runID, afterID: $0, limit: $1) }, id: \.id
+        ) {
             try body($0.map(\.failure))
         }
     }
@@ -115,7 +125,6 @@ public struct StoredReport: Sendable {
             after = last[keyPath: id]
         }
     }
-
 
     static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
@@ -146,8 +155,11 @@ public final class ReportOutput {
     /// A file, replaced atomically by `finish()`.
     public init(path: String) throws {
         let temporary = path + ".tmp-\(ProcessInfo.processInfo.processIdentifier)"
-        guard FileManager.default.createFile(atPath: temporary, contents: nil), let handle = FileHandle(forWritingAtPath: temporary) else {
-            throw RenewalRunError.report(path: path, detail: "cannot create \(temporary); check that the directory exists and is writable")
+        guard FileManager.default.createFile(atPath: temporary, contents: nil),
+            let handle = FileHandle(forWritingAtPath: temporary)
+        else {
+            throw RenewalRunError.report(
+                path: path, detail: "cannot create \(temporary); check that the directory exists and is writable")
         }
         self.handle = handle
         self.target = path
