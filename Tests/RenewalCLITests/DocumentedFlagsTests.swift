@@ -22,7 +22,7 @@ struct DocumentedFlagsTests {
         "--static-swift-stdlib", "--show-bin-path", "--no-install-recommends", "--mount", "--from", "--rm",
         "--system", "--gid", "--uid", "--home-dir", "--create-home", "--shell", "--from-file", "--from-literal",
         "--ignore-not-found", "--persistence.file", "--headless", "--no-sandbox", "--screenshot", "--window-size",
-        "--now", "--filter", "--product",
+        "--now", "--filter", "--product", "--in-place", "--recursive",
     ]
 
     /// One flag named in a document, and the subcommand it is named for (nil: the text names none).
