@@ -118,13 +118,9 @@ struct ReportFormatTests {
             let browser = [
                 "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9", "--window-size=1200,2000",
             ]
-            let dom = try await toolOffPool(chromium, browser + ["--dump-dom", "file://" + html])
-            let attribute = try #require(
-                dom.range(of: #"data-charts="[^"]*""#, options: .regularExpression).map { String(dom[$0]) },
-                "no data-charts in the DOM")
-            let json = attribute.dropFirst("data-charts=\"".count).dropLast().replacingOccurrences(
-                of: "&quot;", with: "\"")
-            let charts = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]])
+            let charts = try #require(
+                try await Self.pageAttribute("data-charts", of: html, chromium: chromium, window: "1200,2000")
+                    as? [[String: Any]])
             #expect(
                 charts.compactMap { $0["id"] as? String } == [
                     "changes-by-kind", "entitled-by-product", "failures-by-reason",
@@ -195,18 +191,26 @@ struct ReportFormatTests {
             #expect(abs(shownSeconds - seconds) < 0.11, "took \(took), runs took \(seconds) s")
 
             // Laid out in a real browser, in a window narrow enough to squeeze the tables: no time breaks.
-            let browser = [
-                "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9", "--window-size=720,2000",
-            ]
-            let dom = try await toolOffPool(chromium, browser + ["--dump-dom", "file://" + html])
-            let attribute = try #require(
-                dom.firstMatch(of: /data-times="([^"]*)"/).map { String($0.output.1) }, "no data-times in the DOM")
             let layout = try #require(
-                try JSONSerialization.jsonObject(
-                    with: Data(attribute.replacingOccurrences(of: "&quot;", with: "\"").utf8)) as? [String: Int])
+                try await Self.pageAttribute("data-times", of: html, chromium: chromium, window: "720,2000")
+                    as? [String: Int])
             #expect(layout["shown"] == times.count)
             #expect(layout["wrapped"] == 0, "times broken over two lines: \(layout)")
         }
+    }
+
+    /// Opens `html` in headless Chromium behind a proxy that refuses every connection and reads the JSON
+    /// the page's closing script left in the body attribute `name` (`data-charts`, `data-times`).
+    static func pageAttribute(_ name: String, of html: String, chromium: String, window: String) async throws -> Any {
+        let browser = [
+            "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9", "--window-size=" + window,
+        ]
+        let dom = try await toolOffPool(chromium, browser + ["--dump-dom", "file://" + html])
+        let pattern = try Regex(name + #"="([^"]*)""#)
+        let attribute = try #require(
+            dom.firstMatch(of: pattern).flatMap { $0.output[1].substring.map(String.init) }, "no \(name) in the DOM")
+        return try JSONSerialization.jsonObject(
+            with: Data(attribute.replacingOccurrences(of: "&quot;", with: "\"").utf8))
     }
 
     static func date(_ text: String) -> Date? {
