@@ -20,7 +20,7 @@ extension AppStoreClient {
     static func observedStatus(_ exchanged: Result<VerifyReceiptResponse, AppleAPIError>) -> String {
         switch exchanged {
         case .success(let response): "\(response.status.rawValue)"
-        case .failure(let error): error.reason
+        case .failure(let error): error.reason.rawValue
         }
     }
 

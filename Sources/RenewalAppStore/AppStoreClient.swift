@@ -45,7 +45,7 @@ public final class AppStoreClient: ReceiptVerifier {
         var environment = AppStoreEnvironment.production
         var switches = 0
         var everyAttemptMalformed = true
-        return await configuration.retryPolicy.run(observer: transport.observer, logger: logger, reason: Self.reason) {
+        return await configuration.retryPolicy.run(observer: transport.observer, logger: logger, reason: \.failureReason) {
             attempt in
             var logger = logger
             // Metadata costs a copy and a re-render of the handler's metadata: only when it can show.
@@ -67,7 +67,7 @@ public final class AppStoreClient: ReceiptVerifier {
                     return .finish(
                         .misconfigured(
                             CheckFailure(
-                                reason: AppStoreStatus.sharedSecretRejected.reason,
+                                reason: .appleStatus(.sharedSecretRejected),
                                 message:
                                     "Apple rejected the shared secret (21004); set APPSTORE_SHARED_SECRET to the app's shared secret."
                             )))
@@ -93,14 +93,6 @@ public final class AppStoreClient: ReceiptVerifier {
                 everyAttemptMalformed = false
                 return error.isRetryable ? .retry(error.answer(.verifyReceipt)) : .finish(error.answer(.verifyReceipt))
             }
-        }
-    }
-
-    private static func reason(_ answer: AppleAnswer) -> String {
-        switch answer {
-        case .transient(let failure, _), .misconfigured(let failure): return failure.reason
-        case .rejected(let rejection): return rejection.reason
-        case .verified: return "verified"
         }
     }
 }

@@ -63,21 +63,21 @@ public enum AppleAPIError: Error, Sendable, Hashable {
     public var isRetryable: Bool { isOutage }
 
     /// A short, stable reason for reports and dashboards (`timeout`, `http_503`, `apple_status_21005`, …).
-    public var reason: String {
+    public var reason: FailureReason {
         switch self {
-        case .timeout: "timeout"
-        case .connection: "connection_failed"
-        case .httpStatus(let code, _): "http_\(code)"
-        case .notJSON: "invalid_answer"
-        case .unreadableField: "unreadable_answer"
-        case .responseTooLarge: "response_too_large"
+        case .timeout: .timeout
+        case .connection: .connectionFailed
+        case .httpStatus(let code, _): .http(code)
+        case .notJSON: .invalidAnswer
+        case .unreadableField: .unreadableAnswer
+        case .responseTooLarge: .responseTooLarge
         case .temporaryStatus(let status), .unexpectedStatus(let status): status.reason
-        case .environmentLoop: "environment_loop"
-        case .unauthorized: "server_api_unauthorized"
-        case .notFound: "transaction_not_found"
-        case .rateLimited: "rate_limited"
-        case .retryableCode(let code, _): "server_api_\(code)"
-        case .noTransactionID: "no_transaction_id"
+        case .environmentLoop: .environmentLoop
+        case .unauthorized: .serverAPIUnauthorized
+        case .notFound: .transactionNotFound
+        case .rateLimited: .rateLimited
+        case .retryableCode(let code, _): .serverAPICode(code)
+        case .noTransactionID: .noTransactionID
         }
     }
 

@@ -38,7 +38,7 @@ public struct RetryPolicy: Sendable, Hashable {
     ///
     /// - Parameter reason: the failure reason of an answer, for the retry's log line.
     package func run<Answer>(
-        observer: (any AppStoreObserver)?, logger: Logger, reason: (Answer) -> String,
+        observer: (any AppStoreObserver)?, logger: Logger, reason: (Answer) -> FailureReason?,
         _ request: (_ attempt: Int) async -> Step<Answer>
     ) async -> Answer {
         var attempt = 1
@@ -63,7 +63,7 @@ public struct RetryPolicy: Sendable, Hashable {
                 logger.debug(
                     "Retrying an Apple request",
                     metadata: [
-                        LogKey.appStoreFailure: "\(reason(answer))", LogKey.retryDelayMS: "\(delay.milliseconds)",
+                        LogKey.appStoreFailure: "\(reason(answer) ?? .unknown)", LogKey.retryDelayMS: "\(delay.milliseconds)",
                     ])
                 do {
                     try await cancelWhenGracefulShutdown { try await Task.sleep(for: delay) }

@@ -63,12 +63,12 @@ extension RunExecution {
             logger.debug("Verified receipt", metadata: metadata)
         case .failed:
             counts.failed += 1
-            metadata[LogKey.reason] = "\(check.failure?.reason ?? "unknown")"
+            metadata[LogKey.reason] = "\(check.failure?.reason ?? .unknown)"
             logger.debug("Receipt could not be verified; state kept, retried later", metadata: metadata)
         }
         counts.conflicts += check.update.conflicts.count
-        var failureReason: String?
-        if case .failed = check.outcome { failureReason = check.failure?.reason ?? "unknown" }
+        var failureReason: FailureReason?
+        if case .failed = check.outcome { failureReason = check.failure?.reason ?? .unknown }
         configuration.metrics?.receiptChecked(
             changes: check.changes.map(\.kind), failure: failureReason, conflicts: check.update.conflicts.count)
         configuration.progress?.receiptDone(counts: counts)

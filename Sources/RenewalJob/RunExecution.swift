@@ -161,7 +161,7 @@ struct RunExecution {
                                 LogKey.reason: "\(failure.reason)"
                             ])
                         machine.misconfigured(
-                            failure.reason == AppStoreStatus.sharedSecretRejected.reason
+                            failure.reason == .appleStatus(.sharedSecretRejected)
                                 ? .sharedSecretRejected : .credentialsRejected)
                     }
                     try await handle(receipt, answer)
@@ -304,7 +304,7 @@ struct RunExecution {
         let now = run.now()
         var failures: [RecordedFailure] = []
         for (receipt, decision) in held {
-            let failure = decision.failure ?? CheckFailure(reason: "unknown", message: "No usable answer from Apple.")
+            let failure = decision.failure ?? CheckFailure(reason: .unknown, message: "No usable answer from Apple.")
             counts.checked += 1
             counts.failed += 1
             configuration.metrics?.receiptChecked(changes: [], failure: failure.reason, conflicts: 0)

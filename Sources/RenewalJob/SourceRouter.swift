@@ -43,7 +43,7 @@ public struct SourceRouter: ReceiptVerifier {
                 return await verifyReceipt.verify(check, logger: logger)
             }
             let answer = await serverAPI.verify(transactionID: id, preferring: check.environment, logger: logger)
-            if case .transient(let failure, _) = answer, failure.reason == AppleAPIError.notFound.reason {
+            if case .transient(let failure, _) = answer, failure.reason == .transactionNotFound {
                 return await verifyReceipt.verify(check, logger: logger)
             }
             return answer
@@ -51,7 +51,7 @@ public struct SourceRouter: ReceiptVerifier {
     }
 
     static let noCredentials = CheckFailure(
-        reason: "server_api_not_configured",
+        reason: .serverAPINotConfigured,
         message:
             "--source server-api needs APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE."
     )

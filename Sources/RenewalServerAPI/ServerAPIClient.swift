@@ -75,7 +75,7 @@ public final class ServerAPIClient: Sendable {
         var unauthorized: Set<AppStoreEnvironment> = []
         var notFound: Set<AppStoreEnvironment> = []
         var rateLimitedRetries = 0
-        return await configuration.retryPolicy.run(observer: transport.observer, logger: logger, reason: Self.reason) {
+        return await configuration.retryPolicy.run(observer: transport.observer, logger: logger, reason: \.failureReason) {
             _ in
             let other: AppStoreEnvironment = environment == .production ? .sandbox : .production
             switch await exchange(transactionID: transactionID, environment: environment, logger: logger) {
@@ -112,11 +112,6 @@ public final class ServerAPIClient: Sendable {
                 return error.isRetryable ? .retry(error.answer(.serverAPI)) : .finish(error.answer(.serverAPI))
             }
         }
-    }
-
-    private static func reason(_ answer: AppleAnswer) -> String {
-        if case .transient(let failure, _) = answer { return failure.reason }
-        return "verified"
     }
 
     /// Every signed part verified and mapped; any part that fails verification fails the check.
@@ -178,7 +173,7 @@ public final class ServerAPIClient: Sendable {
     static func observedStatus(_ exchanged: Result<StatusResponse, AppleAPIError>) -> String {
         switch exchanged {
         case .success: "200"
-        case .failure(let error): error.reason
+        case .failure(let error): error.reason.rawValue
         }
     }
 

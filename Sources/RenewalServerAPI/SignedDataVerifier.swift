@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import RenewalCore
 import Synchronization
 import SwiftASN1
 import X509
@@ -16,13 +17,13 @@ public enum SignedDataFailure: Error, Hashable, Sendable, CustomStringConvertibl
     case wrongBundle(expected: String, found: String)
     case wrongEnvironment(expected: String, found: String)
 
-    public var reason: String {
+    public var reason: FailureReason {
         switch self {
-        case .malformed: "jws_malformed"
-        case .untrustedChain: "jws_untrusted_chain"
-        case .badSignature: "jws_bad_signature"
-        case .wrongBundle: "jws_wrong_bundle"
-        case .wrongEnvironment: "jws_wrong_environment"
+        case .malformed: .jwsMalformed
+        case .untrustedChain: .jwsUntrustedChain
+        case .badSignature: .jwsBadSignature
+        case .wrongBundle: .jwsWrongBundle
+        case .wrongEnvironment: .jwsWrongEnvironment
         }
     }
 

@@ -157,7 +157,7 @@ extension SQLSubscriptionStore {
             VALUES ($1, $2, $3, $4, $5, $6)
             """,
             [
-                SQLValue(runID), .int64(receiptID), .text(userID), .text(failure.reason), .text(failure.message),
+                SQLValue(runID), .int64(receiptID), .text(userID), .text(failure.reason.rawValue), .text(failure.message),
                 SQLValue(date),
             ])
     }
@@ -207,7 +207,7 @@ extension SQLSubscriptionStore {
             "next_check_at = \(binds.add(SQLValue(write.nextCheckAt)))",
             "consecutive_failures = \(binds.add(SQLValue(write.consecutiveFailures)))",
             "consecutive_malformed = \(binds.add(SQLValue(write.consecutiveMalformed)))",
-            "last_failure_reason = \(binds.add(SQLValue(write.failure?.reason)))",
+            "last_failure_reason = \(binds.add(SQLValue(write.failure?.reason.rawValue)))",
             "rejected_since = \(binds.add(SQLValue(write.rejectedSince)))",
             "no_subscription_since = \(binds.add(SQLValue(write.noSubscriptionSince)))",
         ]

@@ -90,7 +90,7 @@ struct CheckCommand: AsyncParsableCommand {
                 "server api: ok (\(configuration.productionURL) accepts the token; signed answer for \(whose) verified to the trusted root, \(evidence.subscriptions.count) subscription(s), \(evidence.environment?.rawValue ?? "unknown environment"))"
             )
         case .transient(let failure, let isOutage):
-            if failure.reason == AppleAPIError.notFound.reason {
+            if failure.reason == .transactionNotFound {
                 print("server api: ok (the token is accepted; Apple knows no transaction by \(whose))")
             } else if isOutage {
                 FileHandle.standardError.write(Data("renewal: server api: \(failure.message)\n".utf8))

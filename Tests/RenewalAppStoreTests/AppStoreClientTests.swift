@@ -225,7 +225,7 @@ struct AppStoreClientTests {
                 let receipt = TestSupport.receipt(scenario).encoded
                 let result = await client.verify(receipt: receipt, logger: TestSupport.quiet)
                 if let failure = result.failure {
-                    texts += [failure.description, failure.reason, String(reflecting: failure)]
+                    texts += [failure.description, failure.reason.rawValue, String(reflecting: failure)]
                 }
             }
             texts += [client.configuration.description, String(reflecting: client.configuration)]

@@ -89,7 +89,7 @@ extension AppleAnswer {
 
     /// A `.transient` answer's failure.
     struct Failure: CustomStringConvertible {
-        var reason: String
+        var reason: FailureReason
         var message: String
         var isOutage: Bool
         var description: String { message }

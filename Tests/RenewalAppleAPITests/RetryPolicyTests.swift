@@ -24,7 +24,7 @@ struct RetryPolicyTests {
     func retriesUpToMaxAttempts() async {
         let observer = Counter()
         var attempts: [Int] = []
-        let answer = await Self.instant.run(observer: observer, logger: Self.quiet, reason: { $0 }) {
+        let answer = await Self.instant.run(observer: observer, logger: Self.quiet, reason: { FailureReason(rawValue: $0) }) {
             attempt -> RetryPolicy.Step<String> in
             attempts.append(attempt)
             return .retry("failed \(attempt)")
@@ -37,7 +37,7 @@ struct RetryPolicyTests {
     @Test("a finished step ends the loop at once, whatever attempts remain")
     func finishEnds() async {
         var calls = 0
-        let answer = await Self.instant.run(observer: nil, logger: Self.quiet, reason: { $0 }) {
+        let answer = await Self.instant.run(observer: nil, logger: Self.quiet, reason: { FailureReason(rawValue: $0) }) {
             attempt -> RetryPolicy.Step<String> in
             calls += 1
             return attempt == 2 ? .finish("done") : .retry("again")
@@ -48,7 +48,7 @@ struct RetryPolicyTests {
     @Test("switching environment and waiting out Retry-After cost no attempt")
     func redirectsAndWaitsAreFree() async {
         var calls: [Int] = []
-        let answer = await Self.instant.run(observer: nil, logger: Self.quiet, reason: { $0 }) {
+        let answer = await Self.instant.run(observer: nil, logger: Self.quiet, reason: { FailureReason(rawValue: $0) }) {
             attempt -> RetryPolicy.Step<String> in
             calls.append(attempt)
             switch calls.count {
@@ -67,7 +67,7 @@ struct RetryPolicyTests {
     func atLeastOneAttempt() async {
         var calls = 0
         let policy = RetryPolicy(maxAttempts: 0, baseDelay: .zero, maxDelay: .zero)
-        _ = await policy.run(observer: nil, logger: Self.quiet, reason: { $0 }) { _ -> RetryPolicy.Step<String> in
+        _ = await policy.run(observer: nil, logger: Self.quiet, reason: { FailureReason(rawValue: $0) }) { _ -> RetryPolicy.Step<String> in
             calls += 1
             return .retry("failed")
         }
@@ -79,7 +79,7 @@ struct RetryPolicyTests {
         let calls = Mutex(0)
         let policy = RetryPolicy(maxAttempts: 5, baseDelay: .seconds(30), maxDelay: .seconds(30))
         let task = Task {
-            await policy.run(observer: nil, logger: Self.quiet, reason: { $0 }) { attempt -> RetryPolicy.Step<String> in
+            await policy.run(observer: nil, logger: Self.quiet, reason: { FailureReason(rawValue: $0) }) { attempt -> RetryPolicy.Step<String> in
                 calls.withLock { $0 += 1 }
                 return .retry("failed \(attempt)")
             }
@@ -134,7 +134,7 @@ struct AppleAPIErrorTests {
     @Test("reason, outage and retry for every case", arguments: 0..<cases.count)
     func classification(index: Int) {
         let (error, reason, outage) = Self.cases[index]
-        #expect(error.reason == reason)
+        #expect(error.reason.rawValue == reason)
         #expect(error.isOutage == outage)
         #expect(error.isRetryable == outage)
         for api in [AppleAPI.verifyReceipt, .serverAPI] {
@@ -143,7 +143,7 @@ struct AppleAPIErrorTests {
                 Issue.record("\(error) is not a transient answer")
                 continue
             }
-            #expect(failure.reason == reason && isOutage == outage)
+            #expect(failure.reason.rawValue == reason && isOutage == outage)
             #expect(!failure.message.isEmpty)
         }
     }

@@ -262,7 +262,7 @@ struct GarbageAnswerPropertyTests {
                     #expect(
                         after == before, "\(garbage): a failed check changed the subscription: \(before) → \(after)")
                     for failure in failures {
-                        let reason = failure.failure.reason
+                        let reason = failure.failure.reason.rawValue
                         #expect(
                             Self.namedReasons.contains(reason) || reason.hasPrefix("apple_status_")
                                 || reason.hasPrefix("http_"),

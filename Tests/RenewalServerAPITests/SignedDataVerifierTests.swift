@@ -1,4 +1,5 @@
 import Foundation
+import RenewalCore
 import SwiftASN1
 import Testing
 import X509

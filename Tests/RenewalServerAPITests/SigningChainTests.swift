@@ -3,6 +3,7 @@ import Crypto
     import Glibc
 #endif
 import Foundation
+import RenewalCore
 import SwiftASN1
 import Testing
 import X509

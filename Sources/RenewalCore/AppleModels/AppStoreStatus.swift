@@ -13,7 +13,7 @@ public struct AppStoreStatus: RawRepresentable, Hashable, Sendable, Codable, Cus
     }
 
     /// The failure reason reports and `run_failures` give this status (`apple_status_21005`).
-    public var reason: String { "apple_status_\(rawValue)" }
+    public var reason: FailureReason { .appleStatus(self) }
 
     public init(from decoder: any Decoder) throws {
         self.rawValue = try decoder.singleValueContainer().decode(Int.self)

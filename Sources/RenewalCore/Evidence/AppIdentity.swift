@@ -18,7 +18,7 @@ public struct AppIdentity: Sendable, Hashable {
         if let expected = bundleID, let found = evidence.bundleID, found != expected {
             return .failure(
                 ScreeningFailure(
-                    reason: "wrong_bundle",
+                    reason: .wrongBundle,
                     message:
                         "Apple's answer is for bundle \(found), not \(expected) (APPSTORE_BUNDLE_ID); nothing was changed. Import the receipt into that app's database, or fix APPSTORE_BUNDLE_ID."
                 ))
@@ -32,7 +32,7 @@ public struct AppIdentity: Sendable, Hashable {
             let unknown = Set(evidence.subscriptions.compactMap(\.productID)).sorted().joined(separator: ", ")
             return .failure(
                 ScreeningFailure(
-                    reason: "unknown_products",
+                    reason: .unknownProducts,
                     message:
                         "Apple's answer only lists products this app does not sell (\(unknown)); nothing was changed. Add them to --products / RENEWAL_PRODUCTS if they are this app's."
                 ))
@@ -42,7 +42,7 @@ public struct AppIdentity: Sendable, Hashable {
 
     /// Why an answer is not about this app.
     public struct ScreeningFailure: Error, Sendable, Hashable {
-        public var reason: String
+        public var reason: FailureReason
         public var message: String
 
         public var checkFailure: CheckFailure { CheckFailure(reason: reason, message: message) }

@@ -12,6 +12,15 @@ public enum AppleAnswer: Sendable, Hashable {
     case transient(CheckFailure, isOutage: Bool)
     /// The job's own configuration is wrong for every receipt (21004: the shared secret); the run stops.
     case misconfigured(CheckFailure)
+
+    /// Why the check gave no usable result; nil for a valid answer.
+    public var failureReason: FailureReason? {
+        switch self {
+        case .verified: nil
+        case .rejected(let rejection): rejection.reason
+        case .transient(let failure, _), .misconfigured(let failure): failure.reason
+        }
+    }
 }
 
 /// Apple refusing a receipt. Only `accountNotFound` proves there is no entitlement; 21002 and 21003
@@ -39,18 +48,18 @@ public struct AppleRejection: Sendable, Hashable {
     }
 
     /// The short stable reason reports and `run_failures` use.
-    public var reason: String { status.reason }
+    public var reason: FailureReason { status.reason }
 }
 
 /// Why one receipt's check produced no usable result. Never contains receipt data or secrets.
 public struct CheckFailure: Sendable, Hashable, Codable {
     /// Short stable code: `timeout`, `http_503`, `apple_status_21005`, `invalid_answer`,
     /// `unreadable_answer`, `wrong_bundle`, `unknown_products`, …
-    public var reason: String
+    public var reason: FailureReason
     /// A sentence for humans naming the problem and what happens next.
     public var message: String
 
-    public init(reason: String, message: String) {
+    public init(reason: FailureReason, message: String) {
         self.reason = reason
         self.message = message
     }

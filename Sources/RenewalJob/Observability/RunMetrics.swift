@@ -52,7 +52,7 @@ public final class RunMetrics: AppStoreObserver, Sendable {
             labels: labels, buckets: Self.latencyBuckets)
         // Families that exist before their first event, so dashboards and alerts see zeros, not gaps.
         _ = changes(kind: "renewed")
-        _ = failures(reason: "timeout")
+        _ = failures(reason: .timeout)
     }
 
     static func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
@@ -65,16 +65,16 @@ public final class RunMetrics: AppStoreObserver, Sendable {
             labels: [("command", command), ("kind", kind)])
     }
 
-    private func failures(reason: String) -> Counter {
+    private func failures(reason: FailureReason) -> Counter {
         registry.makeCounter(
             descriptor: Self.name(
                 "failures", "total", "Receipts that could not be verified (state kept, retried later), by reason."),
-            labels: [("command", command), ("reason", reason)])
+            labels: [("command", command), ("reason", reason.rawValue)])
     }
 
     // MARK: During the run
 
-    func receiptChecked(changes kinds: [SubscriptionEvent.Kind], failure: String?, conflicts count: Int) {
+    func receiptChecked(changes kinds: [SubscriptionEvent.Kind], failure: FailureReason?, conflicts count: Int) {
         checked.increment()
         for kind in kinds { changes(kind: kind.rawValue).increment() }
         if let failure { failures(reason: failure).increment() }

@@ -135,7 +135,7 @@ extension StoredReport {
             try await forEachFailurePage(of: run.id, limit: htmlRowLimit - failuresListed) { failures in
                 for failure in failures {
                     let cells: [HTMLCell] = [
-                        .time(failure.occurredAt), .text(failure.userID), .text(failure.failure.reason),
+                        .time(failure.occurredAt), .text(failure.userID), .text(failure.failure.reason.rawValue),
                         .text(failure.failure.message),
                     ]
                     try output.write(Self.htmlRow(cells))
