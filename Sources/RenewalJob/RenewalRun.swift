@@ -76,9 +76,10 @@ public struct RenewalRun: Sendable {
             dueAtStart = try await store.countDue(asOf: startedAt, unleasedAt: startedAt)
             record.counts.dueAtStart = dueAtStart
         }
-        let report = try configuration.reportPath.map {
-            try ReportWriter(
-                path: $0, runID: runID, command: command, dryRun: configuration.dryRun, startedAt: startedAt)
+        var report: ReportWriter?
+        if let reportPath = configuration.reportPath {
+            report = try await ReportWriter(
+                path: reportPath, runID: runID, command: command, dryRun: configuration.dryRun, startedAt: startedAt)
         }
 
         var loop = RunExecution(run: self, runID: runID, logger: logger, report: report, startedAt: startedAt)
@@ -90,7 +91,7 @@ public struct RenewalRun: Sendable {
         do {
             status = try await loop.process()
         } catch {
-            report?.discard()
+            await report?.discard()
             logger.error("Run failed", metadata: ["error": "\(error)"])
             if !configuration.dryRun {
                 record.finishedAt = now()
@@ -108,7 +109,7 @@ public struct RenewalRun: Sendable {
 
         let finishedAt = now()
         let counts = loop.counts
-        try report?.finish(finishedAt: finishedAt, status: status, exitCode: Int(status.exitCode), counts: counts)
+        try await report?.finish(finishedAt: finishedAt, status: status, exitCode: Int(status.exitCode), counts: counts)
         if !configuration.dryRun {
             record.finishedAt = finishedAt
             record.status = status

@@ -85,13 +85,13 @@ extension RunExecution {
         let ownership = Dictionary(
             check.update.subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.ownershipType ?? "") },
             uniquingKeysWith: { first, _ in first })
-        try report.append(
+        try await report.append(
             changes: check.changes, userID: receipt.userID, ownership: ownership, source: check.update.source)
         if let failure = check.failure {
-            try report.append(failure: failure, userID: receipt.userID, receiptID: receipt.id)
+            try await report.append(failure: failure, userID: receipt.userID, receiptID: receipt.id)
         }
         for conflict in check.update.conflicts {
-            try report.append(conflict: conflict)
+            try await report.append(conflict: conflict)
         }
     }
 }

@@ -309,7 +309,7 @@ struct RunExecution {
             counts.failed += 1
             configuration.metrics?.receiptChecked(changes: [], failure: failure.reason, conflicts: 0)
             configuration.progress?.receiptDone(counts: counts)
-            try report?.append(failure: failure, userID: receipt.userID, receiptID: receipt.id)
+            try await report?.append(failure: failure, userID: receipt.userID, receiptID: receipt.id)
             failures.append(
                 RecordedFailure(receiptID: receipt.id, userID: receipt.userID, failure: failure, occurredAt: now))
         }

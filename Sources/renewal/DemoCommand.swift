@@ -102,7 +102,7 @@ struct DemoCommand: AsyncParsableCommand {
                 let htmlPath = (directory as NSString).appendingPathComponent("report.html")
                 let html = try ReportOutput(path: htmlPath)
                 try await StoredReport(store: store).render(.range(since: nil, until: nil), format: .html, to: html)
-                try html.finish()
+                try await html.finish()
                 output.footer(directory: directory, databasePath: databasePath, htmlPath: htmlPath)
             }
         }

@@ -46,7 +46,7 @@ struct ImportCommand: AsyncParsableCommand {
             var rejected = 0
             var lineNumber = 0
             let now = Date()
-            while let line = try reader.next() {
+            while let line = try await reader.next() {
                 lineNumber += 1
                 switch ImportLine.parse(line) {
                 case .skip: continue
@@ -186,8 +186,11 @@ enum ImportLineBytes {
 
 /// Reads newline-separated lines from a file handle in chunks (flat memory). A line longer than
 /// `maximumLineBytes` is skipped to its end and reported by length, so one bad line never stops the import.
+/// The reads run on a thread of their own: a slow disk or a pipe that waits for its writer never
+/// holds one of the event loops the program's tasks run on.
 struct LineReader {
     let handle: FileHandle
+    private let reads = BlockingCallQueue(label: "renewal.import-read")
     static let maximumLineBytes = 16 << 20
     /// Bytes read and not yet returned, from `start`; the buffer is compacted before each read, so
     /// a long line is appended to, never copied again.
@@ -203,7 +206,7 @@ struct LineReader {
         self.handle = handle
     }
 
-    mutating func next() throws -> ImportLineBytes? {
+    mutating func next() async throws -> ImportLineBytes? {
         while true {
             let found = buffer.withUnsafeBytes { bytes -> Int? in
                 guard scanned < bytes.count, let base = bytes.baseAddress,
@@ -238,7 +241,8 @@ struct LineReader {
             }
             start = 0
             scanned = buffer.count
-            let chunk = try handle.read(upToCount: 1 << 20) ?? Data()
+            let handle = handle
+            let chunk = try await reads.run { try handle.read(upToCount: 1 << 20) ?? Data() }
             if chunk.isEmpty {
                 finished = true
             } else {

@@ -86,12 +86,12 @@ struct ReportCommand: AsyncParsableCommand {
             let sink = try output.map { try ReportOutput(path: $0) } ?? ReportOutput()
             do {
                 try await StoredReport(store: history).render(selection, format: chosen, to: sink)
-                try sink.finish()
+                try await sink.finish()
             } catch let error as ReportSelectionError {
-                sink.discard()
+                await sink.discard()
                 throw ValidationError("Nothing to report: \(error.description).")
             } catch {
-                sink.discard()
+                await sink.discard()
                 throw error
             }
             if let output { FileHandle.standardError.write(Data("renewal: report written to \(output)\n".utf8)) }

@@ -144,9 +144,9 @@ struct JobRunner {
                     let output = try ReportOutput(path: html)
                     do {
                         try await StoredReport(store: history).render(.run(outcome.runID), format: .html, to: output)
-                        try output.finish()
+                        try await output.finish()
                     } catch {
-                        output.discard()
+                        await output.discard()
                         throw error
                     }
                 }

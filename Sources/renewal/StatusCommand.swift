@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import RenewalCore
+import RenewalJob
 import RenewalStorage
 
 struct StatusCommand: AsyncParsableCommand {
@@ -33,18 +34,20 @@ struct StatusCommand: AsyncParsableCommand {
             var cursor: StatusCursor?
             while true {
                 let page = try await store.statusPage(userID: user, after: cursor, limit: 500)
-                for row in page { output.write(row) }
+                for row in page { try await output.write(row) }
                 guard page.count == 500, let last = page.last else { break }
                 cursor = last.cursor
             }
-            output.finish()
+            try await output.finish()
         }
     }
 }
 
-/// Streams status rows to standard output as a JSON array or an aligned table.
+/// Streams status rows to standard output as a JSON array or an aligned table (through
+/// `ReportOutput`, so a reader that stops reading never holds an event loop).
 struct StatusOutput {
     let json: Bool
+    private let sink = ReportOutput()
     private var count = 0
     private let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
@@ -56,35 +59,36 @@ struct StatusOutput {
         self.json = json
     }
 
-    mutating func write(_ row: StatusRow) {
+    mutating func write(_ row: StatusRow) async throws {
         if json {
             let element =
                 (try? encoder.encode(StatusJSON(row: row))).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-            print(count == 0 ? "[\n" + element : ",\n" + element, terminator: "")
+            try await sink.write(count == 0 ? "[\n" + element : ",\n" + element)
         } else {
             if count == 0 {
-                print(
+                try await sink.write(
                     Self.columns([
                         "USER", "ORIGINAL_TRANSACTION_ID", "PRODUCT", "STATE", "ENTITLED", "EXPIRES_AT", "ENV",
                         "NEXT_CHECK_AT",
-                    ]))
+                    ]) + "\n")
             }
-            print(
+            try await sink.write(
                 Self.columns([
                     row.userID, row.originalTransactionID ?? "-", row.productID ?? "-", row.state.rawValue,
                     row.entitled ? "yes" : "no", row.expiresAt.map(Timestamp.string) ?? "-",
                     row.environment?.rawValue ?? "-", row.nextCheckAt.map(Timestamp.string) ?? "-",
-                ]))
+                ]) + "\n")
         }
         count += 1
     }
 
-    func finish() {
+    func finish() async throws {
         if json {
-            print(count == 0 ? "[]" : "\n]")
+            try await sink.write(count == 0 ? "[]\n" : "\n]\n")
         } else if count == 0 {
-            print("No receipts. Load some with `renewal import FILE`.")
+            try await sink.write("No receipts. Load some with `renewal import FILE`.\n")
         }
+        try await sink.finish()
     }
 
     private static func columns(_ values: [String]) -> String {

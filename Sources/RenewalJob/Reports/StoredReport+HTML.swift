@@ -96,10 +96,10 @@ extension StoredReport {
                             "\($0.checked)", "\($0.changed)", "\($0.failed)", "\($0.conflicts)", $0.id,
                         ].map(HTMLCell.text)
                 })
-        try output.write(page)
+        try await output.write(page)
 
         // Second pass: the lists, streamed.
-        try output.write(
+        try await output.write(
             "<h2>Changes</h2>\n<table><thead><tr>"
                 + ["time", "user", "product", "kind", "from", "to", "expires", "environment"].map { "<th>\($0)</th>" }
                 .joined() + "</tr></thead><tbody>\n")
@@ -115,18 +115,18 @@ extension StoredReport {
                         .text(event.fromState.rawValue), .text(event.toState.rawValue), .time(event.newExpiresAt),
                         .text(event.environment?.rawValue ?? ""),
                     ]
-                    try output.write(Self.htmlRow(cells))
+                    try await output.write(Self.htmlRow(cells))
                 }
                 listed += changes.count
             }
         }
-        try output.write("</tbody></table>\n")
+        try await output.write("</tbody></table>\n")
         if totals.changed > listed {
-            try output.write(
+            try await output.write(
                 "<p class=\"note\">\(listed) of \(totals.changed) changes listed; <code>renewal report --format csv</code> has them all.</p>\n"
             )
         }
-        try output.write(
+        try await output.write(
             "<h2>Failures</h2>\n<table><thead><tr><th>time</th><th>user</th><th>reason</th><th>message</th></tr></thead><tbody>\n"
         )
         var failuresListed = 0
@@ -138,13 +138,13 @@ extension StoredReport {
                         .time(failure.occurredAt), .text(failure.userID), .text(failure.failure.reason.rawValue),
                         .text(failure.failure.message),
                     ]
-                    try output.write(Self.htmlRow(cells))
+                    try await output.write(Self.htmlRow(cells))
                 }
                 failuresListed += failures.count
             }
         }
-        try output.write("</tbody></table>\n")
-        try output.write(Self.pageTail)
+        try await output.write("</tbody></table>\n")
+        try await output.write(Self.pageTail)
     }
 
     /// Entitled subscriptions per product after each of the last runs up to `upTo`: today's count,

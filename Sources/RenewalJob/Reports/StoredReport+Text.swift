@@ -6,19 +6,19 @@ extension StoredReport {
     /// The `--report` object of each run (an array of them for a range).
     func renderJSON(_ selection: ReportSelection, to output: ReportOutput) async throws {
         let isRange = if case .range = selection { true } else { false }
-        if isRange { try output.write("[") }
+        if isRange { try await output.write("[") }
         var first = true
         try await forEachRun(selection) { run in
-            if isRange { try output.write(first ? "\n" : ",\n") }
+            if isRange { try await output.write(first ? "\n" : ",\n") }
             first = false
             try await writeJSONObject(of: run, to: output)
         }
-        try output.write(isRange ? "\n]\n" : "\n")
+        try await output.write(isRange ? "\n]\n" : "\n")
     }
 
     private func writeJSONObject(of run: RunRecord, to output: ReportOutput) async throws {
         // A stored run is never a dry run: dry runs store nothing.
-        try output.write(
+        try await output.write(
             try ReportJSON.head(runID: run.id, command: run.command, dryRun: false, startedAt: run.startedAt))
         var firstChange = true
         try await forEachChangePage(of: run.id) { page in
@@ -26,27 +26,27 @@ extension StoredReport {
                 let element = ReportChange(
                     userID: change.userID, event: change.event, ownershipType: change.ownershipType,
                     source: change.source)
-                try output.write(ReportJSON.separator(first: firstChange) + Self.json(element))
+                try await output.write(ReportJSON.separator(first: firstChange) + Self.json(element))
                 firstChange = false
             }
         }
-        try output.write(ReportJSON.afterChanges)
+        try await output.write(ReportJSON.afterChanges)
         var firstFailure = true
         try await forEachFailurePage(of: run.id) { page in
             for failure in page {
                 let element = ReportFailure(
                     userID: failure.userID, receiptID: failure.receiptID, failure: failure.failure)
-                try output.write(ReportJSON.separator(first: firstFailure) + Self.json(element))
+                try await output.write(ReportJSON.separator(first: firstFailure) + Self.json(element))
                 firstFailure = false
             }
         }
-        try output.write(ReportJSON.afterFailures)
+        try await output.write(ReportJSON.afterFailures)
         var firstConflict = true
         for conflict in try await store.conflicts(ofRun: run.id) {
-            try output.write(ReportJSON.separator(first: firstConflict) + Self.json(ReportConflict(conflict: conflict)))
+            try await output.write(ReportJSON.separator(first: firstConflict) + Self.json(ReportConflict(conflict: conflict)))
             firstConflict = false
         }
-        try output.write(
+        try await output.write(
             try ReportJSON.tail(
                 finishedAt: run.finishedAt, status: run.status, exitCode: run.exitCode, counts: run.counts))
     }
@@ -58,7 +58,7 @@ extension StoredReport {
 
     /// One change per line: JSON Lines, or CSV with a header.
     func renderLines(_ selection: ReportSelection, csv: Bool, to output: ReportOutput) async throws {
-        if csv { try output.write(Self.csvColumns.joined(separator: ",") + "\r\n") }
+        if csv { try await output.write(Self.csvColumns.joined(separator: ",") + "\r\n") }
         try await forEachRun(selection) { run in
             try await forEachChangePage(of: run.id) { page in
                 for change in page {
@@ -73,9 +73,9 @@ extension StoredReport {
                         change.source,
                     ]
                     if csv {
-                        try output.write(values.map { Self.csvField($0 ?? "") }.joined(separator: ",") + "\r\n")
+                        try await output.write(values.map { Self.csvField($0 ?? "") }.joined(separator: ",") + "\r\n")
                     } else {
-                        try output.write(Self.json(LineChange(runID: run.id, change: change)) + "\n")
+                        try await output.write(Self.json(LineChange(runID: run.id, change: change)) + "\n")
                     }
                 }
             }
@@ -120,7 +120,7 @@ extension StoredReport {
         text += Self.table(
             ["reason", "failures"],
             reasons.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { [$0.key, "\($0.value)"] })
-        try output.write(text)
+        try await output.write(text)
     }
 
     static func duration(_ run: RunRecord) -> String {

@@ -91,36 +91,38 @@ public struct StoredReport: Sendable {
     }
 
     /// Calls `body` with each page of a run's changes.
-    func forEachChangePage(of runID: String, limit: Int = .max, _ body: ([RecordedChange]) throws -> Void) async throws
+    func forEachChangePage(of runID: String, limit: Int = .max, _ body: ([RecordedChange]) async throws -> Void)
+        async throws
     {
         try await forEachPage(
             limit: limit, fetch: { try await store.changes(ofRun: runID, afterID: $0, limit: $1) }, id: \.id
         ) {
-            try body($0.map(\.change))
+            try await body($0.map(\.change))
         }
     }
 
     /// Calls `body` with each page of a run's failures.
-    func forEachFailurePage(of runID: String, limit: Int = .max, _ body: ([RecordedFailure]) throws -> Void)
+    func forEachFailurePage(of runID: String, limit: Int = .max, _ body: ([RecordedFailure]) async throws -> Void)
         async throws
     {
         try await forEachPage(
             limit: limit, fetch: { try await store.failures(ofRun: runID, afterID: $0, limit: $1) }, id: \.id
         ) {
-            try body($0.map(\.failure))
+            try await body($0.map(\.failure))
         }
     }
 
     /// Keyset paging: fetches rows after the last id seen, `pageSize` at a time, until `limit` rows or the end.
     private func forEachPage<Row>(
-        limit: Int, fetch: (Int64, Int) async throws -> [Row], id: KeyPath<Row, Int64>, _ body: ([Row]) throws -> Void
+        limit: Int, fetch: (Int64, Int) async throws -> [Row], id: KeyPath<Row, Int64>,
+        _ body: ([Row]) async throws -> Void
     ) async throws {
         var after: Int64 = 0
         var seen = 0
         while seen < limit {
             let page = try await fetch(after, min(pageSize, limit - seen))
             guard let last = page.last else { return }
-            try body(page)
+            try await body(page)
             seen += page.count
             after = last[keyPath: id]
         }
@@ -139,7 +141,11 @@ public struct StoredReport: Sendable {
 
 /// Where a report goes: standard output, or a file written beside its target and renamed into
 /// place when complete (a reader never sees half a report).
+///
+/// Text gathers in memory up to 64 KiB and is written in one call on a thread of its own: the
+/// program's tasks run on NIO's event loops, which a full pipe or a slow disk must never hold.
 public final class ReportOutput {
+    private let writes = BlockingCallQueue(label: "renewal.report-output")
     private let handle: FileHandle
     private let target: String?
     private let temporary: String?
@@ -166,36 +172,45 @@ public final class ReportOutput {
         self.temporary = temporary
     }
 
-    public func write(_ text: String) throws {
+    public func write(_ text: String) async throws {
         buffer.append(contentsOf: text.utf8)
-        if buffer.count >= 1 << 16 { try flush() }
+        if buffer.count >= 1 << 16 { try await flush() }
     }
 
-    private func flush() throws {
+    private func flush() async throws {
         guard !buffer.isEmpty else { return }
-        do { try handle.write(contentsOf: buffer) } catch {
-            throw RenewalRunError.report(path: target ?? "standard output", detail: "\(error)")
+        let (handle, bytes, target) = (handle, buffer, target)
+        try await writes.run {
+            do { try handle.write(contentsOf: bytes) } catch {
+                throw RenewalRunError.report(path: target ?? "standard output", detail: "\(error)")
+            }
         }
         buffer.removeAll(keepingCapacity: true)
     }
 
     /// Writes what is buffered; for a file, syncs it and renames it over the target.
-    public func finish() throws {
-        try flush()
+    public func finish() async throws {
+        try await flush()
         guard let target, let temporary else { return }
-        try handle.synchronize()
-        try handle.close()
-        guard rename(temporary, target) == 0 else {
-            let detail = String(cString: strerror(errno))
-            unlink(temporary)
-            throw RenewalRunError.report(path: target, detail: detail)
+        let handle = handle
+        try await writes.run {
+            try handle.synchronize()
+            try handle.close()
+            guard rename(temporary, target) == 0 else {
+                let detail = String(cString: strerror(errno))
+                unlink(temporary)
+                throw RenewalRunError.report(path: target, detail: detail)
+            }
         }
     }
 
     /// Removes the temporary file of an unfinished report.
-    public func discard() {
+    public func discard() async {
         guard let temporary else { return }
-        try? handle.close()
-        unlink(temporary)
+        let handle = handle
+        _ = try? await writes.run {
+            try? handle.close()
+            unlink(temporary)
+        }
     }
 }
