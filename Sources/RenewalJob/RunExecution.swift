@@ -16,16 +16,16 @@ struct RunExecution {
     let report: ReportWriter?
     let startedAt: Date
     var counts = RenewalCounts()
-    private var machine: RunStateMachine
+    var machine: RunStateMachine
     /// Outage failures not yet written: if the streak opens the breaker they are dropped and their
     /// rows stay exactly as they were; any usable answer from Apple writes them.
-    private var heldOutages: [(StoredReceipt, EntitlementDecision)] = []
+    var heldOutages: [(StoredReceipt, EntitlementDecision)] = []
     private var lastProbe: Date?
     /// Results decided but not yet written: written together, one transaction per batch.
-    private var pending: [PendingResult] = []
+    var pending: [PendingResult] = []
     typealias PendingResult = (receipt: StoredReceipt, save: PendingSave<EntitlementDecision>)
     var configuration: RenewalRun.Configuration { run.configuration }
-    private var leaseOwner: String? { configuration.dryRun ? nil : configuration.workerID }
+    var leaseOwner: String? { configuration.dryRun ? nil : configuration.workerID }
 
     init(run: RenewalRun, runID: String, logger: Logger, report: ReportWriter?, startedAt: Date) {
         self.run = run
@@ -248,150 +248,6 @@ struct RunExecution {
         let recovered = try await run.store.recoverAbandonedWork(except: leaseOwner, now: now)
         counts.recoveredLeases += recovered.releasedLeases
         RunExecution.log(recovered, logger: logger)
-    }
-
-    /// Does with one answer what the state machine's rules say: release the receipt untouched, hold
-    /// an outage back, or write the held results and this one.
-    private mutating func handle(_ receipt: StoredReceipt, _ answer: AppleAnswer) async throws {
-        if case .verified(let evidence) = answer {
-            switch machine.answered(evidence: true, outage: { false }) {
-            case .release, .hold, .holdAndOpenBreaker:
-                try await release(receipt)
-            case .write:
-                // Any usable answer from Apple writes the outages held so far.
-                try await writeHeldOutages()
-                try await commit(receipt, deciding: answer, claiming: claims(receipt, evidence))
-            }
-            return
-        }
-        // Decided only when the rules look at it (a receipt released untouched is not).
-        var decided: EntitlementDecision?
-        let (run, runID, leaseOwner) = (self.run, self.runID, self.leaseOwner)
-        let disposition = machine.answered(evidence: false) {
-            let decision = Self.decide(receipt, answer, owners: [:], run: run, runID: runID, leaseOwner: leaseOwner)
-            decided = decision
-            return decision.outcome == .failed(outage: true)
-        }
-        guard disposition != .release, let decision = decided else {
-            try await release(receipt)
-            return
-        }
-        switch disposition {
-        case .release:
-            try await release(receipt)
-        case .hold:
-            heldOutages.append((receipt, decision))
-        case .holdAndOpenBreaker:
-            heldOutages.append((receipt, decision))
-            logger.error(
-                "Apple keeps failing; circuit breaker open, no more receipts are claimed",
-                metadata: [
-                    LogKey.consecutiveOutages: "\(machine.consecutiveOutages)"
-                ])
-            configuration.metrics?.breakerTripped()
-            try await recordHeldOutagesAsFailures()
-        case .write:
-            try await writeHeldOutages()
-            try await commit(receipt, decision)
-        }
-    }
-
-    /// The breaker opened: the held receipts keep every column but their lease, and their failures
-    /// are recorded (`run_failures` and the report) so the outage is visible.
-    private mutating func recordHeldOutagesAsFailures() async throws {
-        let held = heldOutages
-        heldOutages.removeAll()
-        let now = run.now()
-        var failures: [RecordedFailure] = []
-        for (receipt, decision) in held {
-            let failure = decision.failure ?? CheckFailure(reason: .unknown, message: "No usable answer from Apple.")
-            counts.checked += 1
-            counts.failed += 1
-            configuration.metrics?.receiptChecked(changes: [], failure: failure.reason, conflicts: 0)
-            configuration.progress?.receiptDone(counts: counts)
-            try await report?.append(failure: failure, userID: receipt.userID, receiptID: receipt.id)
-            failures.append(
-                RecordedFailure(receiptID: receipt.id, userID: receipt.userID, failure: failure, occurredAt: now))
-        }
-        guard !configuration.dryRun, !failures.isEmpty else { return }
-        counts.leaseLost += try await run.store.recordFailures(failures, runID: runID, releasingLeasesOf: leaseOwner)
-    }
-
-    /// The pure decision for one receipt.
-    private func decide(_ receipt: StoredReceipt, _ answer: AppleAnswer, owners: [String: SubscriptionOwner])
-        -> EntitlementDecision
-    {
-        Self.decide(receipt, answer, owners: owners, run: run, runID: runID, leaseOwner: leaseOwner)
-    }
-
-    private static func decide(
-        _ receipt: StoredReceipt, _ answer: AppleAnswer, owners: [String: SubscriptionOwner], run: RenewalRun,
-        runID: String, leaseOwner: String?
-    ) -> EntitlementDecision {
-        let configuration = run.configuration
-        return EntitlementDecision(
-            receipt: receipt, answer: answer, owners: owners, now: run.now(), rules: configuration.rules,
-            random: run.random(), runID: configuration.dryRun ? nil : runID, leaseOwner: leaseOwner)
-    }
-
-    /// The subscriptions of a valid answer this receipt does not hold yet: their owner is settled in
-    /// the transaction that writes the result.
-    private func claims(_ receipt: StoredReceipt, _ evidence: AppleEvidence) -> [String] {
-        guard case .success(let screened) = configuration.rules.identity.screen(evidence) else { return [] }
-        let held = Set(receipt.subscriptions.map(\.snapshot.originalTransactionID))
-        return screened.originalTransactionIDs.filter { !held.contains($0) }
-    }
-
-    private mutating func writeHeldOutages() async throws {
-        let held = heldOutages
-        heldOutages.removeAll()
-        for (receipt, check) in held {
-            try await commit(receipt, check)
-        }
-    }
-
-    /// Decides with the owners read in the writing transaction (dry runs: read without one) and
-    /// writes (with the batch), so exactly one receipt ends up owning each subscription.
-    private mutating func commit(_ receipt: StoredReceipt, deciding answer: AppleAnswer, claiming ids: [String])
-        async throws
-    {
-        if configuration.dryRun {
-            let decision = decide(receipt, answer, owners: try await run.store.owners(ofOriginalTransactionIDs: ids))
-            try await record(receipt, decision)
-            return
-        }
-        let (run, runID, leaseOwner) = (self.run, self.runID, self.leaseOwner)
-        pending.append(
-            (
-                receipt,
-                PendingSave(receiptID: receipt.id, leaseOwner: leaseOwner, claiming: ids) { owners in
-                    let decision = Self.decide(
-                        receipt, answer, owners: owners, run: run, runID: runID, leaseOwner: leaseOwner)
-                    return (decision.update, decision)
-                }
-            ))
-    }
-
-    private mutating func commit(_ receipt: StoredReceipt, _ decision: EntitlementDecision) async throws {
-        if configuration.dryRun {
-            try await record(receipt, decision)
-            return
-        }
-        pending.append(
-            (
-                receipt,
-                PendingSave(receiptID: receipt.id, leaseOwner: decision.update.leaseOwner) { _ in
-                    (decision.update, decision)
-                }
-            ))
-    }
-
-    /// Leaves a claimed receipt exactly as it was, but for its lease.
-    private mutating func release(_ receipt: StoredReceipt, countSkipped: Bool = true) async throws {
-        if countSkipped { counts.skipped += 1 }
-        if let leaseOwner {
-            try await run.store.releaseLeases(receiptIDs: [receipt.id], owner: leaseOwner)
-        }
     }
 }
 
