@@ -36,7 +36,10 @@ public struct SimulatorConfiguration: Sendable {
 extension SimulatorConfiguration: CustomStringConvertible {
     /// The configuration with the shared secret redacted.
     public var description: String {
-        "SimulatorConfiguration(host: \(host), port: \(port), sharedSecret: \(sharedSecret == nil ? "none" : "<redacted>"), latency: \(latency), slowDelay: \(slowDelay))"
+        """
+        SimulatorConfiguration(host: \(host), port: \(port), sharedSecret: \
+        \(sharedSecret == nil ? "none" : "<redacted>"), latency: \(latency), slowDelay: \(slowDelay))
+        """
     }
 }
 
@@ -52,7 +55,8 @@ public struct SimulatorEndpoints: Sendable, Hashable {
     public var serverAPIURL: String
     /// `http://127.0.0.1:PORT/sandbox`: the App Store Server API's sandbox base URL.
     public var sandboxServerAPIURL: String
-    /// `http://127.0.0.1:PORT/_simulator`: the base of the control routes (`/clock`, `/fault`, `/stats`, `/received/{account}`).
+    /// `http://127.0.0.1:PORT/_simulator`: the base of the control routes (`/clock`, `/fault`, `/stats`,
+    /// `/received/{account}`).
     public var controlURL: String
 
     /// Endpoints on `host` (a wildcard bind address is reached through 127.0.0.1) and `port`.

@@ -66,7 +66,10 @@ extension AppStoreClient.Configuration: CustomStringConvertible, CustomDebugStri
         "AppStoreClient.Configuration(productionURL: \(productionURL), sandboxURL: \(sandboxURL), "
             + "sharedSecret: \(sharedSecret == nil ? "none" : "<redacted>"), excludeOldTransactions: \(excludeOldTransactions), "
             + "requestTimeout: \(requestTimeout), maxResponseBytes: \(maxResponseBytes), maxAttempts: \(maxAttempts), "
-            + "retryBaseDelay: \(retryBaseDelay), retryMaxDelay: \(retryMaxDelay), maxConnectionsPerHost: \(maxConnectionsPerHost))"
+                + """
+                retryBaseDelay: \(retryBaseDelay), retryMaxDelay: \(retryMaxDelay), maxConnectionsPerHost: \
+                \(maxConnectionsPerHost))
+                """
     }
 
     /// Same as `description`: the secret stays redacted.

@@ -45,7 +45,9 @@ public final class AppStoreClient: ReceiptVerifier {
         var environment = AppStoreEnvironment.production
         var switches = 0
         var everyAttemptMalformed = true
-        return await configuration.retryPolicy.run(observer: transport.observer, logger: logger, reason: \.failureReason) {
+        return await configuration.retryPolicy.run(
+            observer: transport.observer, logger: logger, reason: \.failureReason
+        ) {
             attempt in
             var logger = logger
             // Metadata costs a copy and a re-render of the handler's metadata: only when it can show.
@@ -69,7 +71,10 @@ public final class AppStoreClient: ReceiptVerifier {
                             CheckFailure(
                                 reason: .appleStatus(.sharedSecretRejected),
                                 message:
-                                    "Apple rejected the shared secret (21004); set APPSTORE_SHARED_SECRET to the app's shared secret."
+                                    """
+                                    Apple rejected the shared secret (21004); set APPSTORE_SHARED_SECRET to the \
+                                    app's shared secret.
+                                    """
                             )))
                 case .invalidReceipt:
                     let kind: AppleRejection.Kind =

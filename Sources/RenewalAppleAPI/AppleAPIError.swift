@@ -112,7 +112,10 @@ public enum AppleAPIError: Error, Sendable, Hashable {
             return "\(who)'s answer was not \(what) (\(contentType ?? "no content type"), \(bytes) bytes); \(tail)."
         case .unreadableField(let path, let detail):
             return
-                "\(who)'s answer has an unreadable \(path) (\(detail)); \(kept). Report this answer shape if it persists."
+                """
+                \(who)'s answer has an unreadable \(path) (\(detail)); \(kept). Report this answer shape if it \
+                persists.
+                """
         case .responseTooLarge(let limit):
             return verifyReceipt
                 ? "Apple's answer exceeded \(limit) bytes; raise --max-response-bytes if such receipts are expected."
@@ -125,10 +128,17 @@ public enum AppleAPIError: Error, Sendable, Hashable {
             return "Production and sandbox each sent the receipt to the other (21007/21008); check the configured URLs."
         case .unauthorized:
             return
-                "The App Store Server API refused the API token (HTTP 401) in production and sandbox; check APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE (the key must be an In-App Purchase key of this app's team)."
+                """
+                The App Store Server API refused the API token (HTTP 401) in production and sandbox; check \
+                APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE (the key \
+                must be an In-App Purchase key of this app's team).
+                """
         case .notFound:
             return
-                "Neither environment of the App Store Server API knows this transaction id; the subscription keeps its state and is retried later."
+                """
+                Neither environment of the App Store Server API knows this transaction id; the subscription keeps \
+                its state and is retried later.
+                """
         case .rateLimited:
             return
                 "The App Store Server API asked to slow down (HTTP 429) for longer than the job waits; retried later."
@@ -137,7 +147,10 @@ public enum AppleAPIError: Error, Sendable, Hashable {
                 "The App Store Server API answered \(code) (HTTP \(status), temporary) on every attempt; retried later."
         case .noTransactionID:
             return
-                "No transaction id is stored for this receipt and none could be read out of it; it cannot be checked through the App Store Server API (use --source auto or verify-receipt)."
+                """
+                No transaction id is stored for this receipt and none could be read out of it; it cannot be \
+                checked through the App Store Server API (use --source auto or verify-receipt).
+                """
         }
     }
 }

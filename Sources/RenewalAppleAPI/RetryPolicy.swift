@@ -63,7 +63,8 @@ public struct RetryPolicy: Sendable, Hashable {
                 logger.debug(
                     "Retrying an Apple request",
                     metadata: [
-                        LogKey.appStoreFailure: "\(reason(answer) ?? .unknown)", LogKey.retryDelayMS: "\(delay.milliseconds)",
+                        LogKey.appStoreFailure: "\(reason(answer) ?? .unknown)",
+                        LogKey.retryDelayMS: "\(delay.milliseconds)",
                     ])
                 do {
                     try await cancelWhenGracefulShutdown { try await Task.sleep(for: delay) }

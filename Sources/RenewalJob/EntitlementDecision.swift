@@ -95,7 +95,10 @@ extension EntitlementDecision {
             // toward the breaker. 21003 speaks about this receipt only.
             let outage = rejection.kind == .malformedOrTemporary
             let what =
-                "Apple answered \(rejection.status.rawValue) (\(rejection.kind == .malformedOrTemporary ? "malformed or temporary" : "not authentic"))"
+                """
+                Apple answered \(rejection.status.rawValue) \
+                (\(rejection.kind == .malformedOrTemporary ? "malformed or temporary" : "not authentic"))
+                """
             if receipt.wasVerified {
                 update.consecutiveMalformed = 0
                 update.rejectedSince = nil
@@ -103,7 +106,10 @@ extension EntitlementDecision {
                     CheckFailure(
                         reason: rejection.reason,
                         message:
-                            "\(what) for a receipt Apple verified before; its subscriptions keep their state and it is retried later."
+                            """
+                            \(what) for a receipt Apple verified before; its subscriptions keep their state and \
+                            it is retried later.
+                            """
                     ),
                     outage: outage)
                 return
@@ -122,7 +128,11 @@ extension EntitlementDecision {
                     CheckFailure(
                         reason: rejection.reason,
                         message:
-                            "\(what) on check \(update.consecutiveMalformed); a never-verified receipt is marked invalid after \(schedule.malformedChecksBeforeInvalid) such checks over \(days.formatted()) days."
+                            """
+                            \(what) on check \(update.consecutiveMalformed); a never-verified receipt is marked \
+                            invalid after \(schedule.malformedChecksBeforeInvalid) such checks over \
+                            \(days.formatted()) days.
+                            """
                     ),
                     outage: outage)
             }

@@ -89,7 +89,10 @@ public enum RenewalRunError: Error, Sendable, CustomStringConvertible {
         case .report(let path, let detail): return "Cannot write the report to \(path): \(detail)."
         case .databaseFailedMidRun(let error):
             return
-                "The database failed during the run: \(error.description). Every result written before it failed is kept; receipts not written are retried by the next run."
+                """
+                The database failed during the run: \(error.description). Every result written before it failed \
+                is kept; receipts not written are retried by the next run.
+                """
         }
     }
 }

@@ -69,7 +69,10 @@ extension RenewalRun {
     /// Ends the process now, without unwinding: open transactions die with the connection.
     private static func exitNow(_ signal: UnixSignal, reason: String) -> Never {
         let line =
-            "renewal: \(reason): exiting now; uncommitted work is rolled back and the next run takes back this run's leases\n"
+            """
+            renewal: \(reason): exiting now; uncommitted work is rolled back and the next run takes back this \
+            run's leases\n
+            """
         FileHandle.standardError.write(Data(line.utf8))
         _exit(128 + signal.rawValue)
     }

@@ -60,7 +60,10 @@ public struct RenewalRun: Sendable {
             ])
         if configuration.identity.bundleID == nil {
             logger.warning(
-                "APPSTORE_BUNDLE_ID is not set: answers for another app's receipts (same shared secret) are not caught. Set it to the app's bundle id."
+                """
+                APPSTORE_BUNDLE_ID is not set: answers for another app's receipts (same shared secret) are not \
+                caught. Set it to the app's bundle id.
+                """
             )
         }
         // Start-up: a database that refuses these fails with its own error (exit 78 or 75).

@@ -53,6 +53,9 @@ public struct SourceRouter: ReceiptVerifier {
     static let noCredentials = CheckFailure(
         reason: .serverAPINotConfigured,
         message:
-            "--source server-api needs APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE."
+            """
+            --source server-api needs APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and \
+            APPSTORE_PRIVATE_KEY_FILE.
+            """
     )
 }

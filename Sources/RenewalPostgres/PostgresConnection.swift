@@ -85,7 +85,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     // MARK: - Worker liveness
 
     /// Takes `owner`'s liveness lock (a session-level advisory lock keyed by a 64-bit hash of the
-    /// schema and the id, so deployments in separate schemas of one database never meet) and keeps it for the session's life, taking it again after a reconnect.
+    /// schema and the id, so deployments in separate schemas of one database never meet) and keeps it for the session's
+    /// life, taking it again after a reconnect.
     ///
     /// - Throws: `SubscriptionStoreError.locked` when another session holds it (the id is in use).
     func holdLiveness(of owner: String) throws {
@@ -208,7 +209,10 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
 
     private func lostConnection(detail: String) -> SubscriptionStoreError {
         .unavailable(
-            "Lost the connection to PostgreSQL at \(redactedURL) (\(detail)); the rows this worker leased are taken back by the next worker that finds it dead"
+            """
+            Lost the connection to PostgreSQL at \(redactedURL) (\(detail)); the rows this worker leased are \
+            taken back by the next worker that finds it dead
+            """
         )
     }
 

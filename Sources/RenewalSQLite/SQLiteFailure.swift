@@ -100,7 +100,10 @@ struct SQLiteFailure: Sendable, Equatable {
 
     private func ioError(_ file: String, action: String, reason: String) -> SubscriptionStoreError {
         .unavailable(
-            "I/O error on \(file) (\(action): \(reason), code \(code)). Check the disk and the file system it is on, then run again."
+            """
+            I/O error on \(file) (\(action): \(reason), code \(code)). Check the disk and the file system it is \
+            on, then run again.
+            """
         )
     }
 

@@ -105,7 +105,10 @@ public enum ServerAPICredentials {
             case .unreadable(let path, let detail):
                 "Cannot read \(path) (\(detail)); check the path and the file's permissions."
             case .notAKey(let path):
-                "\(path) is not an App Store Connect API key; APPSTORE_PRIVATE_KEY_FILE must name the .p8 file (PEM, \"BEGIN PRIVATE KEY\") downloaded from App Store Connect."
+                """
+                \(path) is not an App Store Connect API key; APPSTORE_PRIVATE_KEY_FILE must name the .p8 file \
+                (PEM, \"BEGIN PRIVATE KEY\") downloaded from App Store Connect.
+                """
             case .notACertificate(let path):
                 "\(path) is not a certificate; APPSTORE_ROOT_CERTIFICATES takes comma-separated PEM or DER files."
             }

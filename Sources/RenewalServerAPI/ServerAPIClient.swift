@@ -75,7 +75,9 @@ public final class ServerAPIClient: Sendable {
         var unauthorized: Set<AppStoreEnvironment> = []
         var notFound: Set<AppStoreEnvironment> = []
         var rateLimitedRetries = 0
-        return await configuration.retryPolicy.run(observer: transport.observer, logger: logger, reason: \.failureReason) {
+        return await configuration.retryPolicy.run(
+            observer: transport.observer, logger: logger, reason: \.failureReason
+        ) {
             _ in
             let other: AppStoreEnvironment = environment == .production ? .sandbox : .production
             switch await exchange(transactionID: transactionID, environment: environment, logger: logger) {
@@ -128,7 +130,10 @@ public final class ServerAPIClient: Sendable {
                 CheckFailure(
                     reason: error.reason,
                     message:
-                        "The App Store Server API's signed answer failed verification (\(error)); the subscription keeps its state and is retried later."
+                        """
+                        The App Store Server API's signed answer failed verification (\(error)); the subscription \
+                        keeps its state and is retried later.
+                        """
                 ),
                 isOutage: false)
         }

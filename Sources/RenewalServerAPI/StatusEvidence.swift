@@ -57,7 +57,10 @@ extension SignedDataVerifier {
                 }
                 if let claimed = item.originalTransactionId, claimed != original {
                     throw .malformed(
-                        "the status item's originalTransactionId \(claimed) differs from its signed transaction's \(original)"
+                        """
+                        the status item's originalTransactionId \(claimed) differs from its signed transaction's \
+                        \(original)
+                        """
                     )
                 }
                 subscriptions.append(

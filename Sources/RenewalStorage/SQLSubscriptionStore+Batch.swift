@@ -51,7 +51,10 @@ extension SQLSubscriptionStore {
             conditions.append("r.next_check_at <= \(binds.add(SQLValue(asOf)))")
             if let after {
                 conditions.append(
-                    "(r.next_check_at, r.id) > (\(binds.add(SQLValue(after.nextCheckAt))), \(binds.add(.int64(after.id))))"
+                    """
+                    (r.next_check_at, r.id) > (\(binds.add(SQLValue(after.nextCheckAt))), \
+                    \(binds.add(.int64(after.id))))
+                    """
                 )
             }
             order = "r.next_check_at, r.id"

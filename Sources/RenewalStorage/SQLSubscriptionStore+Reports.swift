@@ -150,7 +150,8 @@ extension SQLSubscriptionStore {
     static func recordedFailure(_ row: SQLRow) throws -> RecordedFailure {
         RecordedFailure(
             receiptID: try row.int64("receipt_id"), userID: try row.text("user_id"),
-            failure: CheckFailure(reason: FailureReason(rawValue: try row.text("reason")), message: try row.text("message")),
+            failure: CheckFailure(
+                reason: FailureReason(rawValue: try row.text("reason")), message: try row.text("message")),
             occurredAt: try row.date("occurred_at")
         )
     }

@@ -65,7 +65,10 @@ extension SQLSubscriptionStore {
         let written = Set(update.subscriptions.map(\.snapshot.originalTransactionID))
         for id in claimed where !written.contains(id) {
             _ = try connection.execute(
-                "DELETE FROM subscriptions WHERE original_transaction_id = $1 AND receipt_id = $2 AND state = 'unverified'",
+                """
+                DELETE FROM subscriptions WHERE original_transaction_id = $1 AND receipt_id = $2 AND state = \
+                'unverified'
+                """,
                 [.text(id), .int64(update.receiptID)])
         }
     }
@@ -157,7 +160,8 @@ extension SQLSubscriptionStore {
             VALUES ($1, $2, $3, $4, $5, $6)
             """,
             [
-                SQLValue(runID), .int64(receiptID), .text(userID), .text(failure.reason.rawValue), .text(failure.message),
+                SQLValue(runID), .int64(receiptID), .text(userID), .text(failure.reason.rawValue),
+                .text(failure.message),
                 SQLValue(date),
             ])
     }

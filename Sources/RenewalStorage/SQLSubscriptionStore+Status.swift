@@ -30,7 +30,10 @@ extension SQLSubscriptionStore {
         let inBranch = branch.isEmpty ? "" : branch.joined(separator: " AND ")
         if let after {
             conditions.append(
-                "(user_id, otid) > (\(binds.add(.text(after.userID))), \(binds.add(.text(after.originalTransactionID))))"
+                """
+                (user_id, otid) > (\(binds.add(.text(after.userID))), \
+                \(binds.add(.text(after.originalTransactionID))))
+                """
             )
         }
         let whereClause = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")

@@ -32,7 +32,10 @@ public enum SubscriptionStoreError: Error, Sendable, CustomStringConvertible {
         case .corruptRow(let detail): return "Unreadable stored row: \(detail)"
         case .leaseLost(let receiptID):
             return
-                "The lease on receipt \(receiptID) passed to another worker; this worker's result for it was not written."
+                """
+                The lease on receipt \(receiptID) passed to another worker; this worker's result for it was not \
+                written.
+                """
         }
     }
 }

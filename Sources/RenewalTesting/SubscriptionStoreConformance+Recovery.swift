@@ -96,7 +96,8 @@ extension SubscriptionStoreConformance {
         let claimed = try await store.nextBatch(
             .due(asOf: at(minutes: 1)), after: nil, limit: 2, lease: lease("dead", now: at(minutes: 1)))
         #expect(claimed.count == 2)
-        // When the next worker starts (on SQLite it holds the run lock; on PostgreSQL no session holds "dead"'s liveness lock)
+        // When the next worker starts (on SQLite it holds the run lock; on PostgreSQL no session holds "dead"'s
+        // liveness lock)
         let recovered = try await store.withRunLock(owner: "next") {
             try await store.recoverAbandonedWork(except: "next", now: at(minutes: 2))
         }

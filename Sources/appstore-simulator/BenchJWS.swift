@@ -73,7 +73,10 @@ extension AppStoreSimulatorCommand {
             print(
                 String(
                     format:
-                        "bench-jws: %d answers (%d JWS) in %.3f s wall, %.3f s CPU: %.0f answers/s per core (%.0f JWS/s), %.1f µs per answer; chain cache %d hits, %d misses",
+                        """
+                        bench-jws: %d answers (%d JWS) in %.3f s wall, %.3f s CPU: %.0f answers/s per core (%.0f \
+                        JWS/s), %.1f µs per answer; chain cache %d hits, %d misses
+                        """,
                     count, 2 * count, wall, cpu, perCore, 2 * perCore, cpu / Double(count) * 1e6, cache.hits,
                     cache.misses))
         }

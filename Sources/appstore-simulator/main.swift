@@ -36,7 +36,10 @@ extension AppStoreSimulatorCommand {
     struct Serve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract:
-                "Serve /verifyReceipt and /sandbox/verifyReceipt. The shared secret, if any, comes from APPSTORE_SHARED_SECRET."
+                """
+                Serve /verifyReceipt and /sandbox/verifyReceipt. The shared secret, if any, comes from \
+                APPSTORE_SHARED_SECRET.
+                """
         )
 
         @Option(help: "Address to bind.") var host = "127.0.0.1"
@@ -49,12 +52,20 @@ extension AppStoreSimulatorCommand {
         var clockOffsetSeconds: Double = 0
         @Option(
             help: ArgumentHelp(
-                "Write the Server API's credentials here at start: AuthKey.p8 (the API key the simulator accepts), root.pem (the root its signed data chains to) and server-api.env (the APPSTORE_* variables for renewal).",
+                """
+                Write the Server API's credentials here at start: AuthKey.p8 (the API key the simulator accepts), \
+                root.pem (the root its signed data chains to) and server-api.env (the APPSTORE_* variables for \
+                renewal).
+                """,
                 valueName: "dir"))
         var exportDir: String?
         @Option(
             help: ArgumentHelp(
-                "Import lines ({\"user_id\", \"latest_receipt\"} JSON Lines, as `receipts` prints) whose transactions the Server API knows from the start; verifyReceipt requests and POST /_simulator/receipts add more.",
+                """
+                Import lines ({\"user_id\", \"latest_receipt\"} JSON Lines, as `receipts` prints) whose \
+                transactions the Server API knows from the start; verifyReceipt requests and POST \
+                /_simulator/receipts add more.
+                """,
                 valueName: "file"))
         var register: [String] = []
 

@@ -47,7 +47,10 @@ struct BackfillCommand: AsyncParsableCommand {
     func validate() throws {
         for state in states where SubscriptionState(rawValue: state) == nil {
             throw ValidationError(
-                "--state \(state) is not a state; use one of \(SubscriptionState.allCases.map(\.rawValue).joined(separator: ", "))."
+                """
+                --state \(state) is not a state; use one of \
+                \(SubscriptionState.allCases.map(\.rawValue).joined(separator: ", ")).
+                """
             )
         }
         if let days = expiredWithinDays, days < 1 { throw ValidationError("--expired-within-days must be at least 1.") }
@@ -56,7 +59,10 @@ struct BackfillCommand: AsyncParsableCommand {
         }
         if selector(now: Date()).isEmpty {
             throw ValidationError(
-                "Say which receipts to re-check: --all, --user, --product, --state, --expired-within-days or --environment."
+                """
+                Say which receipts to re-check: --all, --user, --product, --state, --expired-within-days or \
+                --environment.
+                """
             )
         }
     }

@@ -68,7 +68,10 @@ struct CheckCommand: AsyncParsableCommand {
         _ configuration: ServerAPIClient.Configuration, store: any SubscriptionStore, logger: Logger
     ) async throws {
         print(
-            "server api: key \(configuration.keyID) of issuer \(configuration.issuerID) for \(configuration.bundleID) (key file parses)"
+            """
+            server api: key \(configuration.keyID) of issuer \(configuration.issuerID) for \
+            \(configuration.bundleID) (key file parses)
+            """
         )
         let sample = try await sampleReceipt(in: store)
         let id = sample.flatMap {
@@ -87,7 +90,11 @@ struct CheckCommand: AsyncParsableCommand {
             throw ConfigurationError("server api: \(failure.message)")
         case .verified(let evidence):
             print(
-                "server api: ok (\(configuration.productionURL) accepts the token; signed answer for \(whose) verified to the trusted root, \(evidence.subscriptions.count) subscription(s), \(evidence.environment?.rawValue ?? "unknown environment"))"
+                """
+                server api: ok (\(configuration.productionURL) accepts the token; signed answer for \(whose) \
+                verified to the trusted root, \(evidence.subscriptions.count) subscription(s), \
+                \(evidence.environment?.rawValue ?? "unknown environment"))
+                """
             )
         case .transient(let failure, let isOutage):
             if failure.reason == .transactionNotFound {
@@ -119,7 +126,10 @@ struct CheckCommand: AsyncParsableCommand {
         switch answer {
         case .misconfigured:
             throw ConfigurationError(
-                "Apple rejected the shared secret (21004) for \(whose). Set APPSTORE_SHARED_SECRET to the app's shared secret from App Store Connect."
+                """
+                Apple rejected the shared secret (21004) for \(whose). Set APPSTORE_SHARED_SECRET to the app's \
+                shared secret from App Store Connect.
+                """
             )
         case .verified(let evidence):
             print("apple: ok (\(url) answers)")
@@ -131,11 +141,18 @@ struct CheckCommand: AsyncParsableCommand {
             print("apple: ok (\(url) answers)")
             if let sample {
                 print(
-                    "shared secret: not confirmed: Apple could not read the stored receipt of user \(sample.userID) (\(rejection.reason)), and it checks the secret only for a receipt it can read"
+                    """
+                    shared secret: not confirmed: Apple could not read the stored receipt of user \
+                    \(sample.userID) (\(rejection.reason)), and it checks the secret only for a receipt it can \
+                    read
+                    """
                 )
             } else {
                 print(
-                    "shared secret: not confirmed: the database holds no receipt yet, and Apple checks the secret only for a receipt it can read; run `renewal check` again after `renewal import`"
+                    """
+                    shared secret: not confirmed: the database holds no receipt yet, and Apple checks the secret \
+                    only for a receipt it can read; run `renewal check` again after `renewal import`
+                    """
                 )
             }
         case .transient(let failure, let isOutage):

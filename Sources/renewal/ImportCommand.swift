@@ -67,7 +67,10 @@ struct ImportCommand: AsyncParsableCommand {
                 for outcome in try await store.importReceipts(batch, now: now) { tally[outcome, default: 0] += 1 }
             }
             print(
-                "Imported: \(tally[.inserted, default: 0]) new, \(tally[.replaced, default: 0]) replaced, \(tally[.unchanged, default: 0]) unchanged, \(rejected) rejected."
+                """
+                Imported: \(tally[.inserted, default: 0]) new, \(tally[.replaced, default: 0]) replaced, \
+                \(tally[.unchanged, default: 0]) unchanged, \(rejected) rejected.
+                """
             )
             if rejected > 0 { throw ExitCode(3) }
         }
@@ -90,7 +93,10 @@ enum ImportLine {
         switch line {
         case .tooLong(let length):
             return .failure(
-                "the line is \(length) bytes, over the \(LineReader.maximumLineBytes) allowed; is this a JSON Lines file?"
+                """
+                the line is \(length) bytes, over the \(LineReader.maximumLineBytes) allowed; is this a JSON \
+                Lines file?
+                """
             )
         case .line(let data): bytes = data
         }

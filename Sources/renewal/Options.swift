@@ -44,14 +44,20 @@ struct AppStoreOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The app's bundle id; answers for another bundle change nothing. Env: APPSTORE_BUNDLE_ID. Default: not checked.",
+            """
+            The app's bundle id; answers for another bundle change nothing. Env: APPSTORE_BUNDLE_ID. Default: not \
+            checked.
+            """,
             valueName: "id"))
     var bundleID: String?
 
     @Option(
         name: .long, parsing: .singleValue,
         help: ArgumentHelp(
-            "Product ids this app sells (comma-separated, repeatable); answers only for other products change nothing. Env: RENEWAL_PRODUCTS. Default: any.",
+            """
+            Product ids this app sells (comma-separated, repeatable); answers only for other products change \
+            nothing. Env: RENEWAL_PRODUCTS. Default: any.
+            """,
             valueName: "ids"))
     var products: [String] = []
 
@@ -120,7 +126,10 @@ struct LoggingOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "text (one readable line per entry) or json (one JSON object per line: timestamp, level, message, metadata). Env: RENEWAL_LOG_FORMAT. Default: text.",
+            """
+            text (one readable line per entry) or json (one JSON object per line: timestamp, level, message, \
+            metadata). Env: RENEWAL_LOG_FORMAT. Default: text.
+            """,
             valueName: "format"))
     var logFormat: String?
 

@@ -55,7 +55,10 @@ struct ReportCommand: AsyncParsableCommand {
         for (flag, value) in [("--since", since), ("--until", until)] {
             if let value, ReportTime.parse(value, now: Date()) == nil {
                 throw ValidationError(
-                    "\(flag) \(value) is not a time; give 2026-11-01, 2026-11-01T06:00:00Z, or an age such as 36h or 7d."
+                    """
+                    \(flag) \(value) is not a time; give 2026-11-01, 2026-11-01T06:00:00Z, or an age such as 36h \
+                    or 7d.
+                    """
                 )
             }
         }

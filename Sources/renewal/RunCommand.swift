@@ -55,7 +55,10 @@ struct JobRunner {
                 connections: resolved.concurrency)
             if mode == .serverAPI, serverAPIConfiguration == nil {
                 throw ConfigurationError(
-                    "--source server-api needs APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE."
+                    """
+                    --source server-api needs APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and \
+                    APPSTORE_PRIVATE_KEY_FILE.
+                    """
                 )
             }
             // verifyReceipt needs the shared secret unless every check goes to the Server API, or
@@ -138,7 +141,10 @@ struct JobRunner {
             if let html = options.htmlReport {
                 if configuration.dryRun {
                     logger.warning(
-                        "A dry run stores nothing, so there is no HTML report; use --report FILE.json for the dry run's JSON."
+                        """
+                        A dry run stores nothing, so there is no HTML report; use --report FILE.json for the dry \
+                        run's JSON.
+                        """
                     )
                 } else if let history = store as? any RunHistoryStore {
                     let output = try ReportOutput(path: html)
@@ -155,14 +161,21 @@ struct JobRunner {
             if outcome.status == .sharedSecretRejected {
                 FileHandle.standardError.write(
                     Data(
-                        "renewal: Apple rejected the shared secret (21004); nothing was changed. Set APPSTORE_SHARED_SECRET to the app's shared secret from App Store Connect.\n"
-                            .utf8))
+                        """
+                        renewal: Apple rejected the shared secret (21004); nothing was changed. Set \
+                        APPSTORE_SHARED_SECRET to the app's shared secret from App Store Connect.\n
+                        """
+                        .utf8))
             }
             if outcome.status == .credentialsRejected {
                 FileHandle.standardError.write(
                     Data(
-                        "renewal: the App Store Server API refused the API key (HTTP 401 in production and sandbox); nothing was changed. Check APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE.\n"
-                            .utf8))
+                        """
+                        renewal: the App Store Server API refused the API key (HTTP 401 in production and \
+                        sandbox); nothing was changed. Check APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, \
+                        APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE.\n
+                        """
+                        .utf8))
             }
             if outcome.status.exitCode != 0 { throw ExitCode(outcome.status.exitCode) }
         }

@@ -36,7 +36,10 @@ struct RunOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "After SIGTERM/SIGINT, how long in-flight Apple requests may finish before they are cancelled and their receipts released untouched (a second signal exits at once).",
+            """
+            After SIGTERM/SIGINT, how long in-flight Apple requests may finish before they are cancelled and \
+            their receipts released untouched (a second signal exits at once).
+            """,
             valueName: "seconds"))
     var drainSeconds: Double = 20
 
@@ -57,7 +60,10 @@ struct RunOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Push Prometheus metrics to this Pushgateway (job=renewal, instance=host) during and at the end of the run. Env: RENEWAL_PUSHGATEWAY_URL.",
+            """
+            Push Prometheus metrics to this Pushgateway (job=renewal, instance=host) during and at the end of the \
+            run. Env: RENEWAL_PUSHGATEWAY_URL.
+            """,
             valueName: "url"))
     var pushgateway: String?
 
@@ -67,7 +73,10 @@ struct RunOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The Pushgateway's instance label (use a stable name where hosts come and go, e.g. Kubernetes pods). Env: RENEWAL_METRICS_INSTANCE. Default: the host name.",
+            """
+            The Pushgateway's instance label (use a stable name where hosts come and go, e.g. Kubernetes pods). \
+            Env: RENEWAL_METRICS_INSTANCE. Default: the host name.
+            """,
             valueName: "name"))
     var metricsInstance: String?
 
@@ -111,7 +120,10 @@ struct RunOptions: ParsableArguments {
             guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil
             else {
                 throw ValidationError(
-                    "--pushgateway \(url) is not an http(s) URL; give the Pushgateway's base URL, e.g. http://pushgateway:9091."
+                    """
+                    --pushgateway \(url) is not an http(s) URL; give the Pushgateway's base URL, e.g. \
+                    http://pushgateway:9091.
+                    """
                 )
             }
         }

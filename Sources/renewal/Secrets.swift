@@ -15,7 +15,10 @@ enum SharedSecret {
         if let path = Environment.value("APPSTORE_SHARED_SECRET_FILE") {
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw ConfigurationError(
-                    "APPSTORE_SHARED_SECRET_FILE names \(path), which cannot be read. Point it at a readable file holding the shared secret."
+                    """
+                    APPSTORE_SHARED_SECRET_FILE names \(path), which cannot be read. Point it at a readable file \
+                    holding the shared secret.
+                    """
                 )
             }
             let secret = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
@@ -26,7 +29,10 @@ enum SharedSecret {
             return secret
         }
         throw ConfigurationError(
-            "No shared secret: set APPSTORE_SHARED_SECRET (or APPSTORE_SHARED_SECRET_FILE) to the app's App Store Connect shared secret."
+            """
+            No shared secret: set APPSTORE_SHARED_SECRET (or APPSTORE_SHARED_SECRET_FILE) to the app's App Store \
+            Connect shared secret.
+            """
         )
     }
 }

@@ -12,7 +12,10 @@ struct ServerAPIOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "auto (the App Store Server API where credentials are set and the row has a transaction id, verifyReceipt otherwise), verify-receipt or server-api. Env: RENEWAL_SOURCE. Default: auto.",
+            """
+            auto (the App Store Server API where credentials are set and the row has a transaction id, \
+            verifyReceipt otherwise), verify-receipt or server-api. Env: RENEWAL_SOURCE. Default: auto.
+            """,
             valueName: "source"))
     var source: String?
 
@@ -32,14 +35,21 @@ struct ServerAPIOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Server API requests per second in production for all workers on this database together, a ceiling: requests are spaced at 80% of it to absorb network jitter (Apple allows 50). Env: RENEWAL_SERVER_API_RATE. Default: 45.",
+            """
+            Server API requests per second in production for all workers on this database together, a ceiling: \
+            requests are spaced at 80% of it to absorb network jitter (Apple allows 50). Env: \
+            RENEWAL_SERVER_API_RATE. Default: 45.
+            """,
             valueName: "n"))
     var serverAPIRate: Double?
 
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Server API requests per second in sandbox, for all workers together (spaced at 80% of it). Env: RENEWAL_SERVER_API_SANDBOX_RATE. Default: 10.",
+            """
+            Server API requests per second in sandbox, for all workers together (spaced at 80% of it). Env: \
+            RENEWAL_SERVER_API_SANDBOX_RATE. Default: 10.
+            """,
             valueName: "n"))
     var serverAPISandboxRate: Double?
 
@@ -95,7 +105,11 @@ struct ServerAPIOptions: ParsableArguments {
         let missing = given.filter { $0.1 == nil }.map(\.0) + (bundleID == nil ? ["APPSTORE_BUNDLE_ID"] : [])
         guard missing.isEmpty, let keyID, let issuerID, let keyFile, let bundleID else {
             throw ConfigurationError(
-                "The App Store Server API needs \(missing.joined(separator: ", ")) too (APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE together), or none of them to use verifyReceipt only."
+                """
+                The App Store Server API needs \(missing.joined(separator: ", ")) too (APPSTORE_KEY_ID, \
+                APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE together), or none of them \
+                to use verifyReceipt only.
+                """
             )
         }
         let key: P256.Signing.PrivateKey
@@ -116,7 +130,10 @@ struct ServerAPIOptions: ParsableArguments {
             }
             guard !roots.isEmpty else {
                 throw ConfigurationError(
-                    "APPSTORE_ROOT_CERTIFICATES names no certificate; give comma-separated PEM or DER files, or unset it to trust Apple's root."
+                    """
+                    APPSTORE_ROOT_CERTIFICATES names no certificate; give comma-separated PEM or DER files, or \
+                    unset it to trust Apple's root.
+                    """
                 )
             }
         }

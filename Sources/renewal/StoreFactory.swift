@@ -22,7 +22,10 @@ enum StoreFactory {
         }
         if lowered.contains("://") {
             throw ConfigurationError(
-                "--database / RENEWAL_DATABASE must be a SQLite file path or a postgres:// URL, got a URL with another scheme."
+                """
+                --database / RENEWAL_DATABASE must be a SQLite file path or a postgres:// URL, got a URL with \
+                another scheme.
+                """
             )
         }
         return try SQLiteSubscriptionStore.open(path: database, create: create)

@@ -19,12 +19,17 @@ struct RetryPolicyTests {
     }
 
     @Test(
-        "a temporary failure is asked again up to maxAttempts, then its answer stands; each retry is told to the observer"
+        """
+        a temporary failure is asked again up to maxAttempts, then its answer stands; each retry is told to the \
+        observer
+        """
     )
     func retriesUpToMaxAttempts() async {
         let observer = Counter()
         var attempts: [Int] = []
-        let answer = await Self.instant.run(observer: observer, logger: Self.quiet, reason: { FailureReason(rawValue: $0) }) {
+        let answer = await Self.instant.run(
+            observer: observer, logger: Self.quiet, reason: { FailureReason(rawValue: $0) }
+        ) {
             attempt -> RetryPolicy.Step<String> in
             attempts.append(attempt)
             return .retry("failed \(attempt)")
@@ -37,7 +42,8 @@ struct RetryPolicyTests {
     @Test("a finished step ends the loop at once, whatever attempts remain")
     func finishEnds() async {
         var calls = 0
-        let answer = await Self.instant.run(observer: nil, logger: Self.quiet, reason: { FailureReason(rawValue: $0) }) {
+        let answer = await Self.instant.run(observer: nil, logger: Self.quiet, reason: { FailureReason(rawValue: $0) })
+        {
             attempt -> RetryPolicy.Step<String> in
             calls += 1
             return attempt == 2 ? .finish("done") : .retry("again")
@@ -48,7 +54,8 @@ struct RetryPolicyTests {
     @Test("switching environment and waiting out Retry-After cost no attempt")
     func redirectsAndWaitsAreFree() async {
         var calls: [Int] = []
-        let answer = await Self.instant.run(observer: nil, logger: Self.quiet, reason: { FailureReason(rawValue: $0) }) {
+        let answer = await Self.instant.run(observer: nil, logger: Self.quiet, reason: { FailureReason(rawValue: $0) })
+        {
             attempt -> RetryPolicy.Step<String> in
             calls.append(attempt)
             switch calls.count {
@@ -67,7 +74,8 @@ struct RetryPolicyTests {
     func atLeastOneAttempt() async {
         var calls = 0
         let policy = RetryPolicy(maxAttempts: 0, baseDelay: .zero, maxDelay: .zero)
-        _ = await policy.run(observer: nil, logger: Self.quiet, reason: { FailureReason(rawValue: $0) }) { _ -> RetryPolicy.Step<String> in
+        _ = await policy.run(observer: nil, logger: Self.quiet, reason: { FailureReason(rawValue: $0) }) {
+            _ -> RetryPolicy.Step<String> in
             calls += 1
             return .retry("failed")
         }
@@ -79,7 +87,8 @@ struct RetryPolicyTests {
         let calls = Mutex(0)
         let policy = RetryPolicy(maxAttempts: 5, baseDelay: .seconds(30), maxDelay: .seconds(30))
         let task = Task {
-            await policy.run(observer: nil, logger: Self.quiet, reason: { FailureReason(rawValue: $0) }) { attempt -> RetryPolicy.Step<String> in
+            await policy.run(observer: nil, logger: Self.quiet, reason: { FailureReason(rawValue: $0) }) {
+                attempt -> RetryPolicy.Step<String> in
                 calls.withLock { $0 += 1 }
                 return .retry("failed \(attempt)")
             }
@@ -155,7 +164,10 @@ struct AppleAPIErrorTests {
                 == "Apple answered HTTP 503; the receipt keeps its state and is retried later.")
         #expect(
             AppleAPIError.httpStatus(500, apiCode: 5_000_000).message(.serverAPI)
-                == "The App Store Server API answered HTTP 500 with error 5000000; the subscription keeps its state and is retried later."
+                == """
+                The App Store Server API answered HTTP 500 with error 5000000; the subscription keeps its state \
+                and is retried later.
+                """
         )
         #expect(AppleAPIError.timeout.message(.serverAPI).hasPrefix("The App Store Server API did not answer"))
         #expect(

@@ -44,7 +44,10 @@ struct AppleDownTests {
     static var callBound: Int { (threshold + concurrency - 1) * attempts }
 
     @Test(
-        "Apple down → exit 4, no subscription changed, failures recorded, calls ≤ (threshold + concurrency − 1) × attempts",
+        """
+        Apple down → exit 4, no subscription changed, failures recorded, calls ≤ (threshold + concurrency − 1) × \
+        attempts
+        """,
         arguments: Outage.allCases)
     func appleDown(_ outage: Outage) async throws {
         try await CLI.withDirectoryAndSimulator(secret: Self.secret) { directory, state, _, endpoints in
@@ -82,7 +85,10 @@ struct AppleDownTests {
             let raw = outage == .reset ? server?.requests : server?.connections
             let calls = (raw ?? 0) + state.stats.requests - requestsBefore
             print(
-                "apple-down figures: \(outage.rawValue): exit \(down.status), \(calls) Apple calls (bound \(Self.callBound)), \(ContinuousClock.now - started)"
+                """
+                apple-down figures: \(outage.rawValue): exit \(down.status), \(calls) Apple calls (bound \
+                \(Self.callBound)), \(ContinuousClock.now - started)
+                """
             )
 
             // Then the breaker trips, nothing changes, failures are recorded, and the calls are bounded

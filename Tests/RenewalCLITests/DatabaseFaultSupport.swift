@@ -368,7 +368,10 @@ extension DatabaseInvariants {
         let events = try query(eventsQuery)
         #expect(
             events == baselineEvents,
-            "entitlement_changes differ from the uninterrupted pass: \(events.split(separator: "\n").count) rows, uninterrupted \(baselineEvents.split(separator: "\n").count)",
+            """
+            entitlement_changes differ from the uninterrupted pass: \(events.split(separator: "\n").count) rows, \
+            uninterrupted \(baselineEvents.split(separator: "\n").count)
+            """,
             sourceLocation: sourceLocation)
         let broken = try violations(rules + afterRecovery) { try query($0) }
         #expect(broken.isEmpty, "\(broken)", sourceLocation: sourceLocation)

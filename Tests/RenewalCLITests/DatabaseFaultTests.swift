@@ -20,7 +20,10 @@ struct DatabaseFaultTests {
     // MARK: - Another process holds the write lock
 
     @Test(
-        "injected: sqlite3 shell holds BEGIN IMMEDIATE before the run starts → exit 75 naming the file, nothing written, next run finishes"
+        """
+        injected: sqlite3 shell holds BEGIN IMMEDIATE before the run starts → exit 75 naming the file, nothing \
+        written, next run finishes
+        """
     )
     func lockedAtStart() async throws {
         try await SQLiteFaultFixture.with(prefix: "lock-start") { fixture in
@@ -39,13 +42,19 @@ struct DatabaseFaultTests {
 
             let recovered = try await fixture.recover()
             print(
-                "figures[sqlite lock at start]: receipts \(Self.receipts), failed run \(fmt(run.seconds)) s, recovery run \(fmt(recovered.seconds)) s"
+                """
+                figures[sqlite lock at start]: receipts \(Self.receipts), failed run \(fmt(run.seconds)) s, \
+                recovery run \(fmt(recovered.seconds)) s
+                """
             )
         }
     }
 
     @Test(
-        "injected: sqlite3 shell takes BEGIN IMMEDIATE mid-run and keeps it → exit 1 naming the file, nothing half-written, next run finishes"
+        """
+        injected: sqlite3 shell takes BEGIN IMMEDIATE mid-run and keeps it → exit 1 naming the file, nothing \
+        half-written, next run finishes
+        """
     )
     func lockedMidRun() async throws {
         try await SQLiteFaultFixture.with(prefix: "lock-mid") { fixture in
@@ -70,7 +79,10 @@ struct DatabaseFaultTests {
 
             let recovered = try await fixture.recover()
             print(
-                "figures[sqlite lock mid-run]: receipts \(Self.receipts), verified before the fault \(verified), failed run \(fmt(faultSeconds)) s, recovery run \(fmt(recovered.seconds)) s"
+                """
+                figures[sqlite lock mid-run]: receipts \(Self.receipts), verified before the fault \(verified), \
+                failed run \(fmt(faultSeconds)) s, recovery run \(fmt(recovered.seconds)) s
+                """
             )
         }
     }
@@ -78,7 +90,10 @@ struct DatabaseFaultTests {
     // MARK: - Read-only file or directory
 
     @Test(
-        "injected: database file chmod 0444 for an unprivileged user → exit 78 naming the file and the fix, nothing written, next run finishes"
+        """
+        injected: database file chmod 0444 for an unprivileged user → exit 78 naming the file and the fix, \
+        nothing written, next run finishes
+        """
     )
     func readOnlyFile() async throws {
         try await SQLiteFaultFixture.with(prefix: "ro-file") { fixture in
@@ -92,13 +107,19 @@ struct DatabaseFaultTests {
 
             let recovered = try await fixture.recover(asUnprivileged: true)
             print(
-                "figures[sqlite read-only file]: receipts \(Self.receipts), failed run \(fmt(run.seconds)) s, recovery run \(fmt(recovered.seconds)) s"
+                """
+                figures[sqlite read-only file]: receipts \(Self.receipts), failed run \(fmt(run.seconds)) s, \
+                recovery run \(fmt(recovered.seconds)) s
+                """
             )
         }
     }
 
     @Test(
-        "injected: database directory chmod 0555 for an unprivileged user → exit 78 naming the file and the fix, nothing written, next run finishes"
+        """
+        injected: database directory chmod 0555 for an unprivileged user → exit 78 naming the file and the fix, \
+        nothing written, next run finishes
+        """
     )
     func readOnlyDirectory() async throws {
         try await SQLiteFaultFixture.with(prefix: "ro-dir") { fixture in
@@ -112,7 +133,10 @@ struct DatabaseFaultTests {
 
             let recovered = try await fixture.recover(asUnprivileged: true)
             print(
-                "figures[sqlite read-only directory]: receipts \(Self.receipts), failed run \(fmt(run.seconds)) s, recovery run \(fmt(recovered.seconds)) s"
+                """
+                figures[sqlite read-only directory]: receipts \(Self.receipts), failed run \(fmt(run.seconds)) s, \
+                recovery run \(fmt(recovered.seconds)) s
+                """
             )
         }
     }
@@ -120,7 +144,10 @@ struct DatabaseFaultTests {
     // MARK: - Disk full
 
     @Test(
-        "injected: file-size limit (ulimit -f, writes fail with EFBIG) reached mid-run → exit 1 naming the file, not killed by SIGXFSZ, nothing half-written, next run finishes"
+        """
+        injected: file-size limit (ulimit -f, writes fail with EFBIG) reached mid-run → exit 1 naming the file, \
+        not killed by SIGXFSZ, nothing half-written, next run finishes
+        """
     )
     func diskFullMidRun() async throws {
         try await SQLiteFaultFixture.with(prefix: "full") { fixture in
@@ -147,7 +174,11 @@ struct DatabaseFaultTests {
 
             let recovered = try await fixture.recover()
             print(
-                "figures[sqlite disk full]: receipts \(Self.receipts), limit \(blocks * 512) bytes, verified before the fault \(verified), failed run \(fmt(run.seconds)) s, recovery run \(fmt(recovered.seconds)) s"
+                """
+                figures[sqlite disk full]: receipts \(Self.receipts), limit \(blocks * 512) bytes, verified \
+                before the fault \(verified), failed run \(fmt(run.seconds)) s, recovery run \
+                \(fmt(recovered.seconds)) s
+                """
             )
         }
     }

@@ -18,11 +18,15 @@ enum DeployFiles {
         try String(contentsOfFile: root + "/" + relative, encoding: .utf8)
     }
 
-    /// Every document of a YAML file, through PyYAML's safe loader (as kubectl and Prometheus would refuse what it refuses).
+    /// Every document of a YAML file, through PyYAML's safe loader (as kubectl and Prometheus would refuse what it
+    /// refuses).
     static func yamlDocuments(_ relative: String) throws -> [[String: Any]] {
         let python = try #require(python)
         let script =
-            "import json, sys, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d is not None]))"
+            """
+            import json, sys, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d is \
+            not None]))
+            """
         let json = try tool(python, ["-c", script, root + "/" + relative])
         return try #require(
             try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]],
@@ -169,7 +173,10 @@ struct DeployFilesTests {
     }
 
     @Test(
-        "systemd: systemd-analyze verify accepts the units; each service is oneshot, reads an EnvironmentFile, gets the secret by LoadCredential, maps 3 and 75 to success, and its commands run as written",
+        """
+        systemd: systemd-analyze verify accepts the units; each service is oneshot, reads an EnvironmentFile, \
+        gets the secret by LoadCredential, maps 3 and 75 to success, and its commands run as written
+        """,
         .enabled(if: DeployFiles.systemdAnalyze != nil, "systemd-analyze is not installed (Debian package systemd)"))
     func systemdUnits() async throws {
         let analyze = try #require(DeployFiles.systemdAnalyze)
@@ -253,7 +260,10 @@ struct DeployFilesTests {
     }
 
     @Test(
-        "Kubernetes: the manifests parse; CronJobs forbid overlap, have a starting deadline, take the database URL and secret from a Secret, limit memory from the measured peak; every container command runs",
+        """
+        Kubernetes: the manifests parse; CronJobs forbid overlap, have a starting deadline, take the database URL \
+        and secret from a Secret, limit memory from the measured peak; every container command runs
+        """,
         .enabled(if: DeployFiles.hasPyYAML, "python3-yaml is not installed (Debian package python3-yaml)"))
     func kubernetesManifests() async throws {
         let files = [
@@ -361,7 +371,10 @@ struct DeployFilesTests {
     }
 
     @Test(
-        "crontab.example is a real crontab: five schedule fields per job, and each line runs through /bin/sh as cron would run it"
+        """
+        crontab.example is a real crontab: five schedule fields per job, and each line runs through /bin/sh as \
+        cron would run it
+        """
     )
     func crontab() async throws {
         let text = try DeployFiles.text("crontab.example")
@@ -423,7 +436,10 @@ struct DeployFilesTests {
     }
 
     @Test(
-        "Dockerfile: a build stage with the static stdlib, a slim runtime stage with the libraries the binary links, a non-root user, a real entry point"
+        """
+        Dockerfile: a build stage with the static stdlib, a slim runtime stage with the libraries the binary \
+        links, a non-root user, a real entry point
+        """
     )
     func dockerfile() async throws {
         let text = try DeployFiles.text("Deploy/Dockerfile")
@@ -496,7 +512,10 @@ struct DeployFilesTests {
     }
 
     @Test(
-        "Prometheus: promtool checks and unit-tests the alert rules; every metric the rules and the Grafana dashboard name is one a real run writes",
+        """
+        Prometheus: promtool checks and unit-tests the alert rules; every metric the rules and the Grafana \
+        dashboard name is one a real run writes
+        """,
         .enabled(if: ObservabilityTools.promtool != nil, "promtool is not installed (Debian package prometheus)"))
     func alertRulesAndDashboardMetrics() async throws {
         let promtool = try #require(ObservabilityTools.promtool)
@@ -542,7 +561,10 @@ struct DeployFilesTests {
     }
 
     @Test(
-        "Grafana: the dashboard JSON imports (inputs for both data sources, unique ids, a 24-column grid), and every SQL panel runs on SQLite after a real run"
+        """
+        Grafana: the dashboard JSON imports (inputs for both data sources, unique ids, a 24-column grid), and \
+        every SQL panel runs on SQLite after a real run
+        """
     )
     func grafanaDashboardOnSQLite() async throws {
         let (dashboard, sql) = try Self.dashboardPanels()
@@ -569,7 +591,8 @@ struct DeployFilesTests {
                 let output = try SQLiteShell.query(observed.database, query)
                 let count = output.isEmpty ? 0 : output.split(separator: "\n").count
                 rows.append("\(title) \(count)")
-                // One first run: its changes are `verified` (a refund seen first is not a `refunded` change) and no Apple ID is shared.
+                // One first run: its changes are `verified` (a refund seen first is not a `refunded` change) and no
+                // Apple ID is shared.
                 if !title.contains("conflicts") && !title.contains("Refunds") {
                     #expect(count > 0, "\(title): no rows after a run with renewals, billing retry, grace and failures")
                 }
@@ -597,7 +620,8 @@ struct DeployFilesTests {
                 let output = try await PostgresKillTests.sqlOffPool(query, url: url, psql: psql)
                 let count = output.isEmpty ? 0 : output.split(separator: "\n").count
                 rows.append("\(title) \(count)")
-                // One first run: its changes are `verified` (a refund seen first is not a `refunded` change) and no Apple ID is shared.
+                // One first run: its changes are `verified` (a refund seen first is not a `refunded` change) and no
+                // Apple ID is shared.
                 if !title.contains("conflicts") && !title.contains("Refunds") {
                     #expect(count > 0, "\(title): no rows after a run with renewals, billing retry, grace and failures")
                 }

@@ -134,7 +134,10 @@ struct DocumentedFlagsTests {
     }
 
     @Test(
-        "every flag named in README.md, crontab.example and Deploy/ is in the named subcommand's --help, or in some subcommand's"
+        """
+        every flag named in README.md, crontab.example and Deploy/ is in the named subcommand's --help, or in \
+        some subcommand's
+        """
     )
     func documentedFlagsExist() async throws {
         var options: [String: Set<String>] = [:]
@@ -153,7 +156,10 @@ struct DocumentedFlagsTests {
                 } else {
                     #expect(
                         anyCommand.contains(mention.flag) || Self.otherPrograms.contains(mention.flag),
-                        "\(mention): no subcommand of renewal or appstore-simulator has this option, and it is not listed as another program's"
+                        """
+                        \(mention): no subcommand of renewal or appstore-simulator has this option, and it is not \
+                        listed as another program's
+                        """
                     )
                 }
             }

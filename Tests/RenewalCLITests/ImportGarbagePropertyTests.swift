@@ -102,7 +102,10 @@ struct ImportCase: Sendable, CustomStringConvertible {
 @Suite("Garbage in import files: property checks against the real binary")
 struct ImportGarbagePropertyTests {
     @Test(
-        "Any mix of good and bad lines: good ones stored exactly, bad ones each named by line number, the import goes on, exit 3, no receipt in the output"
+        """
+        Any mix of good and bad lines: good ones stored exactly, bad ones each named by line number, the import \
+        goes on, exit 3, no receipt in the output
+        """
     )
     func mixedLines() async throws {
         let directory = try CLI.temporaryDirectory()

@@ -25,7 +25,10 @@ struct KillLoopTests {
     ]
 
     @Test(
-        "SQLite: backfill --all of 300 receipts killed 4 times, then run: same state as one clean pass, each change once"
+        """
+        SQLite: backfill --all of 300 receipts killed 4 times, then run: same state as one clean pass, each \
+        change once
+        """
     )
     func sqliteBackfillKilledFourTimes() async throws {
         let directory = try CLI.temporaryDirectory()
@@ -57,7 +60,11 @@ struct KillLoopTests {
             let finish = try await CLI.run(
                 ["run", "--concurrency", "8"] + victim.arguments + apple.arguments, environment: apple.environment)
             print(
-                "kill-loop figures: \(victim.sqlitePath == nil ? "postgres" : "sqlite"): \(verified.count) verified before the follow-up, \(leased) rows stranded by dead leases, follow-up took \(ContinuousClock.now - started): \(finish.stdout.trimmingCharacters(in: .whitespacesAndNewlines))"
+                """
+                kill-loop figures: \(victim.sqlitePath == nil ? "postgres" : "sqlite"): \(verified.count) \
+                verified before the follow-up, \(leased) rows stranded by dead leases, follow-up took \
+                \(ContinuousClock.now - started): \(finish.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+                """
             )
             #expect(finish.status == 0, "leased before the follow-up: \(leased)\n\(finish.stdout)\n\(finish.stderr)")
             try await Self.expectSameOutcome(victim, as: reference)
@@ -113,7 +120,11 @@ struct KillLoopTests {
             let finish = try await CLI.run(
                 ["run", "--concurrency", "8"] + victim.arguments + apple.arguments, environment: apple.environment)
             print(
-                "kill-loop figures: \(victim.sqlitePath == nil ? "postgres" : "sqlite"): \(verified.count) verified before the follow-up, \(leased) rows stranded by dead leases, follow-up took \(ContinuousClock.now - started): \(finish.stdout.trimmingCharacters(in: .whitespacesAndNewlines))"
+                """
+                kill-loop figures: \(victim.sqlitePath == nil ? "postgres" : "sqlite"): \(verified.count) \
+                verified before the follow-up, \(leased) rows stranded by dead leases, follow-up took \
+                \(ContinuousClock.now - started): \(finish.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+                """
             )
             #expect(finish.status == 0, "leased before the follow-up: \(leased)\n\(finish.stdout)\n\(finish.stderr)")
             try await expectSameOutcome(victim, as: reference)
@@ -141,7 +152,10 @@ struct KillLoopTests {
         let alive = processes.filter(\.isRunning)
         for process in alive { kill(process.processIdentifier, SIGKILL) }
         print(
-            "kill-loop figures: killed \(alive.count) of \(processes.count) after \(state.stats.requests - start) Apple requests (target \(target))"
+            """
+            kill-loop figures: killed \(alive.count) of \(processes.count) after \(state.stats.requests - start) \
+            Apple requests (target \(target))
+            """
         )
         for process in processes { _ = await PostgresKillTests.waitForExit(process) }
         return target

@@ -78,7 +78,10 @@ struct MetricsAndLogsTests {
     ]
 
     @Test(
-        "--metrics-textfile passes promtool, --pushgateway shows the run during and after it, JSON logs are one object per line, and no id, receipt or secret is in any of them",
+        """
+        --metrics-textfile passes promtool, --pushgateway shows the run during and after it, JSON logs are one \
+        object per line, and no id, receipt or secret is in any of them
+        """,
         .enabled(if: ObservabilityTools.pushgateway != nil, "RENEWAL_TEST_PUSHGATEWAY_URL is not set"),
         .enabled(if: ObservabilityTools.promtool != nil, "promtool is not installed (Debian package prometheus)"))
     func metricsTextfilePushgatewayAndJSONLogs() async throws {

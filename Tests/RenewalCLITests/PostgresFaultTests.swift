@@ -22,7 +22,10 @@ struct PostgresFaultTests {
     static let receipts = 48
 
     @Test(
-        "injected: pg_terminate_backend on the run's session, twice, mid-run (shared server) → exit 0 after reconnecting, or 1 naming the redacted URL; nothing half-written; next run finishes"
+        """
+        injected: pg_terminate_backend on the run's session, twice, mid-run (shared server) → exit 0 after \
+        reconnecting, or 1 naming the redacted URL; nothing half-written; next run finishes
+        """
     )
     func sessionTerminated() async throws {
         let base = try #require(PostgresKillEnvironment.baseURL)
@@ -39,7 +42,10 @@ struct PostgresFaultTests {
                 // Only this test's sessions: the URL gives them their own application_name.
                 terminated.append(
                     try fixture.admin(
-                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '\(fixture.applicationName)'"
+                        """
+                        SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = \
+                        '\(fixture.applicationName)'
+                        """
                     ))
             }
             #expect(
@@ -53,13 +59,20 @@ struct PostgresFaultTests {
             try fixture.expectConsistent()
             let recovered = try await fixture.recover()
             print(
-                "figures[postgres session terminated]: receipts \(Self.receipts), sessions terminated \(terminated), faulted run exit \(run.status) after \(fmt(run.seconds)) s with \(verifiedAfterFault) verified, recovery run \(fmt(recovered.seconds)) s"
+                """
+                figures[postgres session terminated]: receipts \(Self.receipts), sessions terminated \
+                \(terminated), faulted run exit \(run.status) after \(fmt(run.seconds)) s with \
+                \(verifiedAfterFault) verified, recovery run \(fmt(recovered.seconds)) s
+                """
             )
         }
     }
 
     @Test(
-        "injected: private throwaway cluster restarted with pg_ctl restart -m fast mid-run → exit 0 after reconnecting, or 1 naming the redacted URL; nothing half-written; next run finishes"
+        """
+        injected: private throwaway cluster restarted with pg_ctl restart -m fast mid-run → exit 0 after \
+        reconnecting, or 1 naming the redacted URL; nothing half-written; next run finishes
+        """
     )
     func serverRestarted() async throws {
         let cluster = try await PrivateCluster.start()
@@ -81,7 +94,11 @@ struct PostgresFaultTests {
             try fixture.expectConsistent()
             let recovered = try await fixture.recover()
             print(
-                "figures[postgres restart]: receipts \(Self.receipts), restart took \(fmt(restartSeconds)) s, faulted run exit \(run.status) after \(fmt(run.seconds)) s with \(verifiedAfterFault) verified, recovery run \(fmt(recovered.seconds)) s"
+                """
+                figures[postgres restart]: receipts \(Self.receipts), restart took \(fmt(restartSeconds)) s, \
+                faulted run exit \(run.status) after \(fmt(run.seconds)) s with \(verifiedAfterFault) verified, \
+                recovery run \(fmt(recovered.seconds)) s
+                """
             )
         }
     }
@@ -311,7 +328,10 @@ final class PrivateCluster: @unchecked Sendable {
     }
 
     private var serverOptions: String {
-        "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        """
+        -p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c \
+        full_page_writes=off
+        """
     }
 
     /// `pg_ctl restart -m fast`: every session is ended, the server comes back on the same port.

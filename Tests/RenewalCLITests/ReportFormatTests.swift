@@ -30,7 +30,10 @@ struct ReportFormatTests {
     }
 
     @Test(
-        "json, jsonl, csv, table and html of a stored run match their golden files; json equals the --report file; --output is atomic"
+        """
+        json, jsonl, csv, table and html of a stored run match their golden files; json equals the --report file; \
+        --output is atomic
+        """
     )
     func formatsMatchGoldenFiles() async throws {
         try await ObservedRun.with { observed in
@@ -72,7 +75,11 @@ struct ReportFormatTests {
                             zip(ours, theirs).enumerated().first { $0.element.0 != $0.element.1 }?.offset
                             ?? min(ours.count, theirs.count)
                         Issue.record(
-                            "report.\(format) differs from its golden file at line \(line + 1): got \(line < ours.count ? String(ours[line].prefix(200)) : "<end>"), expected \(line < theirs.count ? String(theirs[line].prefix(200)) : "<end>")"
+                            """
+                            report.\(format) differs from its golden file at line \(line + 1): got \
+                            \(line < ours.count ? String(ours[line].prefix(200)) : "<end>"), expected \
+                            \(line < theirs.count ? String(theirs[line].prefix(200)) : "<end>")
+                            """
                         )
                     }
                 }
@@ -141,7 +148,10 @@ struct ReportFormatTests {
     }
 
     @Test(
-        "HTML times read as '2026-11-24 01:22 UTC' on one line in Chromium, the exact value in datetime and title; 'took' of a range is the total",
+        """
+        HTML times read as '2026-11-24 01:22 UTC' on one line in Chromium, the exact value in datetime and title; \
+        'took' of a range is the total
+        """,
         .enabled(if: ObservabilityTools.chromium != nil, "chromium is not installed (Debian package chromium)"))
     func htmlTimesAndTotals() async throws {
         let chromium = try #require(ObservabilityTools.chromium)

@@ -66,7 +66,10 @@ struct ServerAPIMigrationTests {
     }
 
     @Test(
-        "SQLite: receipt-only rows are read for their transaction ids, confirmed through the Server API and checked there from then on; rows Apple's Server API does not know stay on verifyReceipt"
+        """
+        SQLite: receipt-only rows are read for their transaction ids, confirmed through the Server API and \
+        checked there from then on; rows Apple's Server API does not know stay on verifyReceipt
+        """
     )
     func migratesSQLite() async throws {
         try await Self.withSQLiteAndSimulator { directory, database, state, configuration, endpoints in
@@ -148,7 +151,11 @@ struct ServerAPIMigrationTests {
             print(
                 String(
                     format:
-                        "figures[server api migration]: %d rows migrated in %.2f s at the default budget (45/s production, 10/s sandbox, spaced at 80%%) = %.1f rows/s; %d Server API requests for %d receipts = %.2f per receipt (%d sandbox rows need 2, %d unknown rows 2 + 1 verifyReceipt)",
+                        """
+                        figures[server api migration]: %d rows migrated in %.2f s at the default budget (45/s \
+                        production, 10/s sandbox, spaced at 80%%) = %.1f rows/s; %d Server API requests for %d \
+                        receipts = %.2f per receipt (%d sandbox rows need 2, %d unknown rows 2 + 1 verifyReceipt)
+                        """,
                     receipts.count - unknown.count, seconds, Double(receipts.count - unknown.count) / seconds,
                     apiStats.requests, receipts.count,
                     perReceipt, sandboxRows, unknown.count))
@@ -196,7 +203,10 @@ struct ServerAPIMigrationTests {
     }
 
     @Test(
-        "Three PostgreSQL workers share one request budget: the simulator never sees more requests in a second than the budget",
+        """
+        Three PostgreSQL workers share one request budget: the simulator never sees more requests in a second \
+        than the budget
+        """,
         .enabled(if: PostgresKillEnvironment.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
     func fleetBudgetOnPostgres() async throws {
         let base = try #require(PostgresKillEnvironment.baseURL)
@@ -296,7 +306,10 @@ struct ServerAPIMigrationTests {
         print(
             String(
                 format:
-                    "figures[server api fleet budget]: 3 workers, %d receipts, budget %d/s: %.2f s (floor %.2f s), busiest second %d requests, checked per worker %@",
+                    """
+                    figures[server api fleet budget]: 3 workers, %d receipts, budget %d/s: %.2f s (floor %.2f s), \
+                    busiest second %d requests, checked per worker %@
+                    """,
                 count, budget, seconds, Double(count - 1) / (Double(budget) * RequestRates.headroom), busiest, perWorker
             ))
     }

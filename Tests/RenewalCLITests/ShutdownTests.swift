@@ -17,7 +17,10 @@ struct ShutdownTests {
     static let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
 
     @Test(
-        "SIGTERM while Apple never answers: exit 3 within the drain time, partial report, leases released, nothing changed"
+        """
+        SIGTERM while Apple never answers: exit 3 within the drain time, partial report, leases released, nothing \
+        changed
+        """
     )
     func drainIsBoundedWhileAppleHangs() async throws {
         try await withHangingApple { state, env, directory in
@@ -33,7 +36,10 @@ struct ShutdownTests {
             _ = await PostgresKillTests.waitForExit(process)
             let took = ContinuousClock.now - signalled
             print(
-                "shutdown figures: SIGTERM with 4 requests hanging 8 s, --drain-seconds 2: exited \(process.terminationStatus) after \(took)"
+                """
+                shutdown figures: SIGTERM with 4 requests hanging 8 s, --drain-seconds 2: exited \
+                \(process.terminationStatus) after \(took)
+                """
             )
             #expect(process.terminationStatus == 3)
             #expect(took < .seconds(10), "the drain took \(took)")
@@ -72,7 +78,10 @@ struct ShutdownTests {
             _ = await PostgresKillTests.waitForExit(process)
             let took = ContinuousClock.now - signalled
             print(
-                "shutdown figures: second SIGTERM during a 60 s drain: exited \(process.terminationStatus) after \(took)"
+                """
+                shutdown figures: second SIGTERM during a 60 s drain: exited \(process.terminationStatus) after \
+                \(took)
+                """
             )
             #expect(process.terminationStatus == 143)
             #expect(took < .seconds(3))

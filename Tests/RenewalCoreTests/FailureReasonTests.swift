@@ -36,7 +36,11 @@ struct FailureReasonTests {
         let rejected = AppleAnswer.rejected(
             AppleRejection(kind: .notAuthentic, status: AppStoreStatus(21003), environment: .production))
         #expect(rejected.failureReason == .appleStatus(AppStoreStatus(21003)))
-        #expect(AppleAnswer.transient(CheckFailure(reason: .timeout, message: ""), isOutage: true).failureReason == .timeout)
-        #expect(AppleAnswer.verified(AppleEvidence(environment: nil, bundleID: nil, latestReceipt: nil, subscriptions: [])).failureReason == nil)
+        #expect(
+            AppleAnswer.transient(CheckFailure(reason: .timeout, message: ""), isOutage: true).failureReason == .timeout
+        )
+        #expect(
+            AppleAnswer.verified(AppleEvidence(environment: nil, bundleID: nil, latestReceipt: nil, subscriptions: []))
+                .failureReason == nil)
     }
 }

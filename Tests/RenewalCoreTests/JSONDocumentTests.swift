@@ -86,7 +86,10 @@ struct JSONDocumentTests {
     }
 
     @Test(
-        "The verifyReceipt request body is JSON that Foundation reads back to the same request, whatever the strings hold"
+        """
+        The verifyReceipt request body is JSON that Foundation reads back to the same request, whatever the \
+        strings hold
+        """
     )
     func requestBody() throws {
         for secret in ["plain", "quo\"te\\back\nline\u{01}\u{1F}é😀", ""] {

@@ -65,7 +65,10 @@ struct PartialEvidenceTests {
     }
 
     @Test(
-        "a subscriber who churned, shown only by in_app and pending_renewal_info, is expired with its real expiry, not 'no subscription'"
+        """
+        a subscriber who churned, shown only by in_app and pending_renewal_info, is expired with its real expiry, \
+        not 'no subscription'
+        """
     )
     func churnedSubscriberInReceiptOnly() throws {
         let evidence = try Self.answer(
@@ -106,7 +109,10 @@ struct PartialEvidenceTests {
     }
 
     @Test(
-        "a subscription only pending_renewal_info names is read from it: its product and renewal facts, no expiry, no access"
+        """
+        a subscription only pending_renewal_info names is read from it: its product and renewal facts, no expiry, \
+        no access
+        """
     )
     func renewalInfoOnly() throws {
         let evidence = try Self.answer(inApp: [Self.lifetime], latest: [Self.lifetime], pending: [Self.churnedRenewal])
@@ -132,7 +138,10 @@ struct PartialEvidenceTests {
     }
 
     @Test(
-        "the latest transactions win: in_app rows of a listed subscription add nothing, and renewal info under an id that does not line up adds no second subscription"
+        """
+        the latest transactions win: in_app rows of a listed subscription add nothing, and renewal info under an \
+        id that does not line up adds no second subscription
+        """
     )
     func latestTransactionsWin() throws {
         let latest = Self.row(

@@ -42,7 +42,10 @@ struct DashboardViewsTests {
     }
 
     @Test(
-        "Seven views over a run with renewals, billing retry, grace period, a refund, family sharing, sandbox, an outage and a shared Apple ID",
+        """
+        Seven views over a run with renewals, billing retry, grace period, a refund, family sharing, sandbox, an \
+        outage and a shared Apple ID
+        """,
         arguments: Backend.available)
     func viewsMatchTheRun(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
@@ -66,7 +69,8 @@ struct DashboardViewsTests {
 
             // entitlements_by_product: the status rows, grouped.
             var expected: [String: Int] = [:]
-            // Subscriptions only: a receipt without one (the shared Apple ID's second user) has a placeholder status row.
+            // Subscriptions only: a receipt without one (the shared Apple ID's second user) has a placeholder status
+            // row.
             for row in status where row.state != .unverified && !(row.originalTransactionID ?? "").isEmpty {
                 expected[
                     "\(row.productID ?? "-")|\(row.environment?.rawValue ?? "-")|\(row.ownershipType ?? "PURCHASED")|\(row.state.rawValue)",

@@ -182,7 +182,10 @@ struct EvidenceRulesTests {
     }
 
     @Test(
-        "Odd types in unused fields change nothing; an unreadable used field fails that receipt, naming the field, not as an outage",
+        """
+        Odd types in unused fields change nothing; an unreadable used field fails that receipt, naming the field, \
+        not as an outage
+        """,
         arguments: Backend.available)
     func oddFieldsAreTolerated(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
@@ -259,7 +262,10 @@ struct EvidenceRulesTests {
     }
 
     @Test(
-        "A new purchase after a refund is resubscribed; only the same transaction losing its cancellation is refund_reversed",
+        """
+        A new purchase after a refund is resubscribed; only the same transaction losing its cancellation is \
+        refund_reversed
+        """,
         arguments: Backend.available)
     func resubscribeIsNotRefundReversed(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
@@ -337,7 +343,10 @@ struct EvidenceRulesTests {
     }
 
     @Test(
-        "a subscriber who churned is expired, not 'no subscription', when only in_app and pending_renewal_info show the subscription",
+        """
+        a subscriber who churned is expired, not 'no subscription', when only in_app and pending_renewal_info \
+        show the subscription
+        """,
         arguments: Backend.available)
     func churnedSubscriberInReceiptOnly(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in

@@ -221,7 +221,10 @@ struct GarbageAnswerPropertyTests {
     ]
 
     @Test(
-        "Any spoiled answer: the job never crashes, a failed check leaves the subscription exactly as it was with a named reason, and only an answer the decoder reads can change it"
+        """
+        Any spoiled answer: the job never crashes, a failed check leaves the subscription exactly as it was with \
+        a named reason, and only an answer the decoder reads can change it
+        """
     )
     func spoiledAnswers() async throws {
         try await JobHarness.with(maxAttempts: 1) { h in

@@ -57,7 +57,10 @@ struct PostgresWorkersTests {
     }
 
     @Test(
-        "three workers verifying users who share one Apple ID at the same moment: exactly one owner, one verified event, the rest conflicts"
+        """
+        three workers verifying users who share one Apple ID at the same moment: exactly one owner, one verified \
+        event, the rest conflicts
+        """
     )
     func ownershipRaceHasOneWinner() async throws {
         try await PostgresWorkersHarness.with(latency: .milliseconds(20)) { harness in
@@ -93,9 +96,16 @@ struct PostgresWorkersTests {
                 try [
                     "SELECT COUNT(*) AS n FROM subscriptions",
                     "SELECT COUNT(*) AS n FROM entitlement_changes WHERE kind = 'verified'",
-                    "SELECT COUNT(DISTINCT original_transaction_id) AS n FROM entitlement_changes WHERE kind = 'verified'",
+                    """
+                    SELECT COUNT(DISTINCT original_transaction_id) AS n FROM entitlement_changes WHERE kind = \
+                    'verified'
+                    """,
                     "SELECT COUNT(*) AS n FROM ownership_conflicts",
-                    "SELECT COUNT(*) AS n FROM subscriptions s JOIN entitlement_changes c ON c.original_transaction_id = s.original_transaction_id AND c.user_id = s.user_id AND c.kind = 'verified'",
+                    """
+                    SELECT COUNT(*) AS n FROM subscriptions s JOIN entitlement_changes c ON \
+                    c.original_transaction_id = s.original_transaction_id AND c.user_id = s.user_id AND c.kind = \
+                    'verified'
+                    """,
                 ].map { sql in try connection.execute(sql, []).first.map { try $0.value("n").int64Value } ?? nil }
             }
             #expect(
@@ -135,7 +145,10 @@ struct PostgresWorkersTests {
     }
 
     @Test(
-        "a worker whose session is terminated mid-run reconnects, takes its liveness lock back and finishes; nothing is written twice"
+        """
+        a worker whose session is terminated mid-run reconnects, takes its liveness lock back and finishes; \
+        nothing is written twice
+        """
     )
     func sessionTerminatedMidRun() async throws {
         try await PostgresWorkersHarness.with(latency: .milliseconds(40)) { harness in
@@ -164,7 +177,10 @@ struct PostgresWorkersTests {
             // And each receipt's first verification is recorded exactly once
             let events = try await harness.store.database.withConnection { connection in
                 try connection.execute(
-                    "SELECT COUNT(*) AS n, COUNT(DISTINCT user_id) AS users FROM entitlement_changes WHERE kind = 'verified'",
+                    """
+                    SELECT COUNT(*) AS n, COUNT(DISTINCT user_id) AS users FROM entitlement_changes WHERE kind = \
+                    'verified'
+                    """,
                     []
                 ).first.map { [try $0.value("n").int64Value, try $0.value("users").int64Value] }
             }
@@ -173,13 +189,17 @@ struct PostgresWorkersTests {
     }
 
     @Test(
-        "a dead worker is detected, not waited out: a live worker's leases are respected, a dead one's taken at once and its run abandoned"
+        """
+        a dead worker is detected, not waited out: a live worker's leases are respected, a dead one's taken at \
+        once and its run abandoned
+        """
     )
     func deadWorkerIsDetected() async throws {
         try await PostgresWorkersHarness.with { harness in
             let accounts = (0..<30).map { "acct-\($0)" }
             try await harness.importRenewals(accounts)
-            // Given worker "a" (its own session, holding its liveness lock as every run does) claimed ten receipts for an hour
+            // Given worker "a" (its own session, holding its liveness lock as every run does) claimed ten receipts for
+            // an hour
             let a = try harness.openStore(applicationName: "renewal-worker-a")
             let now = harness.state.now
             try await a.database.withConnection { connection in

@@ -129,7 +129,10 @@ struct RunStateMachineTests {
     }
 
     @Test(
-        "a pass that found work is followed by another, at most three more; a backfill makes one; an empty pass ends the run"
+        """
+        a pass that found work is followed by another, at most three more; a backfill makes one; an empty pass \
+        ends the run
+        """
     )
     func rescans() {
         var machine = Self.machine(concurrency: 2)
@@ -147,7 +150,10 @@ struct RunStateMachineTests {
     }
 
     @Test(
-        "a shutdown stops the claims and releases answers that are not evidence; the drain deadline cancels what is in flight"
+        """
+        a shutdown stops the claims and releases answers that are not evidence; the drain deadline cancels what \
+        is in flight
+        """
     )
     func drain() {
         var machine = Self.machine(concurrency: 4)
@@ -173,7 +179,10 @@ struct RunStateMachineTests {
     }
 
     @Test(
-        "outages are held; the threshold's outage opens the breaker; later outages are released; evidence closes the streak"
+        """
+        outages are held; the threshold's outage opens the breaker; later outages are released; evidence closes \
+        the streak
+        """
     )
     func breaker() {
         var machine = Self.machine(concurrency: 8, threshold: 3)

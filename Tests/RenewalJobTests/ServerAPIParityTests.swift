@@ -47,7 +47,12 @@ struct ServerAPIParityTests {
         }
 
         var description: String {
-            "\(state) \(productID ?? "-") exp=\(expiresAt.map { "\($0)" } ?? "-") renew=\(autoRenew.map { "\($0)" } ?? "-") cancelled=\(cancelledAt.map { "\($0)" } ?? "-") retry=\(isInBillingRetry) grace=\(gracePeriodExpiresAt.map { "\($0)" } ?? "-") \(ownershipType ?? "-") \(environment ?? "-") trial=\(isTrial)"
+            """
+            \(state) \(productID ?? "-") exp=\(expiresAt.map { "\($0)" } ?? "-") \
+            renew=\(autoRenew.map { "\($0)" } ?? "-") cancelled=\(cancelledAt.map { "\($0)" } ?? "-") \
+            retry=\(isInBillingRetry) grace=\(gracePeriodExpiresAt.map { "\($0)" } ?? "-") \
+            \(ownershipType ?? "-") \(environment ?? "-") trial=\(isTrial)
+            """
         }
     }
 
@@ -91,7 +96,10 @@ struct ServerAPIParityTests {
     }
 
     @Test(
-        "Every scenario, at every step of its history, gives the same subscriptions and the same changes whichever API read it"
+        """
+        Every scenario, at every step of its history, gives the same subscriptions and the same changes whichever \
+        API read it
+        """
     )
     func sameStatesWhicheverSource() async throws {
         try await JobHarness.with { h in
@@ -149,7 +157,13 @@ struct ServerAPIParityTests {
                 #expect(migratedTotal == subscriptionRows)
                 let stats = h.state.serverAPIStats
                 print(
-                    "figures[server api parity]: \(receipts.count) receipts × 4 steps; server api requests \(stats.requests) (production \(stats.production), sandbox \(stats.sandbox), not found \(stats.notFound)); migrated \(migratedTotal); chain cache hits \(serverAPI.verifier.cacheStatistics.hits), misses \(serverAPI.verifier.cacheStatistics.misses)"
+                    """
+                    figures[server api parity]: \(receipts.count) receipts × 4 steps; server api requests \
+                    \(stats.requests) (production \(stats.production), sandbox \(stats.sandbox), not found \
+                    \(stats.notFound)); migrated \(migratedTotal); chain cache hits \
+                    \(serverAPI.verifier.cacheStatistics.hits), misses \
+                    \(serverAPI.verifier.cacheStatistics.misses)
+                    """
                 )
             }
         }
@@ -159,7 +173,10 @@ struct ServerAPIParityTests {
 @Suite("Server API answers that do not verify change nothing")
 struct ServerAPISignedDataJobTests {
     @Test(
-        "Signed data chaining to a root the job does not trust fails every check with jws_untrusted_chain and keeps every state; the trusted root then records the change"
+        """
+        Signed data chaining to a root the job does not trust fails every check with jws_untrusted_chain and \
+        keeps every state; the trusted root then records the change
+        """
     )
     func untrustedChainChangesNothing() async throws {
         try await JobHarness.with { h in

@@ -51,7 +51,10 @@ struct SignedDataVerifierTests {
     }
 
     @Test(
-        "With the chain cached under its header, a JWS with that header still has its signature checked, and any other header is read and checked"
+        """
+        With the chain cached under its header, a JWS with that header still has its signature checked, and any \
+        other header is read and checked
+        """
     )
     func warmCacheChecksEverything() async throws {
         let good = try Fixture.text("jws/signed-transaction.test-chain.jws")
@@ -85,7 +88,10 @@ struct SignedDataVerifierTests {
     }
 
     @Test(
-        "Refused: no x5c, a leaf without Apple's OID, a forged signature, another bundle, another environment, another root"
+        """
+        Refused: no x5c, a leaf without Apple's OID, a forged signature, another bundle, another environment, \
+        another root
+        """
     )
     func refused() async throws {
         let good = try Fixture.text("jws/signed-transaction.test-chain.jws")

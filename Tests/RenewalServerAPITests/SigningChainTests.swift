@@ -111,7 +111,10 @@ struct SigningChainTests {
 @Suite("Verified chains are cached, and what one answer costs")
 struct SignedDataCostTests {
     @Test(
-        "Only the first answer of a chain builds and checks it; the rest reuse it (figures: CPU per answer, cache hit rate)"
+        """
+        Only the first answer of a chain builds and checks it; the rest reuse it (figures: CPU per answer, cache \
+        hit rate)
+        """
     )
     func warmCache() async throws {
         let chain = try SigningChain.generate()
@@ -133,7 +136,10 @@ struct SignedDataCostTests {
         print(
             String(
                 format:
-                    "figures[jws verify]: first answer (chain built and checked) %.0f µs CPU, then %.0f µs CPU per answer with a warm cache (process CPU, debug build, an upper bound); cache hits %d of %d",
+                    """
+                    figures[jws verify]: first answer (chain built and checked) %.0f µs CPU, then %.0f µs CPU per \
+                    answer with a warm cache (process CPU, debug build, an upper bound); cache hits %d of %d
+                    """,
                 micros(cold, start), micros(start, end) / Double(answers.count - 1), statistics.hits, answers.count))
     }
 }

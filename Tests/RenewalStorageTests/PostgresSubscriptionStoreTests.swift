@@ -184,7 +184,10 @@ struct PostgresDatabaseTests {
         let database = try PostgresDatabase(url: try #require(PostgresTestSchema.baseURL))
         let row = try await database.withConnection { connection in
             try connection.execute(
-                "SELECT 1::int2 AS a, 2::int4 AS b, $1::int8 AS c, 1.5::float8 AS d, $2::text AS e, true AS f, NULL::text AS g, 10::numeric AS h",
+                """
+                SELECT 1::int2 AS a, 2::int4 AS b, $1::int8 AS c, 1.5::float8 AS d, $2::text AS e, true AS f, \
+                NULL::text AS g, 10::numeric AS h
+                """,
                 [.int64(Int64.max), .text("ünïcode ✓")]
             ).first
         }
@@ -244,7 +247,10 @@ struct PostgresDatabaseTests {
         try await PostgresTestSchema.with { schema in
             let plain = try PostgresDatabase(url: schema.url)
             let setting =
-                "SELECT current_setting('statement_timeout') AS s, current_setting('idle_in_transaction_session_timeout') AS i"
+                """
+                SELECT current_setting('statement_timeout') AS s, \
+                current_setting('idle_in_transaction_session_timeout') AS i
+                """
             let defaults = try await plain.withConnection { try $0.execute(setting, []).first }
             #expect(defaults?["s"] == .text("1min"))
             #expect(defaults?["i"] == .text("2min"))

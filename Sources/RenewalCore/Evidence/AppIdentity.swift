@@ -20,7 +20,10 @@ public struct AppIdentity: Sendable, Hashable {
                 ScreeningFailure(
                     reason: .wrongBundle,
                     message:
-                        "Apple's answer is for bundle \(found), not \(expected) (APPSTORE_BUNDLE_ID); nothing was changed. Import the receipt into that app's database, or fix APPSTORE_BUNDLE_ID."
+                        """
+                        Apple's answer is for bundle \(found), not \(expected) (APPSTORE_BUNDLE_ID); nothing was \
+                        changed. Import the receipt into that app's database, or fix APPSTORE_BUNDLE_ID.
+                        """
                 ))
         }
         guard let productIDs else { return .success(evidence) }
@@ -34,7 +37,10 @@ public struct AppIdentity: Sendable, Hashable {
                 ScreeningFailure(
                     reason: .unknownProducts,
                     message:
-                        "Apple's answer only lists products this app does not sell (\(unknown)); nothing was changed. Add them to --products / RENEWAL_PRODUCTS if they are this app's."
+                        """
+                        Apple's answer only lists products this app does not sell (\(unknown)); nothing was \
+                        changed. Add them to --products / RENEWAL_PRODUCTS if they are this app's.
+                        """
                 ))
         }
         return .success(screened)

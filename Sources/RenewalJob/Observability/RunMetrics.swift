@@ -88,7 +88,10 @@ public final class RunMetrics: AppStoreObserver, Sendable {
         registry.makeCounter(
             descriptor: Self.name(
                 "apple_responses", "total",
-                "Answers from Apple by status (Apple's status code, or the failure reason such as http_503 or timeout) and environment asked."
+                """
+                Answers from Apple by status (Apple's status code, or the failure reason such as http_503 or \
+                timeout) and environment asked.
+                """
             ),
             labels: [("command", command), ("status", status), ("environment", environment.rawValue)]
         ).increment()
@@ -118,7 +121,10 @@ public final class RunMetrics: AppStoreObserver, Sendable {
         registry.makeGauge(
             descriptor: Self.name(
                 "last_run_exit_code", "",
-                "Exit code of the last run (0 all due work done, 3 some receipts not verified, 4 Apple unavailable, 75 lock held, 78 configuration, 1 internal)."
+                """
+                Exit code of the last run (0 all due work done, 3 some receipts not verified, 4 Apple \
+                unavailable, 75 lock held, 78 configuration, 1 internal).
+                """
             ), labels: labels
         )
         .set(to: Double(exitCode))

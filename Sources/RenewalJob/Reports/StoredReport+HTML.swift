@@ -123,7 +123,10 @@ extension StoredReport {
         try await output.write("</tbody></table>\n")
         if totals.changed > listed {
             try await output.write(
-                "<p class=\"note\">\(listed) of \(totals.changed) changes listed; <code>renewal report --format csv</code> has them all.</p>\n"
+                """
+                <p class=\"note\">\(listed) of \(totals.changed) changes listed; <code>renewal report --format \
+                csv</code> has them all.</p>\n
+                """
             )
         }
         try await output.write(
@@ -296,7 +299,11 @@ enum SVGChart {
         let height = max(1, Double(rows.count)) * rowHeight + 10
         let maximum = Double(max(1, rows.map(\.value).max() ?? 1))
         var svg =
-            "<svg class=\"chart\" id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(labelWidth + barWidth + 70))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"\(id)\">\n"
+            """
+            <svg class=\"chart\" id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" \
+            width=\"\(Int(labelWidth + barWidth + 70))\" height=\"\(Int(height))\" role=\"img\" \
+            aria-label=\"\(id)\">\n
+            """
         if rows.isEmpty {
             svg += "<text x=\"4\" y=\"18\">nothing to draw</text>\n"
         }
@@ -304,11 +311,21 @@ enum SVGChart {
             let y = Double(index) * rowHeight + 4
             let width = max(2, barWidth * Double(row.value) / maximum)
             svg +=
-                "<text x=\"\(Int(labelWidth - 8))\" y=\"\(Int(y + 15))\" text-anchor=\"end\">\(StoredReport.escape(row.label))</text>"
+                """
+                <text x=\"\(Int(labelWidth - 8))\" y=\"\(Int(y + 15))\" \
+                text-anchor=\"end\">\(StoredReport.escape(row.label))</text>
+                """
             svg +=
-                "<rect class=\"mark\" x=\"\(Int(labelWidth))\" y=\"\(Int(y))\" width=\"\(String(format: "%.1f", width))\" height=\"\(Int(rowHeight - 6))\" fill=\"\(palette[0])\"><title>\(StoredReport.escape(row.label)): \(row.value)</title></rect>"
+                """
+                <rect class=\"mark\" x=\"\(Int(labelWidth))\" y=\"\(Int(y))\" \
+                width=\"\(String(format: "%.1f", width))\" height=\"\(Int(rowHeight - 6))\" \
+                fill=\"\(palette[0])\"><title>\(StoredReport.escape(row.label)): \(row.value)</title></rect>
+                """
             svg +=
-                "<text x=\"\(String(format: "%.1f", labelWidth + width + 6))\" y=\"\(Int(y + 15))\">\(row.value)</text>\n"
+                """
+                <text x=\"\(String(format: "%.1f", labelWidth + width + 6))\" \
+                y=\"\(Int(y + 15))\">\(row.value)</text>\n
+                """
         }
         return svg + "</svg>\n"
     }
@@ -319,20 +336,35 @@ enum SVGChart {
         let plotWidth = width - left - right, plotHeight = height - top - bottom
         let maximum = Double(max(1, series.flatMap(\.values).max() ?? 1))
         var svg =
-            "<svg class=\"chart\" id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"\(id)\">\n"
+            """
+            <svg class=\"chart\" id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" \
+            height=\"\(Int(height))\" role=\"img\" aria-label=\"\(id)\">\n
+            """
         svg +=
-            "<line x1=\"\(Int(left))\" y1=\"\(Int(top + plotHeight))\" x2=\"\(Int(left + plotWidth))\" y2=\"\(Int(top + plotHeight))\" stroke=\"#8a939c\"/>"
+            """
+            <line x1=\"\(Int(left))\" y1=\"\(Int(top + plotHeight))\" x2=\"\(Int(left + plotWidth))\" \
+            y2=\"\(Int(top + plotHeight))\" stroke=\"#8a939c\"/>
+            """
         svg +=
-            "<line x1=\"\(Int(left))\" y1=\"\(Int(top))\" x2=\"\(Int(left))\" y2=\"\(Int(top + plotHeight))\" stroke=\"#8a939c\"/>\n"
+            """
+            <line x1=\"\(Int(left))\" y1=\"\(Int(top))\" x2=\"\(Int(left))\" y2=\"\(Int(top + plotHeight))\" \
+            stroke=\"#8a939c\"/>\n
+            """
         svg += "<text x=\"\(Int(left - 6))\" y=\"\(Int(top + 10))\" text-anchor=\"end\">\(Int(maximum))</text>"
         svg += "<text x=\"\(Int(left - 6))\" y=\"\(Int(top + plotHeight))\" text-anchor=\"end\">0</text>\n"
         if let first = xLabels.first {
             svg +=
-                "<text x=\"\(Int(left))\" y=\"\(Int(height - 8))\">\(StoredReport.escape(String(first.prefix(10))))</text>"
+                """
+                <text x=\"\(Int(left))\" \
+                y=\"\(Int(height - 8))\">\(StoredReport.escape(String(first.prefix(10))))</text>
+                """
         }
         if xLabels.count > 1, let last = xLabels.last {
             svg +=
-                "<text x=\"\(Int(left + plotWidth))\" y=\"\(Int(height - 8))\" text-anchor=\"end\">\(StoredReport.escape(String(last.prefix(10))))</text>\n"
+                """
+                <text x=\"\(Int(left + plotWidth))\" y=\"\(Int(height - 8))\" \
+                text-anchor=\"end\">\(StoredReport.escape(String(last.prefix(10))))</text>\n
+                """
         }
         if series.isEmpty { svg += "<text x=\"\(Int(left + 10))\" y=\"\(Int(top + 20))\">nothing to draw</text>\n" }
         let step = xLabels.count > 1 ? plotWidth / Double(xLabels.count - 1) : 0
@@ -351,7 +383,10 @@ enum SVGChart {
             }
             let legendY = top + 14 + Double(index) * 18
             svg +=
-                "<rect x=\"\(Int(width - right + 12))\" y=\"\(Int(legendY - 9))\" width=\"10\" height=\"10\" fill=\"\(color)\"/>"
+                """
+                <rect x=\"\(Int(width - right + 12))\" y=\"\(Int(legendY - 9))\" width=\"10\" height=\"10\" \
+                fill=\"\(color)\"/>
+                """
             svg +=
                 "<text x=\"\(Int(width - right + 28))\" y=\"\(Int(legendY))\">\(StoredReport.escape(line.name.count > 36 ? "…" + line.name.suffix(35) : line.name)) (\(line.values.last ?? 0))</text>\n"
         }

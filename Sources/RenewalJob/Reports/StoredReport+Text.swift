@@ -43,7 +43,8 @@ extension StoredReport {
         try await output.write(ReportJSON.afterFailures)
         var firstConflict = true
         for conflict in try await store.conflicts(ofRun: run.id) {
-            try await output.write(ReportJSON.separator(first: firstConflict) + Self.json(ReportConflict(conflict: conflict)))
+            try await output.write(
+                ReportJSON.separator(first: firstConflict) + Self.json(ReportConflict(conflict: conflict)))
             firstConflict = false
         }
         try await output.write(
