@@ -17,7 +17,8 @@ public protocol ReceiptVerifier: Sendable {
 
 extension ReceiptVerifier {
     public func verify(_ check: ReceiptCheck, logger: Logger) async -> AppleAnswer {
-        await verify(receipt: check.receipt, logger: logger)
+        guard let receipt = check.receipt else { return .transient(.needsServerAPI, isOutage: false) }
+        return await verify(receipt: receipt, logger: logger)
     }
 }
 
@@ -35,8 +36,9 @@ public protocol TransactionVerifier: ReceiptVerifier {
 
 /// One stored receipt as a verifier sees it. Never logged: `receipt` is the customer's receipt.
 public struct ReceiptCheck: Sendable, Hashable {
-    /// The stored `latest_receipt`.
-    public var receipt: String
+    /// The stored `latest_receipt`; nil for a row imported by transaction id only (StoreKit 2),
+    /// which only the App Store Server API can check.
+    public var receipt: String?
     /// The original transaction id stored for the receipt by an earlier answer, if any.
     public var originalTransactionID: String?
     /// The original transaction ids of the subscriptions stored for the receipt.
@@ -47,7 +49,7 @@ public struct ReceiptCheck: Sendable, Hashable {
     public var source: CheckSource?
 
     public init(
-        receipt: String, originalTransactionID: String? = nil, subscriptionIDs: [String] = [],
+        receipt: String?, originalTransactionID: String? = nil, subscriptionIDs: [String] = [],
         environment: AppStoreEnvironment? = nil, source: CheckSource? = nil
     ) {
         self.receipt = receipt

@@ -16,6 +16,10 @@ public enum SourceMode: String, Sendable, CaseIterable {
 /// Sends each check to the API `mode` chooses. In `auto`, a transaction id neither environment of
 /// the Server API knows (or none at all) falls back to verifyReceipt for that check; any other
 /// Server API failure is the answer, so an outage never doubles the requests.
+///
+/// A row imported by transaction id only (StoreKit 2: no receipt) never goes to verifyReceipt: without
+/// the Server API (no credentials, or `verify-receipt`) its check fails with `needs_server_api` and
+/// its state is kept.
 public struct SourceRouter: ReceiptVerifier {
     public let mode: SourceMode
     public let verifyReceipt: any ReceiptVerifier
@@ -32,6 +36,7 @@ public struct SourceRouter: ReceiptVerifier {
     }
 
     public func verify(_ check: ReceiptCheck, logger: Logger) async -> AppleAnswer {
+        guard check.receipt != nil else { return await verifyWithoutReceipt(check, logger: logger) }
         switch mode {
         case .verifyReceipt:
             return await verifyReceipt.verify(check, logger: logger)
@@ -47,6 +52,19 @@ public struct SourceRouter: ReceiptVerifier {
                 return await verifyReceipt.verify(check, logger: logger)
             }
             return answer
+        }
+    }
+
+    private func verifyWithoutReceipt(_ check: ReceiptCheck, logger: Logger) async -> AppleAnswer {
+        switch mode {
+        case .verifyReceipt:
+            return .transient(.needsServerAPI, isOutage: false)
+        case .serverAPI:
+            guard let serverAPI else { return .misconfigured(Self.noCredentials) }
+            return await serverAPI.verify(check, logger: logger)
+        case .auto:
+            guard let serverAPI else { return .transient(.needsServerAPI, isOutage: false) }
+            return await serverAPI.verify(check, logger: logger)
         }
     }
 

@@ -273,6 +273,6 @@ extension ServerAPIClient: TransactionVerifier {
     /// The transaction id a check asks by, without asking Apple.
     public static func lookupID(for check: ReceiptCheck) -> String? {
         check.originalTransactionID ?? check.subscriptionIDs.first
-            ?? (try? LegacyReceipt.lookupID(receipt: check.receipt)) ?? nil
+            ?? check.receipt.flatMap { try? LegacyReceipt.lookupID(receipt: $0) }
     }
 }

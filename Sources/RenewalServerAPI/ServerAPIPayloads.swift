@@ -34,8 +34,11 @@ public struct JWSTransaction: SignedPayload, Sendable, Hashable {
     public var transactionReason: String?
     public var billingPlanType: String?
     public var commitmentInfo: CommitmentInfo?
+    /// The UUID the app set at purchase (`appAccountToken`), if any.
+    public var appAccountToken: String?
 
     enum CodingKeys: String, CodingKey {
+        case appAccountToken
         case transactionId, originalTransactionId, webOrderLineItemId, bundleId, productId, subscriptionGroupIdentifier
         case purchaseDate, originalPurchaseDate, expiresDate, signedDate, type, inAppOwnershipType, revocationDate
         case revocationReason, revocationType, revocationPercentage, isUpgraded, offerType, offerDiscountType,
@@ -68,6 +71,7 @@ public struct JWSTransaction: SignedPayload, Sendable, Hashable {
         transactionReason = c.flexibleString(.transactionReason)
         billingPlanType = c.flexibleString(.billingPlanType)
         commitmentInfo = try? c.decodeIfPresent(CommitmentInfo.self, forKey: .commitmentInfo)
+        appAccountToken = c.flexibleString(.appAccountToken)
     }
 }
 

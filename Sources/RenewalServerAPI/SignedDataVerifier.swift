@@ -100,13 +100,27 @@ public final class SignedDataVerifier: Sendable {
         return payload
     }
 
+    /// Verifies a signed transaction an app sent its server (StoreKit 2's `jwsRepresentation`, read
+    /// at import): signed in production or the sandbox (Xcode's local signing is refused: its chain
+    /// is not Apple's), for this verifier's bundle unless its bundle id is empty (any bundle).
+    public func appTransaction(_ jws: String) async throws(SignedDataFailure) -> JWSTransaction {
+        let payload: JWSTransaction = try await verify(jws, environment: nil)
+        guard bundleID.isEmpty || payload.bundleId == bundleID else {
+            throw .wrongBundle(expected: bundleID, found: payload.bundleId ?? "none")
+        }
+        return payload
+    }
+
     /// Verifies signed renewal info and returns its payload.
     public func renewalInfo(_ jws: String, environment: String) async throws(SignedDataFailure) -> JWSRenewalInfo {
         try await verify(jws, environment: environment)
     }
 
-    /// The checks every signed payload gets; the payload must carry `signedDate` and `environment`.
-    func verify<Payload: SignedPayload>(_ jws: String, environment: String) async throws(SignedDataFailure) -> Payload {
+    /// The checks every signed payload gets; the payload must carry `signedDate` and `environment`
+    /// (`environment`, or production or the sandbox when nil).
+    func verify<Payload: SignedPayload>(_ jws: String, environment: String?) async throws(SignedDataFailure)
+        -> Payload
+    {
         let parts = try CompactJWS(jws)
         // A header seen before with a verified chain is not parsed again; any other is checked
         // here, before the payload, so a bad header is named first.
@@ -119,8 +133,12 @@ public final class SignedDataVerifier: Sendable {
             throw .malformed("the payload is not a \(Payload.self) (\(error))")
         }
         guard let signedDate = payload.signedDate else { throw .malformed("the payload has no signedDate") }
-        guard payload.environment == environment else {
-            throw .wrongEnvironment(expected: environment, found: payload.environment ?? "none")
+        if let environment {
+            guard payload.environment == environment else {
+                throw .wrongEnvironment(expected: environment, found: payload.environment ?? "none")
+            }
+        } else if payload.environment != "Production", payload.environment != "Sandbox" {
+            throw .wrongEnvironment(expected: "Production or Sandbox", found: payload.environment ?? "none")
         }
         let key: P256.Signing.PublicKey
         if let cached, cached.validFrom <= signedDate, signedDate <= cached.validUntil {

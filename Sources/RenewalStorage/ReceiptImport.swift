@@ -1,23 +1,39 @@
 import Foundation
+import RenewalCore
 
-/// One line of `renewal import`.
+/// One customer to store: by receipt (the app receipt or an iOS 6 transaction receipt), by
+/// transaction id (StoreKit 2 apps, which send their server a transaction, not a receipt), or both.
 public struct ReceiptImport: Sendable, Hashable {
     public var userID: String
-    public var latestReceipt: String
+    /// The receipt, when the line gave one. Never logged or reported.
+    public var latestReceipt: String?
     public var productID: String?
+    /// A transaction id of the customer's subscription (any of its transactions: Get All
+    /// Subscription Statuses accepts each); the App Store Server API is asked by it.
+    public var originalTransactionID: String?
+    /// The UUID the app set at purchase (`appAccountToken`), kept to tie Apple's data to the user.
+    public var appAccountToken: String?
+    /// The environment a verified signed transaction named; the first check asks it first.
+    public var environment: AppStoreEnvironment?
 
-    public init(userID: String, latestReceipt: String, productID: String? = nil) {
+    public init(
+        userID: String, latestReceipt: String?, productID: String? = nil, originalTransactionID: String? = nil,
+        appAccountToken: String? = nil, environment: AppStoreEnvironment? = nil
+    ) {
         self.userID = userID
         self.latestReceipt = latestReceipt
         self.productID = productID
+        self.originalTransactionID = originalTransactionID
+        self.appAccountToken = appAccountToken
+        self.environment = environment
     }
 }
 
 public enum ReceiptImportOutcome: String, Sendable, Hashable {
     /// A new user.
     case inserted
-    /// A known user with a different receipt: replaced, due now.
+    /// A known user with a different receipt or transaction id: replaced, due now, lease released.
     case replaced
-    /// A known user with the same receipt: made due now.
+    /// A known user with the same receipt and id: made due now.
     case unchanged
 }

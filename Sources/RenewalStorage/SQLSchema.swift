@@ -22,6 +22,7 @@ public enum SQLSchema {
         Migration(version: 3, statements: version3),
         Migration(version: 4, statements: version4),
         Migration(version: 5, statements: version5),
+        Migration(version: 6, statements: version6),
     ]
 
     static let createMigrationsTable = """
@@ -307,5 +308,17 @@ extension SQLSchema {
             if didApply { applied.append(migration.version) }
         }
         return applied
+    }
+}
+
+extension SQLSchema {
+    /// Version 6: StoreKit 2 rows. A row may hold a transaction id and no receipt (`latest_receipt`
+    /// is then the empty string: the column stays `NOT NULL`, so no table is rewritten), and the
+    /// `appAccountToken` the app set at purchase. Adding a nullable column rewrites nothing on
+    /// either database.
+    fileprivate static func version6(_ dialect: SQLDialect) -> [String] {
+        [
+            "ALTER TABLE receipts ADD COLUMN app_account_token TEXT"
+        ]
     }
 }

@@ -157,7 +157,7 @@ extension SQLSubscriptionStore {
         return StoredReceipt(
             id: try row.int64("id"),
             userID: try row.text("user_id"),
-            latestReceipt: try row.text("latest_receipt"),
+            latestReceipt: try row.text("latest_receipt").nonEmpty,
             importedProductID: try row.optionalText("imported_product_id"),
             status: status,
             environment: try row.environment("environment"),

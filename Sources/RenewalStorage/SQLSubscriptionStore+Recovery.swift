@@ -70,4 +70,11 @@ extension SQLSubscriptionStore {
             return try rows.first?.int("due") ?? 0
         }
     }
+
+    public func countWithoutReceipt() async throws -> Int {
+        try await onConnection { connection in
+            let rows = try connection.execute("SELECT COUNT(*) AS n FROM receipts WHERE latest_receipt = ''", [])
+            return try rows.first?.int("n") ?? 0
+        }
+    }
 }

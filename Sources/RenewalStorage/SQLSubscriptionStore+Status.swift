@@ -37,9 +37,10 @@ extension SQLSubscriptionStore {
             )
         }
         let whereClause = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
-        // Receipts without subscriptions show as one placeholder row with otid '' whose state is the
-        // receipt's status: `no_subscription` for a valid receipt holding no auto-renewable
-        // subscription, `expired` for a verified one whose subscriptions another user owns.
+        // Receipts without subscriptions show as one placeholder row whose state is the receipt's
+        // status: `no_subscription` for a valid receipt holding no auto-renewable subscription,
+        // `expired` for a verified one whose subscriptions another user owns. Its otid is '' but for a
+        // row not verified yet that was imported by transaction id (StoreKit 2): that id.
         let sql = """
             SELECT * FROM (
                 SELECT r.user_id AS user_id, s.original_transaction_id AS otid, s.product_id AS product_id,
@@ -50,7 +51,9 @@ extension SQLSubscriptionStore {
                 FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
                 \(inBranch.isEmpty ? "" : "WHERE " + inBranch)
                 UNION ALL
-                SELECT r.user_id, '', r.imported_product_id,
+                SELECT r.user_id,
+                    CASE WHEN r.status = 'unverified' THEN COALESCE(r.original_transaction_id, '') ELSE '' END,
+                    r.imported_product_id,
                     CASE WHEN r.status = 'verified' AND r.no_subscription_since IS NOT NULL THEN 'no_subscription'
                         WHEN r.status = 'verified' THEN 'expired' ELSE r.status END, 0, NULL, NULL,
                     r.environment, NULL, r.last_verified_at, r.next_check_at, NULL, r.last_failure_reason, r.source

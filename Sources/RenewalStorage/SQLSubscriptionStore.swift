@@ -47,51 +47,76 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
         }
     }
 
+    /// Stores one line. A line's receipt and id replace the stored ones; what it leaves out is kept
+    /// (a row keeps its receipt when an id arrives for it). A row without a receipt stores the empty
+    /// string in `latest_receipt` and is read by the App Store Server API only (`source` set).
     private static func importReceipt(
         _ item: ReceiptImport, now: Date, on connection: any SQLConnection
     ) throws -> ReceiptImportOutcome {
+        let receipt = item.latestReceipt ?? ""
         // Compared where it is stored: a receipt is kilobytes, and reading it back would copy them.
         let existing = try connection.execute(
-            "SELECT id, CASE WHEN latest_receipt = $2 THEN 1 ELSE 0 END AS same FROM receipts WHERE user_id = $1",
-            [.text(item.userID), .text(item.latestReceipt)]
+            """
+            SELECT id, CASE WHEN latest_receipt = $2 THEN 1 ELSE 0 END AS same, original_transaction_id
+            FROM receipts WHERE user_id = $1
+            """,
+            [.text(item.userID), .text(receipt)]
         )
+        let source = item.latestReceipt == nil ? SQLValue.text(CheckSource.serverAPI.rawValue) : .null
         guard let row = existing.first else {
             _ = try connection.execute(
                 """
                 INSERT INTO receipts (user_id, latest_receipt, imported_product_id, status, next_check_at,
-                    consecutive_failures, consecutive_malformed, created_at, updated_at)
-                VALUES ($1, $2, $3, 'unverified', $4, 0, 0, $4, $4)
+                    consecutive_failures, consecutive_malformed, created_at, updated_at, original_transaction_id,
+                    app_account_token, environment, source)
+                VALUES ($1, $2, $3, 'unverified', $4, 0, 0, $4, $4, $5, $6, $7, $8)
                 """,
-                [.text(item.userID), .text(item.latestReceipt), SQLValue(item.productID), SQLValue(now)]
+                [
+                    .text(item.userID), .text(receipt), SQLValue(item.productID), SQLValue(now),
+                    SQLValue(item.originalTransactionID), SQLValue(item.appAccountToken),
+                    SQLValue(item.environment?.rawValue), source,
+                ]
             )
             return .inserted
         }
         let id = try row.int64("id")
-        if try row.int64("same") == 1 {
+        let storedID = try row.optionalText("original_transaction_id")
+        let sameReceipt = try item.latestReceipt == nil || row.int64("same") == 1
+        let sameID = item.originalTransactionID == nil || item.originalTransactionID == storedID
+        if sameReceipt, sameID {
             _ = try connection.execute(
                 """
                 UPDATE receipts SET next_check_at = $2, updated_at = $2,
-                    imported_product_id = COALESCE($3, imported_product_id)
+                    imported_product_id = COALESCE($3, imported_product_id),
+                    app_account_token = COALESCE($4, app_account_token)
                 WHERE id = $1
                 """,
-                [.int64(id), SQLValue(now), SQLValue(item.productID)]
+                [.int64(id), SQLValue(now), SQLValue(item.productID), SQLValue(item.appAccountToken)]
             )
             return .unchanged
         }
-        // A new receipt: the failure counters and an `invalid` verdict belonged to the old one. The
-        // lease goes too: a check in flight is about the old receipt, so its fenced write fails
+        // A new receipt or id: the failure counters and an `invalid` verdict belonged to the old one.
+        // The lease goes too: a check in flight is about the old one, so its fenced write fails
         // (`lease_lost`) instead of overwriting this one, and the row is due now.
         _ = try connection.execute(
             """
-            UPDATE receipts SET latest_receipt = $2, next_check_at = $3, updated_at = $3,
+            UPDATE receipts SET latest_receipt = COALESCE($2, latest_receipt), next_check_at = $3, updated_at = $3,
                 lease_owner = NULL, lease_expires_at = NULL,
                 imported_product_id = COALESCE($4, imported_product_id),
+                original_transaction_id = COALESCE($5, original_transaction_id),
+                app_account_token = COALESCE($6, app_account_token),
+                environment = COALESCE($7, environment),
+                source = CASE WHEN COALESCE($2, latest_receipt) = '' THEN 'server_api' ELSE source END,
                 status = CASE WHEN status = 'invalid' THEN 'unverified' ELSE status END,
                 consecutive_failures = 0, consecutive_malformed = 0, last_failure_reason = NULL,
                 rejected_since = NULL, no_subscription_since = NULL
             WHERE id = $1
             """,
-            [.int64(id), .text(item.latestReceipt), SQLValue(now), SQLValue(item.productID)]
+            [
+                .int64(id), SQLValue(item.latestReceipt), SQLValue(now), SQLValue(item.productID),
+                SQLValue(item.originalTransactionID), SQLValue(item.appAccountToken),
+                SQLValue(item.environment?.rawValue),
+            ]
         )
         return .replaced
     }

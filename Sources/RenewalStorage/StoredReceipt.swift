@@ -5,8 +5,8 @@ import RenewalCore
 public struct StoredReceipt: Sendable, Hashable {
     public var id: Int64
     public var userID: String
-    /// Never logged or reported.
-    public var latestReceipt: String
+    /// Never logged or reported. Nil for a row imported by transaction id only (StoreKit 2).
+    public var latestReceipt: String?
     /// `product_id` given at import, if any.
     public var importedProductID: String?
     public var status: ReceiptStatus
@@ -27,7 +27,7 @@ public struct StoredReceipt: Sendable, Hashable {
     public var subscriptions: [StoredSubscription]
 
     public init(
-        id: Int64, userID: String, latestReceipt: String, importedProductID: String?, status: ReceiptStatus,
+        id: Int64, userID: String, latestReceipt: String?, importedProductID: String?, status: ReceiptStatus,
         environment: AppStoreEnvironment?, nextCheckAt: Date, lastVerifiedAt: Date?, consecutiveFailures: Int,
         consecutiveMalformed: Int, rejectedSince: Date? = nil, noSubscriptionSince: Date? = nil,
         source: CheckSource? = nil, originalTransactionID: String? = nil, subscriptions: [StoredSubscription]
@@ -73,4 +73,9 @@ public struct SubscriptionOwner: Sendable, Hashable {
         self.receiptID = receiptID
         self.userID = userID
     }
+}
+
+extension String {
+    /// The string, or nil when it is empty (`latest_receipt` of a row without a receipt).
+    var nonEmpty: String? { isEmpty ? nil : self }
 }

@@ -65,6 +65,10 @@ public protocol SubscriptionStore: Sendable {
     /// Receipts due at `asOf` that no lease holds at `now`: the work a run could still take.
     func countDue(asOf: Date, unleasedAt now: Date) async throws -> Int
 
+    /// Rows imported by transaction id without a receipt (StoreKit 2): only the App Store Server API
+    /// can check them. Counted by a scan; for `check`, not for the run.
+    func countWithoutReceipt() async throws -> Int
+
     /// Releases leases this owner holds on receipts it did not check (shutdown, circuit breaker),
     /// leaving every other column exactly as it was.
     func releaseLeases(receiptIDs: [Int64], owner: String) async throws

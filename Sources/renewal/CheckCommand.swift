@@ -31,6 +31,19 @@ struct CheckCommand: AsyncParsableCommand {
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
             print("database: ok (\(store.backendName), schema current)")
+            let withoutReceipt = try await store.countWithoutReceipt()
+            if withoutReceipt > 0 {
+                if serverAPIConfiguration == nil {
+                    print(
+                        """
+                        storekit 2 rows: \(withoutReceipt) imported by transaction id wait for App Store Server API \
+                        credentials (APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID, \
+                        APPSTORE_PRIVATE_KEY_FILE); until then run and backfill fail them with needs_server_api
+                        """)
+                } else {
+                    print("storekit 2 rows: \(withoutReceipt) imported by transaction id, checked by the Server API")
+                }
+            }
             if let serverAPIConfiguration {
                 try await Self.checkServerAPI(serverAPIConfiguration, store: store, logger: logger)
                 // A team that finished migrating may have no shared secret any more.
@@ -52,7 +65,7 @@ struct CheckCommand: AsyncParsableCommand {
             let configuration = AppStoreClient.Configuration(
                 productionURL: appStore.resolvedProductionURL, sandboxURL: appStore.resolvedSandboxURL,
                 sharedSecret: secret, requestTimeout: .milliseconds(Int64(appStore.timeout * 1000)), maxAttempts: 1)
-            let sample = try await Self.sampleReceipt(in: store)
+            let sample = try await Self.sampleReceipt(in: store, withReceipt: true)
             let probe = sample?.latestReceipt ?? Data("renewal-check".utf8).base64EncodedString()
             let answer = try await AppStoreClient.withAppStoreClient(configuration: configuration) { client in
                 await client.verify(receipt: probe, logger: logger)
@@ -110,13 +123,15 @@ struct CheckCommand: AsyncParsableCommand {
         }
     }
 
-    /// A stored receipt Apple verified before (it holds subscriptions), else any stored receipt.
-    static func sampleReceipt(in store: any SubscriptionStore) async throws -> StoredReceipt? {
+    /// A stored receipt Apple verified before (it holds subscriptions), else any stored receipt; with
+    /// `withReceipt`, one that holds a receipt (not a StoreKit 2 row imported by id), from the first pages.
+    static func sampleReceipt(in store: any SubscriptionStore, withReceipt: Bool = false) async throws
+        -> StoredReceipt?
+    {
         let verified = BackfillSelector(states: [.active, .gracePeriod, .billingRetry, .expired, .revoked])
         for selector in [verified, BackfillSelector(all: true)] {
-            if let receipt = try await store.nextBatch(.backfill(selector), after: nil, limit: 1, lease: nil).first {
-                return receipt
-            }
+            let page = try await store.nextBatch(.backfill(selector), after: nil, limit: 50, lease: nil)
+            if let receipt = page.first(where: { !withReceipt || $0.latestReceipt != nil }) { return receipt }
         }
         return nil
     }

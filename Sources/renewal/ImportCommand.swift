@@ -12,9 +12,11 @@ struct ImportCommand: AsyncParsableCommand {
         abstract: "Load stored receipts from JSON Lines; each becomes due now.",
         discussion: """
             One JSON object per line: {"user_id": "...", "latest_receipt": "<base64>", "product_id": "..."} \
-            (product_id optional). Upserts by user_id: a new receipt replaces the stored one, the same receipt \
-            just becomes due now. A bad line is reported with its line number and skipped; the rest is \
-            imported. Exit 0 when every line was imported, 3 when some were skipped.
+            (product_id optional). StoreKit 2 apps give "original_transaction_id" (Transaction.originalID) or \
+            "signed_transaction" (Transaction.jwsRepresentation, verified here) instead of the receipt, and \
+            optionally "app_account_token". Upserts by user_id: a new receipt or id replaces the stored one, \
+            the same just becomes due now. A bad line is reported with its line number and skipped; the rest \
+            is imported. Exit 0 when every line was imported, 3 when some were skipped.
             """)
 
     @Argument(help: ArgumentHelp("JSON Lines file, or - for standard input.", valueName: "file"))
@@ -25,6 +27,16 @@ struct ImportCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: "Lines written per transaction.")
     var batchSize: Int = 500
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            """
+            The app's bundle id: a signed_transaction for another bundle is a bad line. Env: APPSTORE_BUNDLE_ID. \
+            Default: any bundle.
+            """,
+            valueName: "id"))
+    var bundleID: String?
 
     func validate() throws {
         guard batchSize >= 1 else { throw ValidationError("--batch-size must be at least 1.") }
@@ -46,14 +58,28 @@ struct ImportCommand: AsyncParsableCommand {
             var rejected = 0
             var lineNumber = 0
             let now = Date()
+            // Made on the first signed transaction, so a receipt-only file never needs the roots.
+            var signed: SignedTransactionImport?
             while let line = try await reader.next() {
                 lineNumber += 1
-                switch ImportLine.parse(line) {
+                var parsed = ImportLine.parse(line)
+                if case .success(let item, let jws?) = parsed {
+                    if signed == nil {
+                        signed = try SignedTransactionImport(
+                            bundleID: bundleID ?? Environment.value("APPSTORE_BUNDLE_ID"))
+                    }
+                    switch await signed?.complete(item, signedTransaction: jws) {
+                    case .success(let completed)?: parsed = .success(completed, signedTransaction: nil)
+                    case .failure(let problem)?: parsed = .failure(problem.description)
+                    case nil: break
+                    }
+                }
+                switch parsed {
                 case .skip: continue
                 case .failure(let problem):
                     rejected += 1
                     FileHandle.standardError.write(Data("renewal import: line \(lineNumber): \(problem)\n".utf8))
-                case .success(let item):
+                case .success(let item, _):
                     batch.append(item)
                     if batch.count >= batchSize {
                         for outcome in try await store.importReceipts(batch, now: now) {
@@ -81,12 +107,16 @@ struct ImportCommand: AsyncParsableCommand {
 enum ImportLine {
     enum Parsed {
         case skip
-        case success(ReceiptImport)
+        /// A good line; a `signedTransaction` still has to pass verification (`StoreKitImport`).
+        case success(ReceiptImport, signedTransaction: String?)
         case failure(String)
     }
 
     /// The members a line is read for.
-    private static let keys = JSONKeys(["user_id", "latest_receipt", "product_id"])
+    private static let keys = JSONKeys([
+        "user_id", "latest_receipt", "product_id", "original_transaction_id", "signed_transaction",
+        "app_account_token",
+    ])
 
     static func parse(_ line: ImportLineBytes) -> Parsed {
         let bytes: Data
@@ -101,7 +131,10 @@ enum ImportLine {
         case .line(let data): bytes = data
         }
         if bytes.allSatisfy(isWhitespace) { return .skip }
-        let shape = #"each line must be {"user_id": "...", "latest_receipt": "..."}"#
+        let shape = """
+            each line must be {"user_id": "...", "latest_receipt": "..."}, or name the subscription by \
+            "original_transaction_id" or "signed_transaction" instead of (or as well as) the receipt
+            """
         guard let document = try? JSONDocument(bytes: Array(bytes)) else {
             if String(validating: bytes, as: UTF8.self) == nil {
                 return .failure("the line is not UTF-8; export the file as UTF-8 JSON Lines")
@@ -130,27 +163,98 @@ enum ImportLine {
             userID = String(number)
         default: return .failure("user_id is missing or empty; give the app's user id as a string")
         }
-        guard let value = fields[1], value.kind == .string, let rawReceipt = value.string else {
-            return .failure(
-                "latest_receipt is missing or not a string; give the base64 receipt the app stored (user \(userID))")
-        }
-        // Receipts pasted from a terminal or a wrapped export carry line breaks: those go.
-        let receipt =
-            isBase64(rawReceipt)
-            ? rawReceipt : String(decoding: rawReceipt.utf8.filter { !isWhitespace($0) }, as: UTF8.self)
-        guard !receipt.isEmpty else { return .failure("latest_receipt is empty (user \(userID))") }
-        guard isBase64(receipt) else {
-            return .failure(
-                "latest_receipt is not valid base64 (user \(userID)); export the receipt exactly as Apple gave it")
+        var receipt: String?
+        if let value = fields[1], value.kind != .null {
+            guard value.kind == .string, let rawReceipt = value.string else {
+                return .failure(
+                    "latest_receipt is not a string; give the base64 receipt the app stored (user \(userID))")
+            }
+            // Receipts pasted from a terminal or a wrapped export carry line breaks: those go.
+            let cleaned =
+                isBase64(rawReceipt)
+                ? rawReceipt : String(decoding: rawReceipt.utf8.filter { !isWhitespace($0) }, as: UTF8.self)
+            guard !cleaned.isEmpty else { return .failure("latest_receipt is empty (user \(userID))") }
+            guard isBase64(cleaned) else {
+                return .failure(
+                    "latest_receipt is not valid base64 (user \(userID)); export the receipt exactly as Apple gave it")
+            }
+            receipt = cleaned
         }
         var productID: String?
-        if let value = fields[2] {
+        if let value = fields[2], value.kind != .null {
             guard value.kind == .string, let text = value.string else {
                 return .failure("product_id must be a string (user \(userID))")
             }
             productID = text.isEmpty ? nil : text
         }
-        return .success(ReceiptImport(userID: userID, latestReceipt: receipt, productID: productID))
+        var transactionID: String?
+        if let value = fields[3], value.kind != .null {
+            switch value.kind {
+            case .string: transactionID = value.string
+            case .number: transactionID = value.integer.map(String.init)
+            default: break
+            }
+            guard let id = transactionID, isTransactionID(id) else {
+                return .failure(
+                    """
+                    original_transaction_id must be Apple's transaction id, digits only, e.g. "2000000123456789" \
+                    (user \(userID)); StoreKit 2 gives it as Transaction.originalID
+                    """)
+            }
+        }
+        var signedTransaction: String?
+        if let value = fields[4], value.kind != .null {
+            guard value.kind == .string, let text = value.string, isCompactJWS(text) else {
+                return .failure(
+                    """
+                    signed_transaction is not a signed transaction (three base64url parts joined by dots) \
+                    (user \(userID)); give StoreKit 2's Transaction.jwsRepresentation as the app received it
+                    """)
+            }
+            signedTransaction = text
+        }
+        var appAccountToken: String?
+        if let value = fields[5], value.kind != .null {
+            guard value.kind == .string, let text = value.string, let uuid = UUID(uuidString: text) else {
+                return .failure(
+                    """
+                    app_account_token must be a UUID such as "6d1b1e9c-3f5e-4b0a-9a57-0c1c1c1c1c1c" \
+                    (user \(userID)); give the appAccountToken the app set at purchase
+                    """)
+            }
+            appAccountToken = uuid.uuidString.lowercased()
+        }
+        guard receipt != nil || transactionID != nil || signedTransaction != nil else {
+            return .failure(
+                """
+                the line names no subscription (user \(userID)): give latest_receipt (the base64 app receipt), \
+                original_transaction_id or signed_transaction
+                """)
+        }
+        return .success(
+            ReceiptImport(
+                userID: userID, latestReceipt: receipt, productID: productID, originalTransactionID: transactionID,
+                appAccountToken: appAccountToken),
+            signedTransaction: signedTransaction)
+    }
+
+    /// Apple's transaction ids are decimal digits (16 today); 1 to 32 are accepted.
+    static func isTransactionID(_ text: String) -> Bool {
+        (1...32).contains(text.utf8.count) && text.utf8.allSatisfy { (0x30...0x39).contains($0) }
+    }
+
+    /// Three non-empty base64url parts joined by dots, under 64 KiB (a signed transaction is about 3 KiB).
+    static func isCompactJWS(_ text: String) -> Bool {
+        guard text.utf8.count < 64 << 10 else { return false }
+        let parts = text.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        return parts.count == 3
+            && parts.allSatisfy { part in
+                !part.isEmpty
+                    && part.allSatisfy { byte in
+                        (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte)
+                            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+                    }
+            }
     }
 
     /// Space, tab, line feed, vertical tab, form feed, carriage return.

@@ -5,6 +5,7 @@ import Logging
 import RenewalJob
 import RenewalServerAPI
 import RenewalStorage
+import X509
 
 /// `--source` and the App Store Server API's credentials. The key id, issuer id and the key file
 /// come only from the environment; the key never appears on argv or in a log.
@@ -118,30 +119,38 @@ struct ServerAPIOptions: ParsableArguments {
         } catch {
             throw ConfigurationError("APPSTORE_PRIVATE_KEY_FILE: \(error)")
         }
-        var roots = AppleRoots.certificates
-        if let list = Environment.value("APPSTORE_ROOT_CERTIFICATES") {
-            let paths = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
-                !$0.isEmpty
-            }
-            do {
-                roots = try ServerAPICredentials.certificates(files: paths)
-            } catch {
-                throw ConfigurationError("APPSTORE_ROOT_CERTIFICATES: \(error)")
-            }
-            guard !roots.isEmpty else {
-                throw ConfigurationError(
-                    """
-                    APPSTORE_ROOT_CERTIFICATES names no certificate; give comma-separated PEM or DER files, or \
-                    unset it to trust Apple's root.
-                    """
-                )
-            }
-        }
+        let roots = try Self.trustedRoots()
         let urls = resolvedURLs
         return ServerAPIClient.Configuration(
             keyID: keyID, issuerID: issuerID, bundleID: bundleID, privateKey: key, productionURL: urls.production,
             sandboxURL: urls.sandbox, rootCertificates: roots, requestTimeout: .milliseconds(Int64(timeout * 1000)),
             maxAttempts: maxAttempts, maxConnectionsPerHost: connections)
+    }
+}
+
+extension ServerAPIOptions {
+    /// The roots signed data must chain to: `APPSTORE_ROOT_CERTIFICATES` (comma-separated PEM or DER
+    /// files), else Apple's root built into the job. An unreadable or empty list is a configuration error.
+    static func trustedRoots() throws -> [Certificate] {
+        guard let list = Environment.value("APPSTORE_ROOT_CERTIFICATES") else { return AppleRoots.certificates }
+        let paths = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+            !$0.isEmpty
+        }
+        let roots: [Certificate]
+        do {
+            roots = try ServerAPICredentials.certificates(files: paths)
+        } catch {
+            throw ConfigurationError("APPSTORE_ROOT_CERTIFICATES: \(error)")
+        }
+        guard !roots.isEmpty else {
+            throw ConfigurationError(
+                """
+                APPSTORE_ROOT_CERTIFICATES names no certificate; give comma-separated PEM or DER files, or \
+                unset it to trust Apple's root.
+                """
+            )
+        }
+        return roots
     }
 }
 

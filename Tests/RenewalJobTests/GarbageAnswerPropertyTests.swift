@@ -289,7 +289,7 @@ struct GarbageAnswerPropertyTests {
     }
 
     struct Observed: Equatable, CustomStringConvertible {
-        var receipt: String
+        var receipt: String?
         var status: ReceiptStatus
         var subscriptions: [FailureSafetyTests.Entitlement]
         var description: String {

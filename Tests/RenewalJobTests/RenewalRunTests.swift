@@ -83,7 +83,7 @@ struct RenewalRunTests {
             _ = try await h.run()
 
             let stored = try #require(try await h.receipts().first)
-            let newer = try #require(SimulatedReceipt(encoded: stored.latestReceipt))
+            let newer = try #require(SimulatedReceipt(encoded: stored.latestReceipt ?? ""))
             #expect(stored.latestReceipt != original.encoded)
             #expect(newer.generation == 1)
 

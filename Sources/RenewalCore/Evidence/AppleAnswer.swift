@@ -63,4 +63,14 @@ public struct CheckFailure: Sendable, Hashable, Codable {
         self.reason = reason
         self.message = message
     }
+
+    /// A row imported by transaction id only (StoreKit 2, no receipt) that this run cannot ask the
+    /// App Store Server API about.
+    public static let needsServerAPI = CheckFailure(
+        reason: .needsServerAPI,
+        message: """
+            This subscription was imported by transaction id, without a receipt: only the App Store Server API \
+            can check it. Set APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and \
+            APPSTORE_PRIVATE_KEY_FILE, and run with --source auto or server-api; its state is kept until then.
+            """)
 }

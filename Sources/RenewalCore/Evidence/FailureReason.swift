@@ -62,6 +62,9 @@ public struct FailureReason: RawRepresentable, Hashable, Sendable, Codable, Expr
     public static func serverAPICode(_ code: Int) -> FailureReason { FailureReason(rawValue: "server_api_\(code)") }
     /// No transaction id to ask by.
     public static let noTransactionID: FailureReason = "no_transaction_id"
+    /// A row imported by transaction id only (no receipt), and no App Store Server API to ask:
+    /// no credentials, or `--source verify-receipt`.
+    public static let needsServerAPI: FailureReason = "needs_server_api"
     /// `--source server-api` without the API's credentials.
     public static let serverAPINotConfigured: FailureReason = "server_api_not_configured"
 
