@@ -123,6 +123,13 @@ public struct SigningChain: Sendable {
         return SigningChain(root: root, intermediate: intermediate, leaf: leaf, leafKey: leafKey)
     }
 
+    /// The whole chain with the leaf's private key, as PEM blocks (key, leaf, intermediate, root), so
+    /// another process can sign as this chain (`init(exported:)`). Secret: write it with mode 0600.
+    public func exported() throws -> String {
+        try ([leafKey.pemRepresentation] + [leaf, intermediate, root].map { try $0.serializeAsPEM().pemString })
+            .joined(separator: "\n") + "\n"
+    }
+
     /// The root as PEM, for `APPSTORE_ROOT_CERTIFICATES`.
     public func rootPEM() throws -> String {
         try root.serializeAsPEM().pemString
@@ -140,5 +147,23 @@ public struct SigningChain: Sendable {
         let input = Base64URL.encode(header) + "." + Base64URL.encode(payload)
         let signature = try leafKey.signature(for: Data(input.utf8))
         return input + "." + Base64URL.encode(signature.rawRepresentation)
+    }
+}
+
+extension SigningChain {
+    /// Reads what `exported()` wrote.
+    public init(exported text: String) throws {
+        let blocks = try PEMDocument.parseMultiple(pemString: text)
+        guard blocks.count == 4, let keyBlock = blocks.first else {
+            throw SigningChainError("expected a private key and three certificates, found \(blocks.count) PEM blocks")
+        }
+        leafKey = try P256.Signing.PrivateKey(pemRepresentation: keyBlock.pemString)
+        let certificates = try blocks.dropFirst().map { try Certificate(pemDocument: $0) }
+        (leaf, intermediate, root) = (certificates[0], certificates[1], certificates[2])
+    }
+
+    struct SigningChainError: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
     }
 }

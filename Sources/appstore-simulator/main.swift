@@ -11,7 +11,7 @@ struct AppStoreSimulatorCommand: AsyncParsableCommand {
         commandName: "appstore-simulator",
         abstract:
             "A simulator of Apple's verifyReceipt endpoints and App Store Server API, for tests, demos and benchmarks.",
-        subcommands: [Serve.self, Receipts.self, BenchJWS.self],
+        subcommands: [Serve.self, Receipts.self, StoreKit2.self, BenchJWS.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -54,8 +54,8 @@ extension AppStoreSimulatorCommand {
             help: ArgumentHelp(
                 """
                 Write the Server API's credentials here at start: AuthKey.p8 (the API key the simulator accepts), \
-                root.pem (the root its signed data chains to) and server-api.env (the APPSTORE_* variables for \
-                renewal).
+                root.pem (the root its signed data chains to), signing-chain.pem (its signing key and chain, \
+                for `storekit2 --signing-chain`) and server-api.env (the APPSTORE_* variables for renewal).
                 """,
                 valueName: "dir"))
         var exportDir: String?
@@ -138,6 +138,9 @@ extension AppStoreSimulatorCommand {
             FileManager.default.createFile(
                 atPath: key, contents: Data(serverAPI.privateKeyPEM.utf8), attributes: [.posixPermissions: 0o600])
             try serverAPI.chain.rootPEM().write(toFile: directory + "/root.pem", atomically: true, encoding: .utf8)
+            FileManager.default.createFile(
+                atPath: directory + "/signing-chain.pem", contents: Data(try serverAPI.chain.exported().utf8),
+                attributes: [.posixPermissions: 0o600])
             let env = """
                 APPSTORE_KEY_ID=\(serverAPI.keyID)
                 APPSTORE_ISSUER_ID=\(serverAPI.issuerID)
@@ -199,6 +202,72 @@ extension AppStoreSimulatorCommand {
                 let quotedUser =
                     (try? encoder.encode(user)).flatMap { String(data: $0, encoding: .utf8) } ?? "\"\(user)\""
                 chunk += "{\"user_id\": \(quotedUser), \"latest_receipt\": \"\(receipt.encoded)\"}\n"
+                if chunk.utf8.count > 64 << 10 {
+                    FileHandle.standardOutput.write(Data(chunk.utf8))
+                    chunk = ""
+                }
+            }
+            FileHandle.standardOutput.write(Data(chunk.utf8))
+        }
+    }
+}
+
+extension AppStoreSimulatorCommand {
+    /// Rewrites receipt import lines as a StoreKit 2 app's server would hold them.
+    struct StoreKit2: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "storekit2",
+            abstract: "Print StoreKit 2 import lines (no receipt) for the customers of a receipts file.",
+            discussion: """
+                Reads import lines as `receipts` prints them and writes, per customer, a line naming the \
+                subscription by transaction id (with the app account token) or by a signed transaction. Serve \
+                with --register FILE so the Server API knows the customers, and sign with the served chain \
+                (--signing-chain EXPORT_DIR/signing-chain.pem).
+                """)
+
+        @Argument(help: ArgumentHelp("Import lines with latest_receipt, as `receipts` prints.", valueName: "file"))
+        var file: String
+        @Option(help: "transaction-id or signed-transaction.") var form = "transaction-id"
+        @Option(
+            help: ArgumentHelp(
+                "The served chain (serve --export-dir writes signing-chain.pem); needed for signed-transaction.",
+                valueName: "file"))
+        var signingChain: String?
+
+        func validate() throws {
+            guard let form = SimulatedReceipt.ImportForm(rawValue: form), form != .receipt else {
+                throw ValidationError("--form must be transaction-id or signed-transaction, got '\(form)'.")
+            }
+            if form == .signedTransaction, signingChain == nil {
+                throw ValidationError("--form signed-transaction needs --signing-chain (serve --export-dir writes it).")
+            }
+        }
+
+        func run() async throws {
+            let form = SimulatedReceipt.ImportForm(rawValue: form) ?? .transactionID
+            var signer: SigningChain?
+            if let signingChain {
+                guard let text = try? String(contentsOfFile: signingChain, encoding: .utf8) else {
+                    throw ValidationError("--signing-chain: cannot read \(signingChain).")
+                }
+                signer = try SigningChain(exported: text)
+            }
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw ValidationError("cannot read \(file).")
+            }
+            struct Line: Decodable {
+                var userID: String
+                var latestReceipt: String
+                enum CodingKeys: String, CodingKey {
+                    case userID = "user_id", latestReceipt = "latest_receipt"
+                }
+            }
+            var chunk = ""
+            for raw in data.split(separator: UInt8(ascii: "\n")) {
+                guard let line = try? JSONDecoder().decode(Line.self, from: Data(raw)),
+                    let receipt = SimulatedReceipt(encoded: line.latestReceipt)
+                else { continue }
+                chunk += try receipt.importLine(userID: line.userID, form: form, signer: signer) + "\n"
                 if chunk.utf8.count > 64 << 10 {
                     FileHandle.standardOutput.write(Data(chunk.utf8))
                     chunk = ""
