@@ -32,7 +32,10 @@ struct SignedTransactionImport {
                 case .wrongEnvironment:
                     "StoreKit testing in Xcode signs with a local certificate; import transactions from the sandbox or production"
                 case .malformed, .badSignature:
-                    "send the server Transaction.jwsRepresentation exactly as StoreKit gave it"
+                    """
+                    send the server Transaction.jwsRepresentation exactly as StoreKit gave it (Xcode's StoreKit \
+                    testing signs with a one-certificate chain that cannot be verified)
+                    """
                 }
             return .failure(
                 LineError("signed_transaction failed verification (\(error.reason)): \(error) (user \(item.userID)); \(fix)"))

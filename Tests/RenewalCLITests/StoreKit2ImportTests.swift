@@ -168,4 +168,184 @@ struct StoreKit2ImportTests {
                 """)
         }
     }
+
+    /// A signed transaction with `payload` changed, signed by `chain`.
+    static func signed(_ payload: [String: Any], by chain: SigningChain) throws -> String {
+        try chain.sign(try JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys]))
+    }
+
+    @Test(
+        """
+        Forged, expired-chain, other-bundle, Xcode-signed and unreadable signed transactions are bad lines: named \
+        with their number and reason, exit 3, nothing of them stored, no JWS in the output
+        """)
+    func badSignedTransactionsAreRejected() async throws {
+        try await ServerAPIMigrationTests.withSQLiteAndSimulator { directory, database, state, configuration, endpoints in
+            let chain = try #require(configuration.serverAPI).chain
+            var environment = try ServerAPIMigrationTests.environment(configuration, endpoints, directory: directory)
+            // An expired chain whose root is trusted too: refused for its dates alone.
+            let expired = try SigningChain.generate(
+                name: "expired", notBefore: Date(timeIntervalSince1970: 946_684_800),
+                notAfter: Date(timeIntervalSince1970: 978_307_200))
+            try expired.rootPEM().write(toFile: directory + "/expired-root.pem", atomically: true, encoding: .utf8)
+            environment["APPSTORE_ROOT_CERTIFICATES"] = directory + "/root.pem," + directory + "/expired-root.pem"
+
+            let good = SimulatedReceipt(account: "good", scenario: .renewal, start: state.now.addingTimeInterval(-86_400))
+            let base: [String: Any] = [
+                "transactionId": "300000000000001", "originalTransactionId": "300000000000001",
+                "bundleId": SimulatedReceipt.bundleID, "productId": "com.example.pro.monthly", "environment": "Production",
+                "signedDate": 1_790_000_000_000, "type": "Auto-Renewable Subscription",
+            ]
+            var otherBundle = base
+            otherBundle["bundleId"] = "com.other.app"
+            var xcodeEnvironment = base
+            xcodeEnvironment["environment"] = "Xcode"
+            var noOriginal = base
+            noOriginal["originalTransactionId"] = nil
+            let valid = try good.signedTransaction(signer: chain)
+            let parts = valid.split(separator: ".").map(String.init)
+            let tampered = try Self.signed(base, by: chain).split(separator: ".").map(String.init)
+            let forgedSignature = [parts[0], tampered[1], parts[2]].joined(separator: ".")
+            let xcodeFixture = try String(
+                contentsOfFile: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                    .appendingPathComponent("RenewalServerAPITests/Fixtures/jws/xcode-signed-transaction.jws").path,
+                encoding: .utf8
+            ).trimmingCharacters(in: .whitespacesAndNewlines)
+            let bad: [(String, String)] = [
+                ("forged signature", forgedSignature),
+                ("untrusted chain", try Self.signed(base, by: try SigningChain.generate(name: "forger"))),
+                ("expired chain", try Self.signed(base, by: expired)),
+                ("other bundle", try Self.signed(otherBundle, by: chain)),
+                ("xcode environment", try Self.signed(xcodeEnvironment, by: chain)),
+                ("xcode signed", xcodeFixture),
+                ("no original id", try Self.signed(noOriginal, by: chain)),
+                ("unreadable", parts[0] + ".e30." + parts[2]),
+            ]
+            var lines = bad.map { #"{"user_id": "\#($0.0)", "signed_transaction": "\#($0.1)"}"# }
+            lines.append(#"{"user_id": "kept", "signed_transaction": "\#(valid)"}"#)
+            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
+            let imported = try await CLI.run(
+                ["import", "-", "--database", database], environment: environment,
+                stdin: lines.joined(separator: "\n") + "\n")
+            #expect(imported.status == 3, "\(imported.stdout)\n\(imported.stderr)")
+            #expect(imported.stdout.contains("Imported: 1 new, 0 replaced, 0 unchanged, \(bad.count) rejected."))
+            let expectedReasons = [
+                "jws_bad_signature", "jws_untrusted_chain", "jws_untrusted_chain", "jws_wrong_bundle",
+                "jws_wrong_environment", "jws_malformed", "has no originalTransactionId", "jws_",
+            ]
+            let errorLines = imported.stderr.split(separator: "\n").map(String.init)
+            for (index, reason) in expectedReasons.enumerated() {
+                let line = errorLines.first { $0.hasPrefix("renewal import: line \(index + 1): ") }
+                #expect(line?.contains(reason) == true, "\(bad[index].0): \(line ?? "no message")")
+                #expect(line?.contains("user \(bad[index].0)") == true, "\(line ?? "")")
+            }
+            for (_, jws) in bad + [("valid", valid)] {
+                let signature = String(jws.split(separator: ".").last ?? "")
+                #expect(!imported.stderr.contains(signature) && !imported.stdout.contains(signature))
+            }
+            let status = try await Self.status(database, environment: environment)
+            #expect(status.keys.sorted() == ["kept"], "\(status)")
+        }
+    }
+
+    @Test(
+        """
+        Re-import: the same id is unchanged, a newer id replaces (due now, lease released); one id under two users \
+        gives one owner and one shared_apple_id conflict
+        """)
+    func reimportAndSharedIDs() async throws {
+        try await ServerAPIMigrationTests.withSQLiteAndSimulator { directory, database, state, configuration, endpoints in
+            let environment = try ServerAPIMigrationTests.environment(configuration, endpoints, directory: directory)
+            let first = SimulatedReceipt(account: "r-1", scenario: .renewal, start: state.now.addingTimeInterval(-5 * 86_400))
+            let second = SimulatedReceipt(
+                account: "r-2", scenario: .refund, start: state.now.addingTimeInterval(-50 * 86_400))
+            state.register([first, second])
+            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
+            func importLines(_ lines: [String]) async throws -> CLI.Result {
+                try await CLI.run(
+                    ["import", "-", "--database", database], environment: environment,
+                    stdin: lines.joined(separator: "\n") + "\n")
+            }
+            let owner = try first.importLine(userID: "owner", form: .transactionID)
+            let sharer = try first.importLine(userID: "sharer", form: .transactionID)
+            var result = try await importLines([owner, sharer])
+            #expect(result.stdout.contains("Imported: 2 new, 0 replaced, 0 unchanged, 0 rejected."), "\(result.stdout)")
+            let run = try await CLI.run(
+                ["run", "--database", database, "--report", directory + "/run.json"], environment: environment)
+            #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            let report = try ServerAPIMigrationTests.json(directory + "/run.json")
+            let conflicts = try #require(report["conflicts"] as? [[String: Any]])
+            #expect(conflicts.count == 1, "\(conflicts)")
+            #expect(conflicts.first?["original_transaction_id"] as? String == first.originalTransactionID)
+            let status = try await Self.status(database, environment: environment)
+            let owners = status.filter { $0.value.contains { $0.contains("state=active") } }.keys.sorted()
+            #expect(owners.count == 1, "one user owns the subscription: \(status)")
+
+            result = try await importLines([owner])
+            #expect(result.stdout.contains("0 new, 0 replaced, 1 unchanged"), "\(result.stdout)")
+            // The owner's app now holds another subscription: a newer id replaces the stored one.
+            result = try await importLines([try second.importLine(userID: "owner", form: .transactionID)])
+            #expect(result.stdout.contains("0 new, 1 replaced, 0 unchanged"), "\(result.stdout)")
+            let afterReplace = try await CLI.run(
+                ["status", "--json", "--user", "owner", "--database", database], environment: environment)
+            #expect(afterReplace.stdout.contains(second.originalTransactionID) == false, "not checked yet")
+            let rerun = try await CLI.run(["run", "--database", database], environment: environment)
+            #expect(rerun.status == 0 && rerun.stdout.contains("checked 1"), "due now: \(rerun.stdout)")
+            let replaced = try await Self.status(database, environment: environment)
+            #expect(
+                replaced["owner"]?.contains { $0.contains("original_transaction_id=\(second.originalTransactionID)") }
+                    == true, "\(replaced["owner"] ?? [])")
+        }
+    }
+
+    @Test(
+        """
+        Without the Server API (no credentials, or --source verify-receipt) a StoreKit 2 row fails with \
+        needs_server_api, keeps its state, exit 3; check counts the rows waiting for credentials
+        """)
+    func needsServerAPI() async throws {
+        try await ServerAPIMigrationTests.withSQLiteAndSimulator { directory, database, state, configuration, endpoints in
+            let withAPI = try ServerAPIMigrationTests.environment(configuration, endpoints, directory: directory)
+            let withoutAPI = withAPI.filter {
+                !["APPSTORE_KEY_ID", "APPSTORE_ISSUER_ID", "APPSTORE_PRIVATE_KEY_FILE"].contains($0.key)
+            }
+            let customer = SimulatedReceipt(account: "n-1", scenario: .renewal, start: state.now.addingTimeInterval(-86_400))
+            let receiptCustomer = SimulatedReceipt(
+                account: "n-2", scenario: .renewal, start: state.now.addingTimeInterval(-86_400))
+            state.register([customer, receiptCustomer])
+            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
+            let lines = [
+                try customer.importLine(userID: "storekit", form: .transactionID),
+                try receiptCustomer.importLine(userID: "receipt", form: .receipt),
+            ]
+            #expect(
+                try await CLI.run(
+                    ["import", "-", "--database", database], environment: withoutAPI,
+                    stdin: lines.joined(separator: "\n") + "\n"
+                ).status == 0)
+            let check = try await CLI.run(["check", "--database", database], environment: withoutAPI)
+            #expect(check.stdout.contains("storekit 2 rows: 1 imported by transaction id wait for"), "\(check.stdout)")
+
+            for (name, arguments, environment) in [
+                ("no credentials", ["run"], withoutAPI),
+                ("verify-receipt", ["backfill", "--all", "--source", "verify-receipt"], withAPI),
+            ] {
+                let requests = state.stats.requests
+                let report = directory + "/\(name).json"
+                let result = try await CLI.run(
+                    arguments + ["--database", database, "--report", report], environment: environment)
+                #expect(result.status == 3, "\(name): \(result.stdout)\n\(result.stderr)")
+                let failures = try #require(try ServerAPIMigrationTests.json(report)["failures"] as? [[String: Any]])
+                #expect(failures.count == 1 && failures.first?["reason"] as? String == "needs_server_api", "\(failures)")
+                #expect(failures.first?["user_id"] as? String == "storekit")
+                #expect(state.stats.requests <= requests + 1, "\(name): only the receipt row went to verifyReceipt")
+                let status = try await Self.status(database, environment: withoutAPI)
+                #expect(status["storekit"]?.first?.contains("state=unverified") == true, "\(status)")
+            }
+            let withCredentials = try await CLI.run(["backfill", "--all", "--database", database], environment: withAPI)
+            #expect(withCredentials.status == 0, "\(withCredentials.stdout)\n\(withCredentials.stderr)")
+            let status = try await Self.status(database, environment: withAPI)
+            #expect(status["storekit"]?.first?.contains("state=active") == true, "\(status)")
+        }
+    }
 }
