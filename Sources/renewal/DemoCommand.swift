@@ -49,7 +49,8 @@ struct DemoCommand: AsyncParsableCommand {
                 let customers = DemoData.customers(at: state.now)
                 // Apple knows every transaction it issued: the Server API can look these up.
                 state.register(customers.map(\.receipt))
-                _ = try await store.importReceipts(DemoData.imports(customers), now: state.now)
+                _ = try await store.importReceipts(
+                    try await DemoData.imports(customers, chain: simulator.serverAPI?.chain), now: state.now)
                 let output = DemoOutput()
                 output.header(endpoints: endpoints, databasePath: databasePath, customers: customers)
                 let client = AppStoreClient.Configuration(

@@ -1,5 +1,6 @@
 import AppStoreSimulator
 import Foundation
+import RenewalServerAPI
 import RenewalStorage
 
 /// The demo's sample customers: one per simulator scenario, timed so that each scenario's event
@@ -9,6 +10,8 @@ enum DemoData {
         var userID: String
         var receipt: SimulatedReceipt
         var story: String
+        /// How the app's server stored the customer: a receipt, or (StoreKit 2) a signed transaction.
+        var form: SimulatedReceipt.ImportForm = .receipt
     }
 
     static func customers(at start: Date) -> [Customer] {
@@ -45,12 +48,36 @@ enum DemoData {
             customer(
                 "alice-work", .renewal, daysAgo: 20, account: "alice",
                 "second app account paying with alice's Apple ID (shared_apple_id)"),
+            {
+                var rosa = customer(
+                    "rosa", .renewal, daysAgo: 20,
+                    "StoreKit 2 app: signed transaction, no receipt; only the Server API (run 5) checks it")
+                rosa.form = .signedTransaction
+                return rosa
+            }(),
         ]
     }
 
-    static func imports(_ customers: [Customer]) -> [ReceiptImport] {
-        customers.map {
-            ReceiptImport(userID: $0.userID, latestReceipt: $0.receipt.encoded, productID: $0.receipt.productID)
+    /// The import of each customer, as `renewal import` makes it: a StoreKit 2 customer's signed
+    /// transaction is signed by `chain` and verified against its root before it is stored.
+    static func imports(_ customers: [Customer], chain: SigningChain?) async throws -> [ReceiptImport] {
+        var imports: [ReceiptImport] = []
+        for customer in customers {
+            let item = ReceiptImport(
+                userID: customer.userID, latestReceipt: customer.receipt.encoded, productID: customer.receipt.productID)
+            guard customer.form == .signedTransaction, let chain else {
+                imports.append(item)
+                continue
+            }
+            let signed = SignedTransactionImport(roots: [chain.root], bundleID: SimulatedReceipt.bundleID)
+            let jws = try customer.receipt.signedTransaction(signer: chain)
+            switch await signed.complete(
+                ReceiptImport(userID: customer.userID, latestReceipt: nil), signedTransaction: jws)
+            {
+            case .success(let completed): imports.append(completed)
+            case .failure(let error): throw ConfigurationError("demo: \(error)")
+            }
         }
+        return imports
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import RenewalCore
 import RenewalServerAPI
 import RenewalStorage
+import X509
 
 /// Reads an import line's `signed_transaction` (StoreKit 2's `Transaction.jwsRepresentation`): the
 /// job's own verifier checks it (the `x5c` chain to the trusted roots, Apple's OIDs, the signature,
@@ -13,7 +14,11 @@ struct SignedTransactionImport {
 
     /// The verifier for `bundleID` (any bundle when nil) and the configured roots.
     init(bundleID: String?) throws {
-        verifier = SignedDataVerifier(rootCertificates: try ServerAPIOptions.trustedRoots(), bundleID: bundleID ?? "")
+        self.init(roots: try ServerAPIOptions.trustedRoots(), bundleID: bundleID)
+    }
+
+    init(roots: [Certificate], bundleID: String?) {
+        verifier = SignedDataVerifier(rootCertificates: roots, bundleID: bundleID ?? "")
     }
 
     /// The line's import completed from its verified transaction, or why the line is refused (a

@@ -239,5 +239,9 @@ struct ReportFormatTests {
         let page = try String(contentsOfFile: path, encoding: .utf8)
         #expect(page.contains("<svg class=\"chart\" id=\"changes-by-kind\""))
         #expect(page.contains("billing_recovered"))
+        // The StoreKit 2 customer waits for the Server API (runs 1-3), then run 5 verifies her.
+        let runFive = demo.stdout.components(separatedBy: "Run 5:").last ?? ""
+        #expect(demo.stdout.contains("rosa         failed: needs_server_api"), "\(demo.stdout)")
+        #expect(runFive.contains("rosa         verified               unverified -> active"), "\(runFive)")
     }
 }
