@@ -165,8 +165,9 @@ struct CheckCommand: AsyncParsableCommand {
             } else {
                 print(
                     """
-                    shared secret: not confirmed: the database holds no receipt yet, and Apple checks the secret \
-                    only for a receipt it can read; run `renewal check` again after `renewal import`
+                    shared secret: not confirmed: the database holds no receipt yet (StoreKit 2 rows hold none), \
+                    and Apple checks the secret only for a receipt it can read; run `renewal check` again after \
+                    importing one
                     """
                 )
             }

@@ -35,7 +35,10 @@ struct SignedTransactionImport {
                 case .untrustedChain:
                     "only transactions Apple signed are accepted (APPSTORE_ROOT_CERTIFICATES names the trusted roots)"
                 case .wrongEnvironment:
-                    "StoreKit testing in Xcode signs with a local certificate; import transactions from the sandbox or production"
+                    """
+                        StoreKit testing in Xcode signs with a local certificate; import transactions from the \
+                        sandbox or production
+                        """
                 case .malformed, .badSignature:
                     """
                     send the server Transaction.jwsRepresentation exactly as StoreKit gave it (Xcode's StoreKit \
@@ -43,7 +46,8 @@ struct SignedTransactionImport {
                     """
                 }
             return .failure(
-                LineError("signed_transaction failed verification (\(error.reason)): \(error) (user \(item.userID)); \(fix)"))
+                LineError(
+                    "signed_transaction failed verification (\(error.reason)): \(error) (user \(item.userID)); \(fix)"))
         }
         guard let original = transaction.originalTransactionId, ImportLine.isTransactionID(original) else {
             return .failure(

@@ -10,7 +10,7 @@ struct DocumentedFlagsTests {
     /// The project's programs and their subcommands, as `renewal run` names one.
     static let programs = [
         "renewal": ["demo", "migrate", "import", "run", "backfill", "status", "report", "check"],
-        "appstore-simulator": ["serve", "receipts", "bench-jws"],
+        "appstore-simulator": ["serve", "receipts", "storekit2", "bench-jws"],
     ]
     static var commands: [String] {
         programs.sorted { $0.key < $1.key }.flatMap { program, subcommands in subcommands.map { "\(program) \($0)" } }

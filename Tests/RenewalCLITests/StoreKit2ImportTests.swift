@@ -134,13 +134,15 @@ struct StoreKit2ImportTests {
                         directory + "/storekit-\(step).json",
                     ], environment: withAPI)
                 #expect(
-                    state.stats.requests == verifyReceiptRequests, "step \(step): a StoreKit 2 row went to verifyReceipt")
+                    state.stats.requests == verifyReceiptRequests,
+                    "step \(step): a StoreKit 2 row went to verifyReceipt")
                 #expect(viaReceipts.status == viaStoreKit.status, "step \(step): \(viaStoreKit.stdout)")
 
                 let expected = try await Self.status(receipts, environment: verifyReceiptOnly)
                 let found = try await Self.status(storeKit.url, environment: withAPI)
                 for (user, rows) in expected.sorted(by: { $0.key < $1.key }) {
-                    #expect(found[user] == rows, "step \(step), \(user): receipt \(rows) ≠ StoreKit 2 \(found[user] ?? [])")
+                    #expect(
+                        found[user] == rows, "step \(step), \(user): receipt \(rows) ≠ StoreKit 2 \(found[user] ?? [])")
                 }
                 let storeKitChanges = try Self.changes(directory + "/storekit-\(step).json")
                 #expect(
@@ -180,7 +182,8 @@ struct StoreKit2ImportTests {
         with their number and reason, exit 3, nothing of them stored, no JWS in the output
         """)
     func badSignedTransactionsAreRejected() async throws {
-        try await ServerAPIMigrationTests.withSQLiteAndSimulator { directory, database, state, configuration, endpoints in
+        try await ServerAPIMigrationTests.withSQLiteAndSimulator {
+            directory, database, state, configuration, endpoints in
             let chain = try #require(configuration.serverAPI).chain
             var environment = try ServerAPIMigrationTests.environment(configuration, endpoints, directory: directory)
             // An expired chain whose root is trusted too: refused for its dates alone.
@@ -190,10 +193,12 @@ struct StoreKit2ImportTests {
             try expired.rootPEM().write(toFile: directory + "/expired-root.pem", atomically: true, encoding: .utf8)
             environment["APPSTORE_ROOT_CERTIFICATES"] = directory + "/root.pem," + directory + "/expired-root.pem"
 
-            let good = SimulatedReceipt(account: "good", scenario: .renewal, start: state.now.addingTimeInterval(-86_400))
+            let good = SimulatedReceipt(
+                account: "good", scenario: .renewal, start: state.now.addingTimeInterval(-86_400))
             let base: [String: Any] = [
                 "transactionId": "300000000000001", "originalTransactionId": "300000000000001",
-                "bundleId": SimulatedReceipt.bundleID, "productId": "com.example.pro.monthly", "environment": "Production",
+                "bundleId": SimulatedReceipt.bundleID, "productId": "com.example.pro.monthly",
+                "environment": "Production",
                 "signedDate": 1_790_000_000_000, "type": "Auto-Renewable Subscription",
             ]
             var otherBundle = base
@@ -254,9 +259,11 @@ struct StoreKit2ImportTests {
         gives one owner and one shared_apple_id conflict
         """)
     func reimportAndSharedIDs() async throws {
-        try await ServerAPIMigrationTests.withSQLiteAndSimulator { directory, database, state, configuration, endpoints in
+        try await ServerAPIMigrationTests.withSQLiteAndSimulator {
+            directory, database, state, configuration, endpoints in
             let environment = try ServerAPIMigrationTests.environment(configuration, endpoints, directory: directory)
-            let first = SimulatedReceipt(account: "r-1", scenario: .renewal, start: state.now.addingTimeInterval(-5 * 86_400))
+            let first = SimulatedReceipt(
+                account: "r-1", scenario: .renewal, start: state.now.addingTimeInterval(-5 * 86_400))
             let second = SimulatedReceipt(
                 account: "r-2", scenario: .refund, start: state.now.addingTimeInterval(-50 * 86_400))
             state.register([first, second])
@@ -304,12 +311,14 @@ struct StoreKit2ImportTests {
         needs_server_api, keeps its state, exit 3; check counts the rows waiting for credentials
         """)
     func needsServerAPI() async throws {
-        try await ServerAPIMigrationTests.withSQLiteAndSimulator { directory, database, state, configuration, endpoints in
+        try await ServerAPIMigrationTests.withSQLiteAndSimulator {
+            directory, database, state, configuration, endpoints in
             let withAPI = try ServerAPIMigrationTests.environment(configuration, endpoints, directory: directory)
             let withoutAPI = withAPI.filter {
                 !["APPSTORE_KEY_ID", "APPSTORE_ISSUER_ID", "APPSTORE_PRIVATE_KEY_FILE"].contains($0.key)
             }
-            let customer = SimulatedReceipt(account: "n-1", scenario: .renewal, start: state.now.addingTimeInterval(-86_400))
+            let customer = SimulatedReceipt(
+                account: "n-1", scenario: .renewal, start: state.now.addingTimeInterval(-86_400))
             let receiptCustomer = SimulatedReceipt(
                 account: "n-2", scenario: .renewal, start: state.now.addingTimeInterval(-86_400))
             state.register([customer, receiptCustomer])
@@ -336,13 +345,15 @@ struct StoreKit2ImportTests {
                     arguments + ["--database", database, "--report", report], environment: environment)
                 #expect(result.status == 3, "\(name): \(result.stdout)\n\(result.stderr)")
                 let failures = try #require(try ServerAPIMigrationTests.json(report)["failures"] as? [[String: Any]])
-                #expect(failures.count == 1 && failures.first?["reason"] as? String == "needs_server_api", "\(failures)")
+                #expect(
+                    failures.count == 1 && failures.first?["reason"] as? String == "needs_server_api", "\(failures)")
                 #expect(failures.first?["user_id"] as? String == "storekit")
                 #expect(state.stats.requests <= requests + 1, "\(name): only the receipt row went to verifyReceipt")
                 let status = try await Self.status(database, environment: withoutAPI)
                 #expect(status["storekit"]?.first?.contains("state=unverified") == true, "\(status)")
             }
-            let withCredentials = try await CLI.run(["backfill", "--all", "--database", database], environment: withAPI)
+            let withCredentials = try await CLI.run(
+                ["backfill", "--all", "--database", database], environment: withAPI)
             #expect(withCredentials.status == 0, "\(withCredentials.stdout)\n\(withCredentials.stderr)")
             let status = try await Self.status(database, environment: withAPI)
             #expect(status["storekit"]?.first?.contains("state=active") == true, "\(status)")
