@@ -4,7 +4,8 @@
 ///
 /// Open-ended, like `RunStatus`: the stored data may hold a reason a newer version of the job wrote,
 /// and Apple's status codes become reasons (`apple_status_21005`) without a closed list. Code compares
-/// reasons with the static members and builders below, never with spelled-out strings.
+/// reasons with the static members and builders below, never with spelled-out strings. Coded as a bare
+/// string (the standard library's coding of a `RawRepresentable`).
 public struct FailureReason: RawRepresentable, Hashable, Sendable, Codable, ExpressibleByStringLiteral,
     CustomStringConvertible
 {
@@ -16,15 +17,6 @@ public struct FailureReason: RawRepresentable, Hashable, Sendable, Codable, Expr
 
     public init(stringLiteral value: String) {
         self.rawValue = value
-    }
-
-    public init(from decoder: any Decoder) throws {
-        self.rawValue = try decoder.singleValueContainer().decode(String.self)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
     }
 
     public var description: String { rawValue }
