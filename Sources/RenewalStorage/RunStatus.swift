@@ -1,20 +1,16 @@
+import RenewalCore
+
 /// How a run ended, or that it still runs: one vocabulary for the `runs` table, the report, the
 /// metrics, the logs and the exit code.
 ///
 /// Open-ended, like the stored data it is read from (a newer version of the job may have written a
 /// status this one does not know); the known statuses are its static members.
-public struct RunStatus: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+public struct RunStatus: OpenVocabulary {
     public var rawValue: String
 
     public init(rawValue: String) {
         self.rawValue = rawValue
     }
-
-    public init(stringLiteral value: String) {
-        self.rawValue = value
-    }
-
-    public var description: String { rawValue }
 
     /// Started, not ended (or its process died and no later run has proved it yet).
     public static let running: RunStatus = "running"

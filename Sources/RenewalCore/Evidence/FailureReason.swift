@@ -6,20 +6,12 @@
 /// and Apple's status codes become reasons (`apple_status_21005`) without a closed list. Code compares
 /// reasons with the static members and builders below, never with spelled-out strings. Coded as a bare
 /// string (the standard library's coding of a `RawRepresentable`).
-public struct FailureReason: RawRepresentable, Hashable, Sendable, Codable, ExpressibleByStringLiteral,
-    CustomStringConvertible
-{
+public struct FailureReason: OpenVocabulary, Codable {
     public var rawValue: String
 
     public init(rawValue: String) {
         self.rawValue = rawValue
     }
-
-    public init(stringLiteral value: String) {
-        self.rawValue = value
-    }
-
-    public var description: String { rawValue }
 
     // The transport and the body, any Apple API.
     /// No answer within the request timeout.
