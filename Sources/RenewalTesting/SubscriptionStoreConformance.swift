@@ -59,6 +59,9 @@ public enum SubscriptionStoreConformance {
             "importing a new receipt fences out the check in flight on the old one",
             importOfANewReceiptFencesOutTheCheckInFlight),
         Check("a dead process's run is abandoned and its leases taken back at once", deadProcessesWorkIsTakenBack),
+        Check(
+            "StoreKit 2 rows: imported by transaction id, same id unchanged, new id replaces, receipt and id kept",
+            importByTransactionID),
     ]
 }
 
