@@ -14,6 +14,10 @@
 #   Scripts/bench.sh workers [N=6000] [LATENCY_MS=100] [CONCURRENCY=16]
 #       PostgreSQL (RENEWAL_BENCH_POSTGRES_URL): N due receipts taken by 1, 2 and 4 workers at once;
 #       wall time and speed-up against one worker.
+#   Scripts/bench.sh import-forms [N=20000]
+#       the import rate of each line form (receipt, StoreKit 2 transaction id, StoreKit 2 signed
+#       transaction, verified at import) into fresh SQLite files, and PostgreSQL schemas when
+#       RENEWAL_BENCH_POSTGRES_URL is set: rows/s and peak RSS.
 #   Scripts/bench.sh jws [N=20000]
 #       the job's JWS verifier (App Store Server API path), chain cache warm, on N answers (a signed
 #       transaction and a signed renewal info each) the simulator signs: answers/s per core.
@@ -194,10 +198,41 @@ EOF
   done
 }
 
+bench_import_forms() {
+  local count=${1:-20000}
+  "$BIN/appstore-simulator" receipts --count "$count" --scenario renewal --user-prefix u >"$dir/receipt.jsonl"
+  # The simulator exports the chain it signs with; the signed lines are signed by it.
+  "$BIN/appstore-simulator" serve --port 0 --export-dir "$dir/credentials" >"$dir/simulator.log" 2>&1 &
+  simulator=$!
+  for _ in $(seq 1 200); do [ -f "$dir/credentials/server-api.env" ] && break; sleep 0.05; done
+  kill "$simulator"
+  simulator=
+  "$BIN/appstore-simulator" storekit2 "$dir/receipt.jsonl" --form transaction-id >"$dir/transaction-id.jsonl"
+  "$BIN/appstore-simulator" storekit2 "$dir/receipt.jsonl" --form signed-transaction \
+    --signing-chain "$dir/credentials/signing-chain.pem" >"$dir/signed-transaction.jsonl"
+  export APPSTORE_ROOT_CERTIFICATES="$dir/credentials/root.pem" APPSTORE_BUNDLE_ID=com.example.app
+  local databases=(sqlite)
+  [ -n "${RENEWAL_BENCH_POSTGRES_URL:-}" ] && databases+=(postgres)
+  for form in receipt transaction-id signed-transaction; do
+    for backend in "${databases[@]}"; do
+      local url="$dir/$form.sqlite"
+      if [ "$backend" = postgres ]; then
+        url=$RENEWAL_BENCH_POSTGRES_URL
+        psql -q -X -d "$url" -c "DROP SCHEMA public CASCADE; CREATE SCHEMA public" >/dev/null
+      fi
+      "$BIN/renewal" migrate --database "$url" >/dev/null
+      measure "$form-$backend" "$BIN/renewal" import "$dir/$form.jsonl" --database "$url"
+      python3 -c "print(f'  {$count} lines, {$(stat -c %s "$dir/$form.jsonl") / $count:.0f} bytes each: {$count / $wall:.0f} rows/s')"
+      head -1 "$dir/out.$form-$backend" 2>/dev/null | sed 's/^/  /' || true
+    done
+  done
+}
+
 case $mode in
   verify) bench_verify "$@" ;;
   scale) bench_scale "$@" ;;
   workers) bench_workers "$@" ;;
+  import-forms) bench_import_forms "$@" ;;
   jws) ${JOB_CPUS:+taskset -c "$JOB_CPUS"} "$BIN/appstore-simulator" bench-jws --count "${1:-20000}" ;;
-  *) echo "usage: Scripts/bench.sh verify|scale|workers|jws [args]" >&2; exit 64 ;;
+  *) echo "usage: Scripts/bench.sh verify|scale|workers|import-forms|jws [args]" >&2; exit 64 ;;
 esac
