@@ -134,7 +134,10 @@ final class ReportWriter {
             self.path = file
         }
 
-        func add(_ text: String) { pending.append(contentsOf: text.utf8) }
+        func add(_ text: String) {
+            var text = text
+            text.withUTF8 { pending.append($0) }
+        }
         func add(_ data: Data) { pending.append(data) }
 
         func addElement(_ element: Data) {

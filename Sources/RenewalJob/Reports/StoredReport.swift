@@ -173,7 +173,9 @@ public final class ReportOutput {
     }
 
     public func write(_ text: String) async throws {
-        buffer.append(contentsOf: text.utf8)
+        // One copy of the contiguous UTF-8, not a byte-by-byte append of the view.
+        var text = text
+        text.withUTF8 { buffer.append($0) }
         if buffer.count >= 1 << 16 { try await flush() }
     }
 
