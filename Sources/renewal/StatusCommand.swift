@@ -34,7 +34,7 @@ struct StatusCommand: AsyncParsableCommand {
             var cursor: StatusCursor?
             while true {
                 let page = try await store.statusPage(userID: user, after: cursor, limit: 500)
-                for row in page { try await output.write(row) }
+                try await output.write(page)
                 guard page.count == 500, let last = page.last else { break }
                 cursor = last.cursor
             }
@@ -59,27 +59,31 @@ struct StatusOutput {
         self.json = json
     }
 
-    mutating func write(_ row: StatusRow) async throws {
-        if json {
-            let element =
-                (try? encoder.encode(StatusJSON(row: row))).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-            try await sink.write(count == 0 ? "[\n" + element : ",\n" + element)
-        } else {
-            if count == 0 {
-                try await sink.write(
-                    Self.columns([
+    /// Writes one page of rows in one call.
+    mutating func write(_ page: [StatusRow]) async throws {
+        var text = ""
+        for row in page {
+            if json {
+                text += count == 0 ? "[\n" : ",\n"
+                text += (try? encoder.encode(StatusJSON(row: row))).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+            } else {
+                if count == 0 {
+                    text += Self.columns([
                         "USER", "ORIGINAL_TRANSACTION_ID", "PRODUCT", "STATE", "ENTITLED", "EXPIRES_AT", "ENV",
                         "NEXT_CHECK_AT",
-                    ]) + "\n")
-            }
-            try await sink.write(
-                Self.columns([
+                    ])
+                    text += "\n"
+                }
+                text += Self.columns([
                     row.userID, row.originalTransactionID ?? "-", row.productID ?? "-", row.state.rawValue,
                     row.entitled ? "yes" : "no", row.expiresAt.map(Timestamp.string) ?? "-",
                     row.environment?.rawValue ?? "-", row.nextCheckAt.map(Timestamp.string) ?? "-",
-                ]) + "\n")
+                ])
+                text += "\n"
+            }
+            count += 1
         }
-        count += 1
+        try await sink.write(text)
     }
 
     func finish() async throws {
