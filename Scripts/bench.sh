@@ -218,7 +218,7 @@ bench_import_forms() {
       local url="$dir/$form.sqlite"
       if [ "$backend" = postgres ]; then
         url=$RENEWAL_BENCH_POSTGRES_URL
-        psql -q -X -d "$url" -c "DROP SCHEMA public CASCADE; CREATE SCHEMA public" >/dev/null
+        PGOPTIONS=--client-min-messages=warning psql -q -X -d "$url" -c "DROP SCHEMA public CASCADE; CREATE SCHEMA public" >/dev/null
       fi
       "$BIN/renewal" migrate --database "$url" >/dev/null
       measure "$form-$backend" "$BIN/renewal" import "$dir/$form.jsonl" --database "$url"
