@@ -64,7 +64,8 @@ extension AppStoreClient.Configuration: CustomStringConvertible, CustomDebugStri
     /// The configuration with the shared secret redacted, fit for logs.
     public var description: String {
         "AppStoreClient.Configuration(productionURL: \(productionURL), sandboxURL: \(sandboxURL), "
-            + "sharedSecret: \(sharedSecret == nil ? "none" : "<redacted>"), excludeOldTransactions: \(excludeOldTransactions), "
+            + "sharedSecret: \(sharedSecret == nil ? "none" : "<redacted>"), "
+            + "excludeOldTransactions: \(excludeOldTransactions), "
             + "requestTimeout: \(requestTimeout), maxResponseBytes: \(maxResponseBytes), maxAttempts: \(maxAttempts), "
                 + """
                 retryBaseDelay: \(retryBaseDelay), retryMaxDelay: \(retryMaxDelay), maxConnectionsPerHost: \

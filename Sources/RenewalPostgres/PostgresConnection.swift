@@ -191,7 +191,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
             result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "M"))) }.map { String(cString: $0) }
             ?? Self.message(PQerrorMessage(handle))
         if state?.hasPrefix("22") == true, let colon = message.range(of: ": ") {
-            // Data exceptions quote the offending input after a colon ("invalid input syntax for type bigint: \"…\"").
+            // Data exceptions quote the offending input after a colon
+            // ("invalid input syntax for type bigint: \"…\"").
             message = String(message[..<colon.lowerBound])
         }
         for case .text(let value) in binds where value.count >= 4 {

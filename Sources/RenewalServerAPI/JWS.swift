@@ -54,7 +54,8 @@ public struct ServerAPIToken: Sendable {
         let header = #"{"alg":"ES256","kid":"\#(Self.escaped(keyID))","typ":"JWT"}"#
         let issued = Int(now.timeIntervalSince1970)
         let claims =
-            #"{"iss":"\#(Self.escaped(issuerID))","iat":\#(issued),"exp":\#(issued + Int(lifetime)),"aud":"appstoreconnect-v1","bid":"\#(Self.escaped(bundleID))"}"#
+            #"{"iss":"\#(Self.escaped(issuerID))","iat":\#(issued),"exp":\#(issued + Int(lifetime)),"#
+            + #""aud":"appstoreconnect-v1","bid":"\#(Self.escaped(bundleID))"}"#
         let input = Base64URL.encode(Data(header.utf8)) + "." + Base64URL.encode(Data(claims.utf8))
         let signature = try key.signature(for: Data(input.utf8))
         return input + "." + Base64URL.encode(signature.rawRepresentation)

@@ -86,7 +86,8 @@ extension ServerAPIClient {
 extension ServerAPIClient.Configuration: CustomStringConvertible {
     /// The configuration without the key, fit for logs.
     public var description: String {
-        "ServerAPIClient.Configuration(keyID: \(keyID), issuerID: \(issuerID), bundleID: \(bundleID), privateKey: <redacted>, "
+        "ServerAPIClient.Configuration(keyID: \(keyID), issuerID: \(issuerID), bundleID: \(bundleID), "
+            + "privateKey: <redacted>, "
             + "productionURL: \(productionURL), sandboxURL: \(sandboxURL), roots: \(rootCertificates.count), "
             + "requestTimeout: \(requestTimeout), maxAttempts: \(maxAttempts))"
     }

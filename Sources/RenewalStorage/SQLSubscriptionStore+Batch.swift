@@ -5,7 +5,8 @@ extension SQLSubscriptionStore {
     static var receiptColumns: String {
         """
         id, user_id, latest_receipt, imported_product_id, status, environment, next_check_at, last_verified_at, \
-        consecutive_failures, consecutive_malformed, rejected_since, no_subscription_since, source, original_transaction_id
+        consecutive_failures, consecutive_malformed, rejected_since, no_subscription_since, source, \
+        original_transaction_id
         """
     }
 
@@ -80,7 +81,8 @@ extension SQLSubscriptionStore {
             sql: """
                 UPDATE receipts SET \(leaseSet)
                 WHERE id IN (
-                    SELECT r.id FROM receipts r \(whereClause) ORDER BY \(order) LIMIT \(limitParameter) \(dialect.lockingClause)
+                    SELECT r.id FROM receipts r \(whereClause)
+                    ORDER BY \(order) LIMIT \(limitParameter) \(dialect.lockingClause)
                 )
                 RETURNING \(receiptColumns)
                 """,

@@ -103,7 +103,8 @@ extension SQLSubscriptionStore {
         for id in Set(ids).sorted() {
             let rows = try connection.execute(
                 """
-                INSERT INTO subscriptions (original_transaction_id, receipt_id, user_id, state, entitled, next_check_at, updated_at)
+                INSERT INTO subscriptions (original_transaction_id, receipt_id, user_id, state, entitled, next_check_at,
+                    updated_at)
                 VALUES ($1, $2, $3, 'unverified', 0, 0, 0)
                 ON CONFLICT (original_transaction_id) DO NOTHING
                 RETURNING original_transaction_id
@@ -322,8 +323,8 @@ extension SQLSubscriptionStore {
     private static var runColumns: String {
         """
         id, command, started_at, finished_at, status, exit_code, checked, changed, unchanged, failed, conflicts, \
-        host, process_id, worker_id, lease_lost, receipts_changed, invalid, skipped, recovered_leases, due_at_start, due_left, \
-        migrated
+        host, process_id, worker_id, lease_lost, receipts_changed, invalid, skipped, recovered_leases, due_at_start, \
+        due_left, migrated
         """
     }
 

@@ -19,7 +19,8 @@ struct DemoOutput {
     func migration(outcome: RenewalOutcome, cacheHits: Int) {
         let c = outcome.counts
         print(
-            "  migrated \(c.migrated) receipts to the App Store Server API (signed answers verified, \(cacheHits) from the chain cache);"
+            "  migrated \(c.migrated) receipts to the App Store Server API (signed answers verified, "
+                + "\(cacheHits) from the chain cache);"
         )
         print("  the rest stay on verifyReceipt: receipts with no transaction id Apple knows, or that failed this time")
     }
@@ -29,7 +30,8 @@ struct DemoOutput {
         print("")
         print("Run \(number): \(title)")
         print(
-            "  checked \(c.checked), \(c.changed) changes, \(c.unchanged) unchanged, \(c.failed) failed, \(c.conflicts) conflicts -> exit code \(outcome.status.exitCode) (\(outcome.status.rawValue))"
+            "  checked \(c.checked), \(c.changed) changes, \(c.unchanged) unchanged, \(c.failed) failed, "
+                + "\(c.conflicts) conflicts -> exit code \(outcome.status.exitCode) (\(outcome.status.rawValue))"
         )
         guard let path = outcome.reportPath, let data = FileManager.default.contents(atPath: path),
             let report = try JSONSerialization.jsonObject(with: data) as? [String: Any]
@@ -43,17 +45,20 @@ struct DemoOutput {
             let environment = change["environment"] as? String ?? ""
             let product = change["product_id"] as? String ?? "-"
             print(
-                "  \(pad(user, 12)) \(pad(kind, 22)) \(pad(from + " -> " + to, 30)) \(pad(product, 32)) \(pad(expires, 19)) \(environment)"
+                "  \(pad(user, 12)) \(pad(kind, 22)) \(pad(from + " -> " + to, 30)) "
+                    + "\(pad(product, 32)) \(pad(expires, 19)) \(environment)"
             )
         }
         for failure in report["failures"] as? [[String: Any]] ?? [] {
             print(
-                "  \(pad(failure["user_id"] as? String ?? "?", 12)) failed: \(pad(failure["reason"] as? String ?? "?", 16)) state kept, retried later"
+                "  \(pad(failure["user_id"] as? String ?? "?", 12)) "
+                    + "failed: \(pad(failure["reason"] as? String ?? "?", 16)) state kept, retried later"
             )
         }
         for conflict in report["conflicts"] as? [[String: Any]] ?? [] {
             print(
-                "  \(pad(conflict["user_id"] as? String ?? "?", 12)) conflict: shared_apple_id, subscription stays with \(conflict["owner_user_id"] as? String ?? "?")"
+                "  \(pad(conflict["user_id"] as? String ?? "?", 12)) conflict: shared_apple_id, subscription stays "
+                    + "with \(conflict["owner_user_id"] as? String ?? "?")"
             )
         }
     }

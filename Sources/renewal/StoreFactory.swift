@@ -14,7 +14,8 @@ enum StoreFactory {
             if let problem = PostgresURL.problem(with: database) {
                 // libpq rejects the URL itself (the message is already redacted): a configuration error, exit 78.
                 throw ConfigurationError(
-                    "--database / RENEWAL_DATABASE: \(problem). Fix the URL, e.g. postgresql://user@host:5432/db?sslmode=require; "
+                    "--database / RENEWAL_DATABASE: \(problem). Fix the URL, e.g. "
+                        + "postgresql://user@host:5432/db?sslmode=require; "
                         + "give the password through PGPASSWORD or ~/.pgpass, never on the command line."
                 )
             }

@@ -130,7 +130,8 @@ extension StoredReport {
             )
         }
         try await output.write(
-            "<h2>Failures</h2>\n<table><thead><tr><th>time</th><th>user</th><th>reason</th><th>message</th></tr></thead><tbody>\n"
+            "<h2>Failures</h2>\n<table><thead><tr><th>time</th><th>user</th><th>reason</th><th>message</th></tr>"
+                + "</thead><tbody>\n"
         )
         var failuresListed = 0
         try await forEachRun(selection) { run in
@@ -376,7 +377,9 @@ enum SVGChart {
                 return String(format: "%.1f,%.1f", x, y)
             }
             svg +=
-                "<polyline class=\"mark\" fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" points=\"\(points.joined(separator: " "))\"><title>\(StoredReport.escape(line.name))</title></polyline>"
+                "<polyline class=\"mark\" fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" "
+                + "points=\"\(points.joined(separator: " "))\">"
+                + "<title>\(StoredReport.escape(line.name))</title></polyline>"
             for point in points where line.values.count == 1 {
                 let xy = point.split(separator: ",")
                 svg += "<circle cx=\"\(xy[0])\" cy=\"\(xy[1])\" r=\"3\" fill=\"\(color)\"/>"
@@ -388,7 +391,9 @@ enum SVGChart {
                 fill=\"\(color)\"/>
                 """
             svg +=
-                "<text x=\"\(Int(width - right + 28))\" y=\"\(Int(legendY))\">\(StoredReport.escape(line.name.count > 36 ? "…" + line.name.suffix(35) : line.name)) (\(line.values.last ?? 0))</text>\n"
+                "<text x=\"\(Int(width - right + 28))\" y=\"\(Int(legendY))\">"
+                + StoredReport.escape(line.name.count > 36 ? "…" + line.name.suffix(35) : line.name)
+                + " (\(line.values.last ?? 0))</text>\n"
         }
         return svg + "</svg>\n"
     }
