@@ -89,28 +89,16 @@ extension SimulatedReceipt {
         let environment = isSandbox ? "Sandbox" : "Production"
         var groups: [String: [[String: Any]]] = [:]
         var order: [String] = []
-        let byOriginal = Dictionary(grouping: response.latestReceiptInfo) { $0.originalTransactionID ?? "" }
-        for original in byOriginal.keys.sorted() {
-            guard let rows = byOriginal[original] else { continue }
-            let current =
-                rows.filter { $0.isUpgraded != true }.max {
-                    ($0.expiresDate ?? .distantPast) < ($1.expiresDate ?? .distantPast)
-                }
-                ?? rows.max { ($0.expiresDate ?? .distantPast) < ($1.expiresDate ?? .distantPast) }
-            guard let current else { continue }
-            let pending = response.pendingRenewalInfo.first { $0.originalTransactionID == original }
-            let status = Self.status(of: current, pending: pending, now: now)
+        let originals = Set(response.latestReceiptInfo.compactMap(\.originalTransactionID)).sorted()
+        for original in originals {
             guard
-                let transaction = try? signer.sign(
-                    Self.json(transactionPayload(current, environment: environment, now: now))),
-                let renewal = try? signer.sign(
-                    Self.json(renewalPayload(pending, current: current, environment: environment, now: now)))
+                let item = lastTransaction(
+                    original, in: response, environment: environment, now: now, signer: signer)
             else { continue }
-            let group = current.subscriptionGroupIdentifier ?? "20000001"
-            if groups[group] == nil { order.append(group) }
-            groups[group, default: []].append([
-                "status": status, "originalTransactionId": original,
-                "signedTransactionInfo": transaction, "signedRenewalInfo": renewal,
+            if groups[item.group] == nil { order.append(item.group) }
+            groups[item.group, default: []].append([
+                "status": item.status, "originalTransactionId": original,
+                "signedTransactionInfo": item.transaction, "signedRenewalInfo": item.renewal,
             ])
         }
         let body: [String: Any] = [
@@ -122,6 +110,31 @@ extension SimulatedReceipt {
             return .raw(httpStatus: 200, contentType: "application/json", body: data.prefix(data.count / 2))
         }
         return .json(data)
+    }
+
+    /// The subscription `original` as `response` shows it at `now`: its group, Apple's status, and its
+    /// latest transaction and renewal info signed by `signer`; nil when the answer does not list it.
+    func lastTransaction(
+        _ original: String, in response: VerifyReceiptResponse, environment: String, now: Date, signer: SigningChain
+    ) -> (group: String, status: Int, transaction: String, renewal: String)? {
+        let rows = response.latestReceiptInfo.filter { $0.originalTransactionID == original }
+        let current =
+            rows.filter { $0.isUpgraded != true }.max {
+                ($0.expiresDate ?? .distantPast) < ($1.expiresDate ?? .distantPast)
+            }
+            ?? rows.max { ($0.expiresDate ?? .distantPast) < ($1.expiresDate ?? .distantPast) }
+        guard let current else { return nil }
+        let pending = response.pendingRenewalInfo.first { $0.originalTransactionID == original }
+        guard
+            let transaction = try? signer.sign(
+                Self.json(transactionPayload(current, environment: environment, now: now))),
+            let renewal = try? signer.sign(
+                Self.json(renewalPayload(pending, current: current, environment: environment, now: now)))
+        else { return nil }
+        return (
+            current.subscriptionGroupIdentifier ?? "20000001", Self.status(of: current, pending: pending, now: now),
+            transaction, renewal
+        )
     }
 
     /// Apple's summary: 5 revoked, 1 active, 4 grace period, 3 billing retry, 2 expired.

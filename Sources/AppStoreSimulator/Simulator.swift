@@ -25,6 +25,12 @@ public func buildSimulator(
     router.get("sandbox/inApps/v1/subscriptions/:id") { request, context in
         try await routes.statuses(request, id: context.parameters.get("id") ?? "", sandbox: true)
     }
+    router.post("inApps/v1/notifications/history") { request, _ in
+        try await routes.notificationHistory(request, sandbox: false)
+    }
+    router.post("sandbox/inApps/v1/notifications/history") { request, _ in
+        try await routes.notificationHistory(request, sandbox: true)
+    }
     router.post("_simulator/receipts") { request, _ in try await routes.registerReceipts(request) }
     router.get("_simulator/server-api/stats") { _, _ in routes.json(configuration.state.serverAPIStats) }
     router.get("_simulator/server-api/arrivals") { _, _ in
@@ -246,7 +252,7 @@ struct SimulatorRoutes: Sendable {
         }
     }
 
-    private func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T? {
+    func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T? {
         let body = try await request.body.collect(upTo: 64 << 10)
         return try? JSONDecoder().decode(type, from: Data(body.readableBytesView))
     }
@@ -261,7 +267,7 @@ struct SimulatorRoutes: Sendable {
         return response
     }
 
-    private func raw(status: Int, contentType: String, data: Data) -> Response {
+    func raw(status: Int, contentType: String, data: Data) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = contentType
         return Response(

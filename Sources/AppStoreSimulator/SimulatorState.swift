@@ -80,6 +80,18 @@ public final class SimulatorState: Sendable {
         var arrivals: [ContinuousClock.Instant] = []
         var arrivalDates: [Date] = []
         var serverAPIRateLimit: Int?
+        var notificationDelay: TimeInterval = 0
+        var feedFault: FeedFault = .none
+        var feedRequests = 0
+    }
+
+    /// A fault of Notification History alone (the status endpoint keeps answering).
+    public enum FeedFault: String, Sendable, Codable, CaseIterable {
+        case none
+        /// HTTP 503 with an HTML page.
+        case outage
+        /// HTTP 429 with `Retry-After` a minute ahead.
+        case rateLimited = "rate_limited"
     }
 
     private let storage: Mutex<Storage>
@@ -177,6 +189,32 @@ public final class SimulatorState: Sendable {
             }
         }
     }
+
+    /// Every registered receipt, once each.
+    func registeredReceipts() -> [SimulatedReceipt] {
+        storage.withLock { storage in
+            var seen: Set<String> = []
+            return storage.registry.values.filter { seen.insert($0.account).inserted }
+        }
+    }
+
+    /// Seconds between a notification's `signedDate` and its appearance in Notification History
+    /// (Apple indexes some late).
+    public var notificationDelay: TimeInterval {
+        get { storage.withLock { $0.notificationDelay } }
+        set { storage.withLock { $0.notificationDelay = newValue } }
+    }
+
+    /// A fault of the Notification History endpoint alone.
+    public var feedFault: FeedFault {
+        get { storage.withLock { $0.feedFault } }
+        set { storage.withLock { $0.feedFault = newValue } }
+    }
+
+    /// Notification History requests answered so far (any answer).
+    public var feedRequests: Int { storage.withLock { $0.feedRequests } }
+
+    func countFeedRequest() { storage.withLock { $0.feedRequests += 1 } }
 
     /// The receipt holding `transactionID`, if registered.
     func registered(transactionID: String) -> SimulatedReceipt? {

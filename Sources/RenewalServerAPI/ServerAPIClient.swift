@@ -139,13 +139,21 @@ public final class ServerAPIClient: Sendable {
         }
     }
 
-    /// Waits for the budget and any 429 pause, sends one request and reads the answer.
+    /// Get All Subscription Statuses for `transactionID` in one environment: one request.
     func exchange(transactionID: String, environment: AppStoreEnvironment, logger: Logger) async -> Result<
         StatusResponse, AppleAPIError
     > {
         let path =
             "/inApps/v1/subscriptions/"
             + (transactionID.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+        return await exchange(path, environment: environment, logger: logger, as: StatusResponse.self)
+    }
+
+    /// Waits for the budget (every endpoint draws on the status budget, which the app's own traffic
+    /// shares) and any 429 pause, sends one request (a POST when `body` is given) and reads the answer.
+    func exchange<Answer: Decodable>(
+        _ path: String, body: Data? = nil, environment: AppStoreEnvironment, logger: Logger, as: Answer.Type
+    ) async -> Result<Answer, AppleAPIError> {
         let url = configuration.baseURL(environment) + path
         do {
             if let until = pausedUntil.withLock({ $0[environment] }), until > .now {
@@ -163,28 +171,32 @@ public final class ServerAPIClient: Sendable {
             return .failure(.connection("the API token could not be signed"))
         }
         var request = HTTPClientRequest(url: url)
-        request.method = .GET
+        request.method = body == nil ? .GET : .POST
         request.headers.add(name: "Authorization", value: "Bearer " + bearer)
         request.headers.add(name: "Accept", value: "application/json")
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: body))
+        }
 
         var logger = logger
         logger[metadataKey: LogKey.appStoreEndpoint] = environment == .sandbox ? "sandbox" : "production"
         return await transport.timed(environment, status: Self.observedStatus) {
-            await send(request, environment: environment, logger: logger)
+            await send(request, environment: environment, logger: logger, as: Answer.self)
         }
     }
 
     /// `200` for an answer, the failure's reason otherwise.
-    static func observedStatus(_ exchanged: Result<StatusResponse, AppleAPIError>) -> String {
+    static func observedStatus<Answer>(_ exchanged: Result<Answer, AppleAPIError>) -> String {
         switch exchanged {
         case .success: "200"
         case .failure(let error): error.reason.rawValue
         }
     }
 
-    private func send(_ request: HTTPClientRequest, environment: AppStoreEnvironment, logger: Logger) async -> Result<
-        StatusResponse, AppleAPIError
-    > {
+    private func send<Answer: Decodable>(
+        _ request: HTTPClientRequest, environment: AppStoreEnvironment, logger: Logger, as: Answer.Type
+    ) async -> Result<Answer, AppleAPIError> {
         let response: HTTPClientResponse
         let buffer: ByteBuffer
         switch await transport.fetch(
@@ -201,7 +213,7 @@ public final class ServerAPIClient: Sendable {
             "Server API answered", metadata: [LogKey.httpStatus: "\(code)", LogKey.responseBytes: "\(body.count)"])
         switch code {
         case 200:
-            guard let decoded = try? JSONDecoder().decode(StatusResponse.self, from: body) else {
+            guard let decoded = try? JSONDecoder().decode(Answer.self, from: body) else {
                 return .failure(.notJSON(contentType: response.headers.first(name: "Content-Type"), bytes: body.count))
             }
             return .success(decoded)

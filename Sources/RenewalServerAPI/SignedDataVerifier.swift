@@ -117,10 +117,11 @@ public final class SignedDataVerifier: Sendable {
     }
 
     /// The checks every signed payload gets; the payload must carry `signedDate` and `environment`
-    /// (`environment`, or production or the sandbox when nil).
-    func verify<Payload: SignedPayload>(_ jws: String, environment: String?) async throws(SignedDataFailure)
-        -> Payload
-    {
+    /// (`environment`, or production or the sandbox when nil; with `allowingMissingEnvironment`, a
+    /// payload that names none passes, for notifications without `data`).
+    func verify<Payload: SignedPayload>(
+        _ jws: String, environment: String?, allowingMissingEnvironment: Bool = false
+    ) async throws(SignedDataFailure) -> Payload {
         let parts = try CompactJWS(jws)
         // A header seen before with a verified chain is not parsed again; any other is checked
         // here, before the payload, so a bad header is named first.
@@ -137,7 +138,9 @@ public final class SignedDataVerifier: Sendable {
             guard payload.environment == environment else {
                 throw .wrongEnvironment(expected: environment, found: payload.environment ?? "none")
             }
-        } else if payload.environment != "Production", payload.environment != "Sandbox" {
+        } else if payload.environment != "Production", payload.environment != "Sandbox",
+            !(allowingMissingEnvironment && payload.environment == nil)
+        {
             throw .wrongEnvironment(expected: "Production or Sandbox", found: payload.environment ?? "none")
         }
         let key: P256.Signing.PublicKey

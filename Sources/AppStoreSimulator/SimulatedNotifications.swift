@@ -1,0 +1,131 @@
+import Foundation
+import RenewalCore
+import RenewalServerAPI
+
+/// One App Store Server Notification V2 of a simulated customer's timeline: what Apple would have
+/// sent the app's notification URL, and keeps in Notification History.
+public struct SimulatedNotification: Sendable, Hashable {
+    /// `notificationUUID`: stable for the event, so a repeated page repeats it.
+    public var uuid: String
+    public var type: String
+    public var subtype: String?
+    /// When Apple signed (sent) it; history is ordered and filtered by it.
+    public var signedDate: Date
+    /// The subscription it is about.
+    public var originalTransactionID: String
+    public var receipt: SimulatedReceipt
+}
+
+extension SimulatedReceipt {
+    /// Every notification of this customer's timeline signed at or before `until`, oldest first:
+    /// the purchase, each renewal, and the scenario's own events (refund, upgrade, auto-renew off,
+    /// billing failure, grace period end, recovery, expiry). Scenarios Apple does not answer for
+    /// (unknown accounts, broken receipts, outages) have none.
+    public func notifications(until: Date) -> [SimulatedNotification] {
+        let originalID = originalTransactionID
+        var events: [(Date, String, String?, String)] = []
+        func add(_ at: Date, _ type: String, _ subtype: String? = nil, id: String? = nil) {
+            guard at <= until else { return }
+            events.append((at, type, subtype, id ?? originalID))
+        }
+        /// Renewals every period from `origin` (the first at `origin + period`).
+        func renewals(from origin: Date, subtype: String? = nil) {
+            var at = origin.addingTimeInterval(period)
+            while at <= until {
+                add(at, "DID_RENEW", subtype)
+                at = at.addingTimeInterval(period)
+            }
+        }
+        let firstEnd = start.addingTimeInterval(period)
+        switch scenario {
+        case .accountNotFound, .notAuthentic, .malformed, .outage, .html200:
+            return []
+        default:
+            add(start, "SUBSCRIBED", "INITIAL_BUY")
+        }
+        switch scenario {
+        case .voluntaryExpiry, .legacyIOS6:
+            add(start.addingTimeInterval(3_600), "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED")
+            add(firstEnd, "EXPIRED", "VOLUNTARY")
+        case .billingRetry:
+            add(firstEnd, "DID_FAIL_TO_RENEW")
+            add(firstEnd.addingTimeInterval(60 * Self.day), "EXPIRED", "BILLING_RETRY")
+        case .gracePeriod:
+            add(firstEnd, "DID_FAIL_TO_RENEW", "GRACE_PERIOD")
+            add(firstEnd.addingTimeInterval(16 * Self.day), "GRACE_PERIOD_EXPIRED")
+            add(firstEnd.addingTimeInterval(60 * Self.day), "EXPIRED", "BILLING_RETRY")
+        case .billingRecovery:
+            let recovery = firstEnd.addingTimeInterval(3 * Self.day)
+            add(firstEnd, "DID_FAIL_TO_RENEW")
+            add(recovery, "DID_RENEW", "BILLING_RECOVERY")
+            var at = recovery.addingTimeInterval(period)
+            while at <= until {
+                add(at, "DID_RENEW")
+                at = at.addingTimeInterval(period)
+            }
+        case .refund:
+            add(firstEnd, "DID_RENEW")
+            add(start.addingTimeInterval(1.5 * period), "REFUND")
+            add(start.addingTimeInterval(1.5 * period + 1), "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED")
+        case .upgrade:
+            let upgradeDate = start.addingTimeInterval(1.5 * period)
+            add(firstEnd, "DID_RENEW")
+            add(upgradeDate, "DID_CHANGE_RENEWAL_PREF", "UPGRADE")
+            var at = upgradeDate.addingTimeInterval(period)
+            while at <= until {
+                add(at, "DID_RENEW")
+                at = at.addingTimeInterval(period)
+            }
+        case .multipleSubscriptions:
+            let addonID = SimulatedIdentifier.id(account, "addon")
+            add(start, "SUBSCRIBED", "INITIAL_BUY", id: addonID)
+            add(start.addingTimeInterval(3_600), "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED", id: addonID)
+            add(firstEnd, "EXPIRED", "VOLUNTARY", id: addonID)
+            renewals(from: start)
+        default:
+            renewals(from: start)
+        }
+        return events.sorted { ($0.0, $0.1) < ($1.0, $1.1) }.map { at, type, subtype, id in
+            SimulatedNotification(
+                uuid: Self.uuid(account, type, subtype ?? "", id, String(Int64(at.timeIntervalSince1970))),
+                type: type, subtype: subtype, signedDate: at, originalTransactionID: id, receipt: self)
+        }
+    }
+
+    /// A version-4-shaped UUID derived from `parts`, so the same event always has the same id.
+    static func uuid(_ parts: String...) -> String {
+        let a = SimulatedIdentifier.fnv1a(parts.joined(separator: "#"))
+        let b = SimulatedIdentifier.fnv1a("uuid#" + parts.joined(separator: "#"))
+        let hex = String(format: "%016llx%016llx", a, b)
+        let chars = Array(hex)
+        let version = "4" + String(chars[13..<16])
+        let variant = String(["8", "9", "a", "b"][Int(b % 4)]) + String(chars[17..<20])
+        return "\(String(chars[0..<8]))-\(String(chars[8..<12]))-\(version)-\(variant)-\(String(chars[20..<32]))"
+    }
+}
+
+extension SimulatedNotification {
+    /// The `signedPayload` Apple sends: the notification's fields and `data` with the subscription's
+    /// signed transaction and renewal info as they were when it was signed.
+    public func signedPayload(signer: SigningChain) throws -> String {
+        let environment = receipt.scenario == .sandbox ? "Sandbox" : "Production"
+        let response = receipt.response(at: signedDate)
+        var data: [String: Any] = [
+            "environment": environment, "bundleId": SimulatedReceipt.bundleID, "appAppleId": 1_234_567_890,
+            "bundleVersion": "1",
+        ]
+        if let item = receipt.lastTransaction(
+            originalTransactionID, in: response, environment: environment, now: signedDate, signer: signer)
+        {
+            data["signedTransactionInfo"] = item.transaction
+            data["signedRenewalInfo"] = item.renewal
+            data["status"] = item.status
+        }
+        var payload: [String: Any] = [
+            "notificationType": type, "notificationUUID": uuid, "version": "2.0",
+            "signedDate": SimulatedReceipt.ms(signedDate), "data": data,
+        ]
+        payload["subtype"] = subtype
+        return try signer.sign(SimulatedReceipt.json(payload))
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import Hummingbird
+import RenewalCore
+
+/// Get Notification History (`POST /inApps/v1/notifications/history`), served from the registered
+/// customers' timelines: at most 20 records a page, paged with `paginationToken` while `hasMore`,
+/// 180 days kept in production and 30 in the sandbox, an `endDate` in the future read as now, and a
+/// notification listed only `notificationDelay` seconds after it was signed.
+extension SimulatorRoutes {
+    static let historyPageSize = 20
+
+    func notificationHistory(_ request: Request, sandbox: Bool) async throws -> Response {
+        state.countFeedRequest()
+        guard let serverAPI = configuration.serverAPI,
+            serverAPI.accepts(authorization: request.headers[.authorization])
+        else {
+            return raw(status: 401, contentType: "text/plain", data: Data("Unauthenticated\n".utf8))
+        }
+        switch state.feedFault {
+        case .none: break
+        case .outage: return respond(SimulatedAnswer.outagePage)
+        case .rateLimited:
+            var response = historyError(429, code: 4_290_000, message: "Rate limit exceeded.")
+            response.headers[.retryAfter] = String(AppleDateFormat.milliseconds(state.now.addingTimeInterval(60)))
+            return response
+        }
+        struct Query: Decodable {
+            var startDate: Int64
+            var endDate: Int64
+        }
+        guard let query = try await decode(Query.self, from: request) else {
+            return historyError(400, code: 4_000_000, message: "startDate and endDate (ms) are required.")
+        }
+        let now = state.now
+        let kept: TimeInterval = (sandbox ? 30 : 180) * 86_400
+        let start = Date(timeIntervalSince1970: Double(query.startDate) / 1000)
+        let end = min(Date(timeIntervalSince1970: Double(query.endDate) / 1000), now)
+        guard start >= now.addingTimeInterval(-kept) else {
+            return historyError(400, code: 4_000_012, message: "Start date too far in the past.")
+        }
+        guard query.endDate > query.startDate else {
+            return historyError(400, code: 4_000_013, message: "Start date after end date.")
+        }
+        let visibleUntil = now.addingTimeInterval(-state.notificationDelay)
+        let records = state.registeredReceipts()
+            .filter { ($0.scenario == .sandbox) == sandbox }
+            .flatMap { $0.notifications(until: min(end, visibleUntil)) }
+            .filter { $0.signedDate >= start && $0.signedDate < end }
+            .sorted { ($0.signedDate, $0.uuid) < ($1.signedDate, $1.uuid) }
+        let offset = request.uri.queryParameters.get("paginationToken").flatMap(Self.offset(ofToken:)) ?? 0
+        let page = records.dropFirst(offset).prefix(Self.historyPageSize)
+        var history: [[String: Any]] = []
+        for notification in page {
+            guard let signed = try? notification.signedPayload(signer: serverAPI.chain) else { continue }
+            history.append([
+                "signedPayload": signed,
+                "sendAttempts": [
+                    [
+                        "attemptDate": AppleDateFormat.milliseconds(notification.signedDate),
+                        "sendAttemptResult": "SUCCESS",
+                    ]
+                ],
+            ])
+        }
+        let next = offset + page.count
+        var body: [String: Any] = ["notificationHistory": history, "hasMore": next < records.count]
+        if next < records.count { body["paginationToken"] = Self.token(ofOffset: next) }
+        return raw(status: 200, contentType: "application/json", data: SimulatedReceipt.json(body))
+    }
+
+    /// An opaque token: the offset of the next record, base64.
+    static func token(ofOffset offset: Int) -> String {
+        Data("page:\(offset)".utf8).base64EncodedString()
+    }
+
+    static func offset(ofToken token: String) -> Int? {
+        guard let data = Data(base64Encoded: token), let text = String(data: data, encoding: .utf8),
+            text.hasPrefix("page:")
+        else { return nil }
+        return Int(text.dropFirst(5))
+    }
+
+    private func historyError(_ status: Int, code: Int, message: String) -> Response {
+        raw(
+            status: status, contentType: "application/json",
+            data: SimulatedReceipt.json(["errorCode": code, "errorMessage": message]))
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import Logging
+import RenewalAppleAPI
+import RenewalCore
+
+/// One page of Get Notification History: the signed payloads as Apple kept them, unverified.
+public struct NotificationHistoryPage: Decodable, Sendable {
+    public struct Record: Decodable, Sendable {
+        public var signedPayload: String?
+    }
+
+    public var notificationHistory: [Record]?
+    public var hasMore: Bool?
+    public var paginationToken: String?
+
+    /// The token of the next page; nil on the last one.
+    public var nextToken: String? { hasMore == true ? paginationToken : nil }
+}
+
+/// The decoded payload of an App Store Server Notification V2 (`ResponseBodyV2DecodedPayload`): only
+/// what the job reads; unknown fields are ignored, every field optional.
+struct NotificationPayload: SignedPayload {
+    struct Data: Decodable {
+        var environment: String?
+        var bundleId: String?
+        var signedTransactionInfo: String?
+        var signedRenewalInfo: String?
+    }
+
+    var notificationType: String?
+    var subtype: String?
+    var notificationUUID: String?
+    var signedDate: Date?
+    var data: Data?
+
+    /// Where the notification is from: `data.environment` (notifications without `data`, such as
+    /// summaries, name none).
+    var environment: String? { data?.environment }
+
+    enum CodingKeys: String, CodingKey {
+        case notificationType, subtype, notificationUUID, signedDate, data
+    }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        notificationType = c.flexibleString(.notificationType)
+        subtype = c.flexibleString(.subtype)
+        notificationUUID = c.flexibleString(.notificationUUID)
+        signedDate = c.milliseconds(.signedDate)
+        data = try? c.decodeIfPresent(Data.self, forKey: .data)
+    }
+}
+
+/// A notification whose signature, chain, bundle and environment were verified, with the subscription
+/// it is about read from its own verified signed transaction.
+public struct VerifiedNotification: Sendable, Hashable {
+    public var uuid: String
+    public var type: String
+    public var subtype: String?
+    public var signedDate: Date
+    /// The subscription it concerns; nil for notifications that carry no transaction (summaries,
+    /// consent and external-purchase notifications, tests).
+    public var originalTransactionID: String?
+    /// Its signed transaction, verified, when it has one.
+    public var transaction: JWSTransaction?
+}
+
+extension SignedDataVerifier {
+    /// Verifies a notification's `signedPayload` from `environment` ("Production" or "Sandbox"), and
+    /// the signed transaction inside it: both chain to the trusted roots, carry Apple's OIDs and
+    /// match the bundle and environment. The renewal info is not read: a check re-reads the statuses.
+    public func notification(_ jws: String, environment: String) async throws(SignedDataFailure)
+        -> VerifiedNotification
+    {
+        // A notification without `data` names no environment; it is checked against the one asked.
+        let payload: NotificationPayload = try await verify(jws, environment: nil, allowingMissingEnvironment: true)
+        if let found = payload.environment, found != environment {
+            throw .wrongEnvironment(expected: environment, found: found)
+        }
+        if let found = payload.data?.bundleId, found != bundleID {
+            throw .wrongBundle(expected: bundleID, found: found)
+        }
+        guard let uuid = payload.notificationUUID, let type = payload.notificationType,
+            let signedDate = payload.signedDate
+        else {
+            throw .malformed("the notification has no notificationUUID, notificationType or signedDate")
+        }
+        var transaction: JWSTransaction?
+        if let signed = payload.data?.signedTransactionInfo {
+            transaction = try await self.transaction(signed, environment: environment)
+        }
+        return VerifiedNotification(
+            uuid: uuid, type: type, subtype: payload.subtype, signedDate: signedDate,
+            originalTransactionID: transaction?.originalTransactionId, transaction: transaction)
+    }
+}
+
+extension ServerAPIClient {
+    /// One page of Get Notification History for `environment`: notifications signed in
+    /// `[start, end)`, the first page when `token` is nil. Retried within the client's attempts like
+    /// a status request; a 429 is not waited out here (the caller's pull stops and resumes next run).
+    public func notificationHistory(
+        environment: AppStoreEnvironment, start: Date, end: Date, token: String?, logger: Logger
+    ) async -> Result<NotificationHistoryPage, AppleAPIError> {
+        let query = token.map {
+            "?paginationToken=" + ($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+        }
+        let body = Data(
+            #"{"startDate":\#(AppleDateFormat.milliseconds(start)),"endDate":\#(AppleDateFormat.milliseconds(end))}"#
+                .utf8)
+        return await configuration.retryPolicy.run(
+            observer: transport.observer, logger: logger, reason: { $0.failure?.reason }
+        ) { _ in
+            let result = await exchange(
+                "/inApps/v1/notifications/history" + (query ?? ""), body: body, environment: environment,
+                logger: logger, as: NotificationHistoryPage.self)
+            switch result {
+            case .success: return .finish(result)
+            case .failure(let error): return error.isRetryable && !error.isRateLimit ? .retry(result) : .finish(result)
+            }
+        }
+    }
+}
+
+extension Result where Failure == AppleAPIError {
+    var failure: AppleAPIError? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}
+
+extension AppleAPIError {
+    var isRateLimit: Bool {
+        if case .rateLimited = self { return true }
+        return false
+    }
+}
