@@ -85,4 +85,33 @@ extension SimulatorRoutes {
             status: status, contentType: "application/json",
             data: SimulatedReceipt.json(["errorCode": code, "errorMessage": message]))
     }
+
+    /// `{"fault": "none"|"outage"|"rate_limited", "delay_seconds": N}` (either key optional) sets the
+    /// feed's own fault and how long after signing a notification is listed; answers the settings.
+    func changeFeed(_ request: Request) async throws -> Response {
+        struct Change: Decodable {
+            var fault: SimulatorState.FeedFault?
+            var delaySeconds: Double?
+            enum CodingKeys: String, CodingKey {
+                case fault
+                case delaySeconds = "delay_seconds"
+            }
+        }
+        guard let change = try await decode(Change.self, from: request), (change.delaySeconds ?? 0) >= 0 else {
+            let faults = SimulatorState.FeedFault.allCases.map(\.rawValue).joined(separator: ", ")
+            return badRequest("Send {\"fault\": F, \"delay_seconds\": N} with F one of \(faults) and N >= 0.")
+        }
+        if let fault = change.fault { state.feedFault = fault }
+        if let delay = change.delaySeconds { state.notificationDelay = delay }
+        return feedSettings()
+    }
+
+    func feedSettings() -> Response {
+        raw(
+            status: 200, contentType: "application/json",
+            data: SimulatedReceipt.json([
+                "fault": state.feedFault.rawValue, "delay_seconds": state.notificationDelay,
+                "requests": state.feedRequests,
+            ]))
+    }
 }

@@ -31,6 +31,8 @@ public func buildSimulator(
     router.post("sandbox/inApps/v1/notifications/history") { request, _ in
         try await routes.notificationHistory(request, sandbox: true)
     }
+    router.get("_simulator/feed") { _, _ in routes.feedSettings() }
+    router.post("_simulator/feed") { request, _ in try await routes.changeFeed(request) }
     router.post("_simulator/receipts") { request, _ in try await routes.registerReceipts(request) }
     router.get("_simulator/server-api/stats") { _, _ in routes.json(configuration.state.serverAPIStats) }
     router.get("_simulator/server-api/arrivals") { _, _ in

@@ -1,4 +1,5 @@
 import Foundation
+import RenewalAppleAPI
 import RenewalCore
 import RenewalStorage
 
@@ -30,6 +31,12 @@ extension RenewalRun {
         /// The policies every decision of this run follows.
         var rules: EntitlementDecision.Rules { EntitlementDecision.Rules(schedule: schedule, identity: identity) }
         public var circuitBreaker = CircuitBreaker.Configuration()
+        /// Apple's change feed, read at the start of each `run` (not backfills or dry runs) so the
+        /// subscriptions it names are checked in the same run; nil (no Server API) for none.
+        public var feed: (any NotificationFeed)?
+        /// How far each pull reaches back before where the last one ended, for notifications Apple
+        /// indexes late (their uuid keeps any from being acted on twice). Default 15 minutes.
+        public var feedOverlap: TimeInterval = 900
         /// Where to write the JSON report; nil for none.
         public var reportPath: String?
         /// Prometheus metrics the run feeds as it goes (nil: none kept).

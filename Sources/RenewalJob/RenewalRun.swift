@@ -74,6 +74,19 @@ public struct RenewalRun: Sendable {
             recovered = try await store.recoverAbandonedWork(except: configuration.workerID, now: startedAt)
             RunExecution.log(recovered, logger: logger)
         }
+        // Apple's change feed first: what it names is due now, so this run checks it.
+        var feedOutcome = FeedPull.Outcome()
+        if case .run = configuration.command, !configuration.dryRun, let feed = configuration.feed {
+            feedOutcome = try await FeedPull(
+                feed: feed, store: store, overlap: configuration.feedOverlap, runID: runID, logger: logger
+            ).pull(environments: [.production, .sandbox], now: startedAt)
+            logger.info(
+                "Change feed read",
+                metadata: [
+                    LogKey.feedNotifications: "\(feedOutcome.notifications)",
+                    LogKey.feedUnmatched: "\(feedOutcome.unmatched)",
+                ])
+        }
         var dueAtStart: Int?
         if case .run = configuration.command, !configuration.dryRun {
             dueAtStart = try await store.countDue(asOf: startedAt, unleasedAt: startedAt)
@@ -87,6 +100,8 @@ public struct RenewalRun: Sendable {
 
         var loop = RunExecution(run: self, runID: runID, logger: logger, report: report, startedAt: startedAt)
         loop.counts.recoveredLeases = recovered.releasedLeases
+        loop.counts.notifications = feedOutcome.notifications
+        loop.counts.notificationsUnmatched = feedOutcome.unmatched
         loop.counts.dueAtStart = dueAtStart
         configuration.progress?.started(total: dueAtStart.map { min($0, configuration.limit ?? $0) })
         defer { configuration.progress?.finished() }

@@ -135,3 +135,37 @@ extension AppleAPIError {
         return false
     }
 }
+
+extension ServerAPIClient: NotificationFeed {
+    public func notificationPage(
+        environment: AppStoreEnvironment, start: Date, end: Date, token: String?, logger: Logger
+    ) async -> Result<FeedPage, AppleAPIError> {
+        let page: NotificationHistoryPage
+        switch await notificationHistory(environment: environment, start: start, end: end, token: token, logger: logger)
+        {
+        case .success(let read): page = read
+        case .failure(let error): return .failure(error)
+        }
+        var notifications: [FeedNotification] = []
+        var refused: [FailureReason] = []
+        for record in page.notificationHistory ?? [] {
+            guard let signed = record.signedPayload else {
+                refused.append(.jwsMalformed)
+                continue
+            }
+            do {
+                let verified = try await verifier.notification(signed, environment: environment.rawValue)
+                let isSubscription =
+                    verified.transaction.map { $0.type == nil || $0.type == "Auto-Renewable Subscription" } ?? false
+                notifications.append(
+                    FeedNotification(
+                        uuid: verified.uuid, type: verified.type, subtype: verified.subtype,
+                        signedDate: verified.signedDate,
+                        originalTransactionID: isSubscription ? verified.originalTransactionID : nil))
+            } catch {
+                refused.append(error.reason)
+            }
+        }
+        return .success(FeedPage(notifications: notifications, refused: refused, nextToken: page.nextToken))
+    }
+}

@@ -27,6 +27,12 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
     public var dueAtStart: Int?
     /// Receipts this run moved to the App Store Server API (their first valid answer from it).
     public var migrated = 0
+    /// Notifications this run read from Apple's change feed (Notification History) for the first
+    /// time, verified; each made its subscription's receipt due.
+    public var notifications = 0
+    /// Of those, notifications about a subscription the database does not know (a receipt never
+    /// imported): counted and listed, never fatal.
+    public var notificationsUnmatched = 0
 
     public init() {}
 
@@ -37,6 +43,7 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
         case recoveredLeases = "recovered_leases"
         case dueLeft = "due_left"
         case dueAtStart = "due_at_start"
-        case migrated
+        case migrated, notifications
+        case notificationsUnmatched = "notifications_unmatched"
     }
 }

@@ -23,6 +23,7 @@ public enum SQLSchema {
         Migration(version: 4, statements: version4),
         Migration(version: 5, statements: version5),
         Migration(version: 6, statements: version6),
+        Migration(version: 7, statements: version7),
     ]
 
     static let createMigrationsTable = """
@@ -319,6 +320,45 @@ extension SQLSchema {
     fileprivate static func version6(_ dialect: SQLDialect) -> [String] {
         [
             "ALTER TABLE receipts ADD COLUMN app_account_token TEXT"
+        ]
+    }
+}
+
+extension SQLSchema {
+    /// Version 7: Apple's change feed (Notification History). Per environment, where the last
+    /// completed pull ended; each notification acted on, once (its `notificationUUID` is the key, so
+    /// overlapping windows and repeated pages never act twice), with the receipt it made due (NULL
+    /// when the database does not know the subscription); the run's feed counts.
+    fileprivate static func version7(_ dialect: SQLDialect) -> [String] {
+        [
+            """
+            CREATE TABLE feed_cursors (
+                environment TEXT PRIMARY KEY,
+                pulled_until BIGINT NOT NULL,
+                updated_at BIGINT NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE feed_notifications (
+                notification_uuid TEXT PRIMARY KEY,
+                environment TEXT NOT NULL,
+                notification_type TEXT NOT NULL,
+                subtype TEXT,
+                original_transaction_id TEXT,
+                receipt_id BIGINT,
+                signed_at BIGINT NOT NULL,
+                received_at BIGINT NOT NULL,
+                run_id TEXT
+            )
+            """,
+            "CREATE INDEX feed_notifications_signed_at_idx ON feed_notifications (signed_at)",
+            """
+            CREATE INDEX feed_notifications_original_transaction_id_idx
+            ON feed_notifications (original_transaction_id)
+            """,
+            "CREATE INDEX receipts_original_transaction_id_idx ON receipts (original_transaction_id)",
+            "ALTER TABLE runs ADD COLUMN notifications INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE runs ADD COLUMN notifications_unmatched INTEGER NOT NULL DEFAULT 0",
         ]
     }
 }

@@ -324,7 +324,7 @@ extension SQLSubscriptionStore {
         """
         id, command, started_at, finished_at, status, exit_code, checked, changed, unchanged, failed, conflicts, \
         host, process_id, worker_id, lease_lost, receipts_changed, invalid, skipped, recovered_leases, due_at_start, \
-        due_left, migrated
+        due_left, migrated, notifications, notifications_unmatched
         """
     }
 
@@ -337,7 +337,8 @@ extension SQLSubscriptionStore {
             SQLValue(run.workerID), SQLValue(run.leaseLost), SQLValue(run.counts.receiptsChanged),
             SQLValue(run.counts.invalid),
             SQLValue(run.counts.skipped), SQLValue(run.counts.recoveredLeases), SQLValue(run.counts.dueAtStart),
-            SQLValue(run.counts.dueLeft), SQLValue(run.counts.migrated),
+            SQLValue(run.counts.dueLeft), SQLValue(run.counts.migrated), SQLValue(run.counts.notifications),
+            SQLValue(run.counts.notificationsUnmatched),
         ]
     }
 

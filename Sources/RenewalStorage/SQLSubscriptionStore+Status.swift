@@ -115,6 +115,8 @@ extension SQLSubscriptionStore: RunHistoryStore {
         record.counts.migrated = try row.int("migrated")
         record.counts.dueAtStart = try row.optionalInt("due_at_start")
         record.counts.dueLeft = try row.int("due_left")
+        record.counts.notifications = try row.int("notifications")
+        record.counts.notificationsUnmatched = try row.int("notifications_unmatched")
         return record
     }
 

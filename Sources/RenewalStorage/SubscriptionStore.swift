@@ -69,6 +69,19 @@ public protocol SubscriptionStore: Sendable {
     /// can check them. Counted by a scan; for `check`, not for the run.
     func countWithoutReceipt() async throws -> Int
 
+    /// Where the last completed pull of `environment`'s change feed ended; nil before the first.
+    func feedCursor(environment: AppStoreEnvironment) async throws -> Date?
+
+    /// Records a page of notifications, each once (by uuid: an overlapping window or a repeated page
+    /// acts on nothing twice), and makes the receipt of each new one's subscription due at `now`
+    /// (never later than it already was), in one transaction.
+    func recordFeedNotifications(_ notifications: [FeedNotificationRecord], runID: String?, now: Date)
+        async throws -> FeedRecordResult
+
+    /// Moves `environment`'s cursor to `pulledUntil` once a window has been read to its end; never
+    /// backwards (two workers finishing out of order).
+    func advanceFeedCursor(environment: AppStoreEnvironment, to pulledUntil: Date, now: Date) async throws
+
     /// Releases leases this owner holds on receipts it did not check (shutdown, circuit breaker),
     /// leaving every other column exactly as it was.
     func releaseLeases(receiptIDs: [Int64], owner: String) async throws

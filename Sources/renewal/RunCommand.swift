@@ -109,6 +109,10 @@ struct JobRunner {
                             ServerAPIClient(transport: transport, configuration: $0, budget: budget)
                         }
                         let verifier = SourceRouter(mode: mode, verifyReceipt: client, serverAPI: serverAPIClient)
+                        var withFeed = configuration
+                        // The change feed comes with the Server API; verify-receipt asks only verifyReceipt.
+                        withFeed.feed = mode == .verifyReceipt ? nil : serverAPIClient
+                        let configuration = withFeed
                         return try await store.withRunLock(owner: configuration.workerID) {
                             try await RenewalRun(
                                 configuration: configuration, store: store, verifier: verifier, logger: logger,

@@ -37,6 +37,16 @@ struct RunOptions: ParsableArguments {
         name: .long,
         help: ArgumentHelp(
             """
+            How far each read of Apple's change feed (Notification History, `run` with Server API credentials) \
+            reaches back before the last one ended, for notifications Apple indexes late.
+            """,
+            valueName: "minutes"))
+    var feedOverlapMinutes: Double = 15
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            """
             After SIGTERM/SIGINT, how long in-flight Apple requests may finish before they are cancelled and \
             their receipts released untouched (a second signal exits at once).
             """,
@@ -112,6 +122,9 @@ struct RunOptions: ParsableArguments {
         if let limit, limit < 1 { throw ValidationError("--limit must be at least 1.") }
         guard breakerThreshold >= 1 else { throw ValidationError("--breaker-threshold must be at least 1.") }
         guard leaseSeconds >= 1 else { throw ValidationError("--lease-seconds must be at least 1.") }
+        guard (0...1_440).contains(feedOverlapMinutes) else {
+            throw ValidationError("--feed-overlap-minutes must be between 0 and 1440.")
+        }
         guard (0...600).contains(drainSeconds) else {
             throw ValidationError("--drain-seconds must be between 0 and 600.")
         }
@@ -169,6 +182,7 @@ struct RunOptions: ParsableArguments {
         configuration.leaseDuration = leaseSeconds
         configuration.drainTimeout = .milliseconds(Int64(drainSeconds * 1000))
         configuration.reportPath = jsonReport
+        configuration.feedOverlap = feedOverlapMinutes * 60
         return configuration
     }
 }

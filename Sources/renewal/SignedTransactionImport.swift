@@ -36,9 +36,9 @@ struct SignedTransactionImport {
                     "only transactions Apple signed are accepted (APPSTORE_ROOT_CERTIFICATES names the trusted roots)"
                 case .wrongEnvironment:
                     """
-                        StoreKit testing in Xcode signs with a local certificate; import transactions from the \
-                        sandbox or production
-                        """
+                    StoreKit testing in Xcode signs with a local certificate; import transactions from the \
+                    sandbox or production
+                    """
                 case .malformed, .badSignature:
                     """
                     send the server Transaction.jwsRepresentation exactly as StoreKit gave it (Xcode's StoreKit \

@@ -3,7 +3,9 @@ import Foundation
 import Logging
 import RenewalAppleAPI
 import RenewalCore
+import RenewalJob
 import RenewalServerAPI
+import RenewalStorage
 import Testing
 
 /// Get Notification History through the real Server API client against the simulator over
@@ -133,6 +135,101 @@ struct NotificationHistoryTests {
                 Issue.record("a production notification was accepted as the sandbox's")
             } catch let error as SignedDataFailure {
                 #expect(error.reason == .jwsWrongEnvironment)
+            }
+        }
+    }
+}
+
+/// The job reading the feed at the start of each run, on SQLite and PostgreSQL.
+@Suite("Change feed in the run: what Apple's feed names is checked in the same run")
+struct ChangeFeedRunTests {
+    static func states(_ h: JobHarness) async throws -> [String: String] {
+        var states: [String: String] = [:]
+        for receipt in try await h.receipts() {
+            states[receipt.userID] = receipt.subscriptions.map(\.snapshot.state.rawValue).sorted().joined(
+                separator: ",")
+        }
+        return states
+    }
+
+    @Test(
+        """
+        A refund (with its auto-renew change) and a billing failure Apple published since the last run are checked \
+        by the next run, the refund through the feed although the schedule had it not due; nothing is acted on twice
+        """,
+        arguments: Backend.available)
+    func feedMakesChangesDue(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            let customers = [
+                ("refunded", h.receipt("cf-refund", .refund, daysAgo: 40)),
+                ("failing", h.receipt("cf-billing", .billingRetry, daysAgo: 25)),
+                ("steady", h.receipt("cf-steady", .renewal, daysAgo: 3)),
+            ]
+            try await h.importReceipts(customers)
+            // Apple knows a customer this database never imported.
+            let stranger = h.receipt("cf-stranger", .refund, daysAgo: 40)
+            h.state.register([stranger])
+            try await h.withServerAPIClient { client in
+                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
+                let first = try await h.run(.run, verifier: router) { $0.feed = client }
+                #expect(first.counts.checked == 3 && first.counts.failed == 0)
+                #expect(try await Self.states(h) == ["refunded": "active", "failing": "active", "steady": "active"])
+
+                // Six days on: the refund (day 45) and the billing failure (day 30) have happened.
+                h.state.advance(by: 6 * 86_400)
+                let notDue = try await h.receipts().filter { $0.nextCheckAt > h.state.now }.map(\.userID)
+                // The billing failure falls on the expiry the schedule checks anyway; the refund, mid-period,
+                // only the feed names.
+                #expect(notDue.contains("refunded"), "the schedule alone would wait: \(notDue)")
+                let second = try await h.run(.run, verifier: router) { configuration in
+                    configuration.feed = client
+                    configuration.reportPath = h.directory + "/feed-run.json"
+                }
+                #expect(second.counts.notifications >= 3, "\(second.counts)")
+                #expect(second.counts.notificationsUnmatched >= 1, "the stranger's notifications")
+                let states = try await Self.states(h)
+                #expect(states["refunded"] == "revoked" && states["failing"] == "billing_retry", "\(states)")
+                #expect(states["steady"] == "active")
+                let report = try h.report(second)
+                let kinds = (report["changes"] as? [[String: Any]] ?? []).compactMap { $0["kind"] as? String }
+                #expect(kinds.contains("refunded") && kinds.contains("billing_issue"), "\(kinds)")
+                let counts = try #require(report["counts"] as? [String: Any])
+                #expect(counts["notifications"] as? Int == second.counts.notifications)
+
+                // At once again: the overlap re-reads the window's end, and nothing is acted on twice.
+                let third = try await h.run(.run, verifier: router) { $0.feed = client }
+                #expect(third.counts.notifications == 0 && third.counts.checked == 0, "\(third.counts)")
+            }
+        }
+    }
+
+    @Test(
+        """
+        A feed outage leaves the run to its schedule and the cursor where it was; the next healthy run reads the \
+        missed window and catches the change
+        """,
+        arguments: Backend.available)
+    func outageThenCatchUp(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            try await h.importReceipts([("refunded", h.receipt("co-refund", .refund, daysAgo: 40))])
+            try await h.withServerAPIClient { client in
+                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
+                _ = try await h.run(.run, verifier: router) { $0.feed = client }
+                let cursor = try await h.store.feedCursor(environment: .production)
+                #expect(cursor != nil)
+
+                h.state.advance(by: 6 * 86_400)
+                h.state.feedFault = .outage
+                let failed = try await h.run(.run, verifier: router) { $0.feed = client }
+                #expect(failed.status == .completed && failed.counts.notifications == 0, "\(failed.status)")
+                #expect(try await h.store.feedCursor(environment: .production) == cursor, "the cursor stays")
+                #expect(try await ChangeFeedRunTests.states(h)["refunded"] == "active")
+
+                h.state.feedFault = .none
+                h.state.advance(by: 3_600)
+                let caughtUp = try await h.run(.run, verifier: router) { $0.feed = client }
+                #expect(caughtUp.counts.notifications >= 1)
+                #expect(try await ChangeFeedRunTests.states(h)["refunded"] == "revoked")
             }
         }
     }

@@ -1,0 +1,47 @@
+import Foundation
+import Logging
+import RenewalCore
+
+/// Apple's change feed (the App Store Server API's Notification History): what changed, page by
+/// page, each notification already verified. The Server API client conforms.
+public protocol NotificationFeed: Sendable {
+    /// One page of the notifications signed in `[start, end)` in `environment`; the first page when
+    /// `token` is nil. A notification that fails verification is left out and its reason listed.
+    func notificationPage(
+        environment: AppStoreEnvironment, start: Date, end: Date, token: String?, logger: Logger
+    ) async -> Result<FeedPage, AppleAPIError>
+}
+
+/// One page of the feed.
+public struct FeedPage: Sendable {
+    public var notifications: [FeedNotification]
+    /// Why each refused notification was refused (`jws_untrusted_chain`, …); it changes nothing.
+    public var refused: [FailureReason]
+    /// The next page's token; nil on the last page.
+    public var nextToken: String?
+
+    public init(notifications: [FeedNotification], refused: [FailureReason], nextToken: String?) {
+        self.notifications = notifications
+        self.refused = refused
+        self.nextToken = nextToken
+    }
+}
+
+/// One verified notification.
+public struct FeedNotification: Sendable, Hashable {
+    public var uuid: String
+    public var type: String
+    public var subtype: String?
+    public var signedDate: Date
+    /// The auto-renewable subscription it concerns; nil for notifications about none (tests,
+    /// summaries, consent, one-time purchases).
+    public var originalTransactionID: String?
+
+    public init(uuid: String, type: String, subtype: String?, signedDate: Date, originalTransactionID: String?) {
+        self.uuid = uuid
+        self.type = type
+        self.subtype = subtype
+        self.signedDate = signedDate
+        self.originalTransactionID = originalTransactionID
+    }
+}

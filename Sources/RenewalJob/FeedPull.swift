@@ -1,0 +1,105 @@
+import Foundation
+import Logging
+import RenewalAppleAPI
+import RenewalCore
+import RenewalStorage
+
+/// Reads Apple's change feed for each environment since the last completed pull and makes the
+/// receipts of the subscriptions it names due now, so the run that pulled checks them.
+///
+/// Each window starts `overlap` before where the last completed pull ended (the first ever pull:
+/// `overlap` before now) and ends now; the cursor moves to its end only once every page has been
+/// recorded, so a crash or a failed page reads the same window again next run, and the uuid of each
+/// notification keeps it from being acted on twice. A window reaches back at most as far as Apple
+/// keeps history (180 days in production, 30 in the sandbox, less a day of margin): a cursor older
+/// than that is a gap, logged. The check of a named subscription re-reads Get All Subscription
+/// Statuses: notifications arrive late and out of order, the statuses are always the latest.
+struct FeedPull {
+    let feed: any NotificationFeed
+    let store: any SubscriptionStore
+    let overlap: TimeInterval
+    let runID: String?
+    let logger: Logger
+
+    struct Outcome {
+        var notifications = 0
+        var unmatched = 0
+        var madeDue = 0
+        var refused: [FailureReason] = []
+        /// Environments whose pull failed (the cursor stays; the next run reads the window again).
+        var failed: [AppStoreEnvironment: FailureReason] = [:]
+    }
+
+    static func kept(_ environment: AppStoreEnvironment) -> TimeInterval {
+        (environment == .sandbox ? 30 : 180) * 86_400
+    }
+
+    func pull(environments: [AppStoreEnvironment], now: Date) async throws -> Outcome {
+        var outcome = Outcome()
+        for environment in environments {
+            let cursor = try await store.feedCursor(environment: environment)
+            let oldest = now.addingTimeInterval(-Self.kept(environment) + 86_400)
+            var start = (cursor ?? now).addingTimeInterval(-overlap)
+            if start < oldest {
+                logger.warning(
+                    "The change feed's last pull is older than Apple keeps history: notifications in between are lost",
+                    metadata: [
+                        LogKey.environment: "\(environment.rawValue)",
+                        LogKey.feedPulledUntil: "\(cursor.map(Timestamp.string) ?? "never")",
+                    ])
+                start = oldest
+            }
+            var token: String?
+            var pages = 0
+            pulling: repeat {
+                switch await feed.notificationPage(
+                    environment: environment, start: start, end: now, token: token, logger: logger)
+                {
+                case .failure(let error):
+                    outcome.failed[environment] = error.reason
+                    logger.warning(
+                        "The change feed could not be read; this window is read again next run",
+                        metadata: [
+                            LogKey.environment: "\(environment.rawValue)", LogKey.reason: "\(error.reason)",
+                            LogKey.feedPages: "\(pages)",
+                        ])
+                    break pulling
+                case .success(let page):
+                    pages += 1
+                    outcome.refused += page.refused
+                    for reason in page.refused {
+                        logger.warning(
+                            "A notification from the change feed failed verification and changes nothing",
+                            metadata: [LogKey.environment: "\(environment.rawValue)", LogKey.reason: "\(reason)"])
+                    }
+                    let records = page.notifications.map {
+                        FeedNotificationRecord(
+                            uuid: $0.uuid, environment: environment, type: $0.type, subtype: $0.subtype,
+                            originalTransactionID: $0.originalTransactionID, signedAt: $0.signedDate)
+                    }
+                    let recorded = try await store.recordFeedNotifications(records, runID: runID, now: now)
+                    outcome.notifications += recorded.new
+                    outcome.unmatched += recorded.unmatched.count
+                    outcome.madeDue += recorded.madeDue
+                    for unknown in recorded.unmatched {
+                        logger.warning(
+                            """
+                            Apple sent a notification about a subscription the database does not know; import its \
+                            receipt or id
+                            """,
+                            metadata: [
+                                LogKey.originalTransactionID: "\(unknown.originalTransactionID ?? "")",
+                                LogKey.notificationType: "\(unknown.type)",
+                                LogKey.environment: "\(environment.rawValue)",
+                            ])
+                    }
+                    token = page.nextToken
+                }
+            } while token != nil
+            if outcome.failed[environment] == nil {
+                try await store.advanceFeedCursor(environment: environment, to: now, now: now)
+            }
+        }
+        return outcome
+    }
+}

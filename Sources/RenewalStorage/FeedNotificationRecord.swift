@@ -1,0 +1,37 @@
+import Foundation
+import RenewalCore
+
+/// One verified notification from Apple's change feed, as the database records it.
+public struct FeedNotificationRecord: Sendable, Hashable {
+    public var uuid: String
+    public var environment: AppStoreEnvironment
+    public var type: String
+    public var subtype: String?
+    /// The subscription it is about; nil for notifications that name none.
+    public var originalTransactionID: String?
+    public var signedAt: Date
+
+    public init(
+        uuid: String, environment: AppStoreEnvironment, type: String, subtype: String?,
+        originalTransactionID: String?, signedAt: Date
+    ) {
+        self.uuid = uuid
+        self.environment = environment
+        self.type = type
+        self.subtype = subtype
+        self.originalTransactionID = originalTransactionID
+        self.signedAt = signedAt
+    }
+}
+
+/// What recording a page of notifications did.
+public struct FeedRecordResult: Sendable, Hashable {
+    /// Notifications seen for the first time (the others were recorded by an earlier, overlapping pull).
+    public var new = 0
+    /// New notifications about a subscription the database does not know.
+    public var unmatched: [FeedNotificationRecord] = []
+    /// Receipts made due now.
+    public var madeDue = 0
+
+    public init() {}
+}
