@@ -29,10 +29,10 @@ extension SimulatedReceipt {
             events.append((at, type, subtype, id ?? originalID))
         }
         /// Renewals every period from `origin` (the first at `origin + period`).
-        func renewals(from origin: Date, subtype: String? = nil) {
+        func renewals(from origin: Date) {
             var at = origin.addingTimeInterval(period)
             while at <= until {
-                add(at, "DID_RENEW", subtype)
+                add(at, "DID_RENEW")
                 at = at.addingTimeInterval(period)
             }
         }
@@ -58,11 +58,7 @@ extension SimulatedReceipt {
             let recovery = firstEnd.addingTimeInterval(3 * Self.day)
             add(firstEnd, "DID_FAIL_TO_RENEW")
             add(recovery, "DID_RENEW", "BILLING_RECOVERY")
-            var at = recovery.addingTimeInterval(period)
-            while at <= until {
-                add(at, "DID_RENEW")
-                at = at.addingTimeInterval(period)
-            }
+            renewals(from: recovery)
         case .refund:
             add(firstEnd, "DID_RENEW")
             add(start.addingTimeInterval(1.5 * period), "REFUND")
@@ -71,11 +67,7 @@ extension SimulatedReceipt {
             let upgradeDate = start.addingTimeInterval(1.5 * period)
             add(firstEnd, "DID_RENEW")
             add(upgradeDate, "DID_CHANGE_RENEWAL_PREF", "UPGRADE")
-            var at = upgradeDate.addingTimeInterval(period)
-            while at <= until {
-                add(at, "DID_RENEW")
-                at = at.addingTimeInterval(period)
-            }
+            renewals(from: upgradeDate)
         case .multipleSubscriptions:
             let addonID = SimulatedIdentifier.id(account, "addon")
             add(start, "SUBSCRIBED", "INITIAL_BUY", id: addonID)

@@ -25,6 +25,7 @@ struct FeedPull {
         var notifications = 0
         var unmatched = 0
         var madeDue = 0
+        var byType: [String: Int] = [:]
         var refused: [FailureReason] = []
         /// Environments whose pull failed (the cursor stays; the next run reads the window again).
         var failed: [AppStoreEnvironment: FailureReason] = [:]
@@ -81,6 +82,7 @@ struct FeedPull {
                     outcome.notifications += recorded.new
                     outcome.unmatched += recorded.unmatched.count
                     outcome.madeDue += recorded.madeDue
+                    outcome.byType.merge(recorded.newByType, uniquingKeysWith: +)
                     for unknown in recorded.unmatched {
                         logger.warning(
                             """

@@ -80,6 +80,7 @@ public struct RenewalRun: Sendable {
             feedOutcome = try await FeedPull(
                 feed: feed, store: store, overlap: configuration.feedOverlap, runID: runID, logger: logger
             ).pull(environments: [.production, .sandbox], now: startedAt)
+            configuration.metrics?.feedRead(byType: feedOutcome.byType, healthy: feedOutcome.failed.isEmpty)
             logger.info(
                 "Change feed read",
                 metadata: [

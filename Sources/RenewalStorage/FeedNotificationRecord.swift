@@ -32,6 +32,8 @@ public struct FeedRecordResult: Sendable, Hashable {
     public var unmatched: [FeedNotificationRecord] = []
     /// Receipts made due now.
     public var madeDue = 0
+    /// The new notifications by `notificationType`.
+    public var newByType: [String: Int] = [:]
 
     public init() {}
 }

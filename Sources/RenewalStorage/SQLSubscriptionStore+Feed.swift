@@ -49,6 +49,7 @@ extension SQLSubscriptionStore {
                     ])
                 guard !inserted.isEmpty else { continue }
                 result.new += 1
+                result.newByType[notification.type, default: 0] += 1
                 guard let receiptID else {
                     if notification.originalTransactionID != nil { result.unmatched.append(notification) }
                     continue

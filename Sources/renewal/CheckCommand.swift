@@ -94,9 +94,16 @@ struct CheckCommand: AsyncParsableCommand {
                     subscriptionIDs: $0.subscriptions.map(\.snapshot.originalTransactionID), environment: $0.environment
                 ))
         }
-        let answer = try await ServerAPIClient.withServerAPIClient(configuration: configuration) { client in
-            await client.statuses(transactionID: id ?? "0", preferring: sample?.environment, logger: logger)
+        let now = Date()
+        let (answer, feed) = try await ServerAPIClient.withServerAPIClient(configuration: configuration) { client in
+            (
+                await client.statuses(transactionID: id ?? "0", preferring: sample?.environment, logger: logger),
+                await client.notificationHistory(
+                    environment: .production, start: now.addingTimeInterval(-86_400), end: now, token: nil,
+                    logger: logger)
+            )
         }
+        Self.report(feed: feed)
         let whose = id == nil ? "a made-up transaction id" : "the transaction id of user \(sample?.userID ?? "")"
         switch answer {
         case .misconfigured(let failure):
@@ -120,6 +127,28 @@ struct CheckCommand: AsyncParsableCommand {
             }
         case .rejected(let rejection):
             print("server api: ok (answered \(rejection.reason))")
+        }
+    }
+
+    /// One page of the last day's Notification History (production) proves the change feed is
+    /// readable; an empty one is the sign of an app with no App Store Server Notifications V2 URL.
+    static func report(feed: Result<NotificationHistoryPage, AppleAPIError>) {
+        switch feed {
+        case .success(let page):
+            let count = page.notificationHistory?.count ?? 0
+            if count == 0 {
+                print(
+                    """
+                    change feed: readable, but no notification in the last day (production). If subscriptions \
+                    renew, set the App Store Server Notifications V2 URL in App Store Connect: Notification History \
+                    lists only what Apple tried to send there, and without it runs fall back to polling
+                    """)
+            } else {
+                print("change feed: ok (\(count)\(page.hasMore == true ? "+" : "") notifications in the last day)")
+            }
+        case .failure(let error):
+            print(
+                "change feed: not readable (\(error.reason)); runs fall back to polling. \(error.message(.serverAPI))")
         }
     }
 

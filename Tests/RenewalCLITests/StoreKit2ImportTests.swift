@@ -357,6 +357,10 @@ struct StoreKit2ImportTests {
             #expect(withCredentials.status == 0, "\(withCredentials.stdout)\n\(withCredentials.stderr)")
             let status = try await Self.status(database, environment: withAPI)
             #expect(status["storekit"]?.first?.contains("state=active") == true, "\(status)")
+            // With credentials, check also reads a page of the change feed.
+            let checked = try await CLI.run(["check", "--database", database], environment: withAPI)
+            #expect(checked.stdout.contains("change feed: ok (") || checked.stdout.contains("change feed: readable"))
+            #expect(!checked.stdout.contains("change feed: not readable"), "\(checked.stdout)")
         }
     }
 }

@@ -181,10 +181,15 @@ struct ChangeFeedRunTests {
                 // The billing failure falls on the expiry the schedule checks anyway; the refund, mid-period,
                 // only the feed names.
                 #expect(notDue.contains("refunded"), "the schedule alone would wait: \(notDue)")
+                let metrics = RunMetrics(command: "run")
                 let second = try await h.run(.run, verifier: router) { configuration in
                     configuration.feed = client
                     configuration.reportPath = h.directory + "/feed-run.json"
+                    configuration.metrics = metrics
                 }
+                let exposition = metrics.text()
+                #expect(exposition.contains(#"renewal_feed_notifications_total{command="run",type="REFUND"} 2"#))
+                #expect(exposition.contains(#"renewal_feed_healthy{command="run"} 1"#), "\(exposition)")
                 #expect(second.counts.notifications >= 3, "\(second.counts)")
                 #expect(second.counts.notificationsUnmatched >= 1, "the stranger's notifications")
                 let states = try await Self.states(h)
@@ -220,7 +225,12 @@ struct ChangeFeedRunTests {
 
                 h.state.advance(by: 6 * 86_400)
                 h.state.feedFault = .outage
-                let failed = try await h.run(.run, verifier: router) { $0.feed = client }
+                let metrics = RunMetrics(command: "run")
+                let failed = try await h.run(.run, verifier: router) {
+                    $0.feed = client
+                    $0.metrics = metrics
+                }
+                #expect(metrics.text().contains(#"renewal_feed_healthy{command="run"} 0"#))
                 #expect(failed.status == .completed && failed.counts.notifications == 0, "\(failed.status)")
                 #expect(try await h.store.feedCursor(environment: .production) == cursor, "the cursor stays")
                 #expect(try await ChangeFeedRunTests.states(h)["refunded"] == "active")

@@ -100,6 +100,25 @@ public final class RunMetrics: AppStoreObserver, Sendable {
 
     public func retrying() { retries.increment() }
 
+    /// The change feed read at the start of a `run`: new notifications by type, and whether every
+    /// environment was read to the end (0 means the run fell back to its schedule alone).
+    func feedRead(byType: [String: Int], healthy: Bool) {
+        for (type, count) in byType.sorted(by: { $0.key < $1.key }) {
+            registry.makeCounter(
+                descriptor: Self.name(
+                    "feed_notifications", "total",
+                    "Notifications read from Apple's change feed (Notification History) for the first time, by type."),
+                labels: [("command", command), ("type", type)]
+            ).increment(by: Int64(count))
+        }
+        registry.makeGauge(
+            descriptor: Self.name(
+                "feed_healthy", "",
+                "1 when the last run read Apple's change feed to the end in every environment, 0 when it could not."),
+            labels: [("command", command)]
+        ).set(to: healthy ? 1 : 0)
+    }
+
     // MARK: At the end
 
     /// Sets the gauges that describe the finished run. `lastSuccess` is the end of the last run
