@@ -328,7 +328,8 @@ extension SQLSchema {
     /// Version 7: Apple's change feed (Notification History). Per environment, where the last
     /// completed pull ended; each notification acted on, once (its `notificationUUID` is the key, so
     /// overlapping windows and repeated pages never act twice), with the receipt it made due (NULL
-    /// when the database does not know the subscription); the run's feed counts.
+    /// when the database does not know the subscription); the run's feed counts; the
+    /// `notifications_per_day` view.
     fileprivate static func version7(_ dialect: SQLDialect) -> [String] {
         [
             """
@@ -357,6 +358,15 @@ extension SQLSchema {
             ON feed_notifications (original_transaction_id)
             """,
             "CREATE INDEX receipts_original_transaction_id_idx ON receipts (original_transaction_id)",
+            """
+            CREATE VIEW notifications_per_day AS
+            SELECT \(dialect.utcDay("signed_at")) AS day, environment, notification_type, subtype,
+                   COUNT(*) AS notifications,
+                   SUM(CASE WHEN original_transaction_id IS NOT NULL AND receipt_id IS NULL THEN 1 ELSE 0 END)
+                       AS unmatched
+            FROM feed_notifications
+            GROUP BY \(dialect.utcDay("signed_at")), environment, notification_type, subtype
+            """,
             "ALTER TABLE runs ADD COLUMN notifications INTEGER NOT NULL DEFAULT 0",
             "ALTER TABLE runs ADD COLUMN notifications_unmatched INTEGER NOT NULL DEFAULT 0",
         ]

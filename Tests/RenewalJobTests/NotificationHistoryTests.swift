@@ -201,6 +201,16 @@ struct ChangeFeedRunTests {
                 let counts = try #require(report["counts"] as? [String: Any])
                 #expect(counts["notifications"] as? Int == second.counts.notifications)
 
+                // The dashboard view: the day's refunds, the stranger's among them unmatched.
+                let refunds = try await DashboardViewsTests.query(
+                    h,
+                    """
+                    SELECT SUM(notifications) AS notifications, SUM(unmatched) AS unmatched FROM notifications_per_day
+                    WHERE environment = 'Production' AND notification_type = 'REFUND'
+                    """)
+                #expect(refunds.first.flatMap { DashboardViewsTests.int($0, "notifications") } == 2)
+                #expect(refunds.first.flatMap { DashboardViewsTests.int($0, "unmatched") } == 1)
+
                 // At once again: the overlap re-reads the window's end, and nothing is acted on twice.
                 let third = try await h.run(.run, verifier: router) { $0.feed = client }
                 #expect(third.counts.notifications == 0 && third.counts.checked == 0, "\(third.counts)")
