@@ -355,8 +355,9 @@ extension SQLSchema {
             "CREATE INDEX feed_notifications_signed_at_idx ON feed_notifications (signed_at)",
             """
             CREATE INDEX feed_notifications_original_transaction_id_idx
-            ON feed_notifications (original_transaction_id)
+            ON feed_notifications (original_transaction_id, signed_at)
             """,
+            "CREATE INDEX feed_notifications_receipt_id_idx ON feed_notifications (receipt_id, signed_at)",
             "CREATE INDEX receipts_original_transaction_id_idx ON receipts (original_transaction_id)",
             """
             CREATE VIEW notifications_per_day AS

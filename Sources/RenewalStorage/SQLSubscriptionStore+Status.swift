@@ -47,7 +47,8 @@ extension SQLSubscriptionStore {
                     s.state AS state, s.entitled AS entitled, s.expires_at AS expires_at, s.auto_renew AS auto_renew,
                     s.environment AS environment, s.grace_period_expires_at AS grace_period_expires_at,
                     s.last_verified_at AS last_verified_at, s.next_check_at AS next_check_at,
-                    s.ownership_type AS ownership_type, r.last_failure_reason AS last_failure, r.source AS source
+                    s.ownership_type AS ownership_type, r.last_failure_reason AS last_failure, r.source AS source,
+                    \(Self.lastNotification("f.original_transaction_id = s.original_transaction_id"))
                 FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
                 \(inBranch.isEmpty ? "" : "WHERE " + inBranch)
                 UNION ALL
@@ -56,7 +57,8 @@ extension SQLSubscriptionStore {
                     r.imported_product_id,
                     CASE WHEN r.status = 'verified' AND r.no_subscription_since IS NOT NULL THEN 'no_subscription'
                         WHEN r.status = 'verified' THEN 'expired' ELSE r.status END, 0, NULL, NULL,
-                    r.environment, NULL, r.last_verified_at, r.next_check_at, NULL, r.last_failure_reason, r.source
+                    r.environment, NULL, r.last_verified_at, r.next_check_at, NULL, r.last_failure_reason, r.source,
+                    \(Self.lastNotification("f.receipt_id = r.id"))
                 FROM receipts r WHERE NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.receipt_id = r.id)
                 \(inBranch.isEmpty ? "" : "AND " + inBranch)
             ) status_rows
@@ -82,10 +84,29 @@ extension SQLSubscriptionStore {
                     nextCheckAt: try row.optionalDate("next_check_at"),
                     ownershipType: try row.optionalText("ownership_type"),
                     lastFailure: try row.optionalText("last_failure"),
-                    source: try row.optionalText("source")
+                    source: try row.optionalText("source"),
+                    lastNotification: try row.optionalText("last_notification_type").map { type in
+                        StatusRow.LastNotification(
+                            type: type, subtype: try row.optionalText("last_notification_subtype"),
+                            signedAt: try row.date("last_notification_at"))
+                    }
                 )
             }
         }
+    }
+}
+
+extension SQLSubscriptionStore {
+    /// The columns of the newest feed notification `matching` (the latest by `signed_at`, found on the
+    /// feed's indexes), for a status row.
+    static func lastNotification(_ matching: String) -> String {
+        let newest =
+            "FROM feed_notifications f WHERE \(matching) ORDER BY f.signed_at DESC, f.notification_uuid DESC LIMIT 1"
+        return """
+            (SELECT f.notification_type \(newest)) AS last_notification_type,
+                (SELECT f.subtype \(newest)) AS last_notification_subtype,
+                (SELECT f.signed_at \(newest)) AS last_notification_at
+            """
     }
 }
 

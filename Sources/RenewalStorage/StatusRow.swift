@@ -29,13 +29,30 @@ public struct StatusRow: Sendable, Hashable {
     public var lastFailure: String?
     /// The API that read the receipt last (`verify_receipt`, `server_api`); nil when none has.
     public var source: String?
+    /// The last notification Apple's change feed brought about this subscription (for a receipt
+    /// without subscriptions: about the receipt); nil when none has.
+    public var lastNotification: LastNotification?
+
+    public struct LastNotification: Sendable, Hashable {
+        public var type: String
+        public var subtype: String?
+        public var signedAt: Date
+
+        public init(type: String, subtype: String?, signedAt: Date) {
+            self.type = type
+            self.subtype = subtype
+            self.signedAt = signedAt
+        }
+    }
 
     public init(
         userID: String, originalTransactionID: String?, productID: String?, state: SubscriptionState, entitled: Bool,
         expiresAt: Date?, autoRenew: Bool?, environment: AppStoreEnvironment?, gracePeriodExpiresAt: Date?,
-        lastVerifiedAt: Date?, nextCheckAt: Date?, ownershipType: String?, lastFailure: String?, source: String? = nil
+        lastVerifiedAt: Date?, nextCheckAt: Date?, ownershipType: String?, lastFailure: String?, source: String? = nil,
+        lastNotification: LastNotification? = nil
     ) {
         self.source = source
+        self.lastNotification = lastNotification
         self.userID = userID
         self.originalTransactionID = originalTransactionID
         self.productID = productID

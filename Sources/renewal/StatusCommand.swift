@@ -112,6 +112,24 @@ struct StatusJSON: Encodable {
         case state, entitled, expiresAt = "expires_at", autoRenew = "auto_renew", environment
         case gracePeriodExpiresAt = "grace_period_expires_at", lastVerifiedAt = "last_verified_at"
         case nextCheckAt = "next_check_at", ownershipType = "ownership_type", lastFailure = "last_failure", source
+        case lastNotification = "last_notification"
+    }
+
+    /// `{"type", "subtype", "signed_at"}` of the last notification the change feed brought.
+    struct LastNotificationJSON: Encodable {
+        var notification: StatusRow.LastNotification
+
+        enum CodingKeys: String, CodingKey {
+            case type, subtype
+            case signedAt = "signed_at"
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(notification.type, forKey: .type)
+            try c.encode(notification.subtype, forKey: .subtype)
+            try c.encode(Timestamp.string(notification.signedAt), forKey: .signedAt)
+        }
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -130,5 +148,6 @@ struct StatusJSON: Encodable {
         try c.encode(row.ownershipType, forKey: .ownershipType)
         try c.encode(row.lastFailure, forKey: .lastFailure)
         try c.encode(row.source, forKey: .source)
+        try c.encode(row.lastNotification.map(LastNotificationJSON.init), forKey: .lastNotification)
     }
 }

@@ -195,6 +195,12 @@ struct ChangeFeedRunTests {
                 let states = try await Self.states(h)
                 #expect(states["refunded"] == "revoked" && states["failing"] == "billing_retry", "\(states)")
                 #expect(states["steady"] == "active")
+                // status shows each subscription's last notification.
+                let rows = try await h.status()
+                let refundedRow = try #require(rows.first { $0.userID == "refunded" })
+                #expect(refundedRow.lastNotification?.type == "DID_CHANGE_RENEWAL_STATUS")
+                #expect(refundedRow.lastNotification?.subtype == "AUTO_RENEW_DISABLED")
+                #expect(rows.first { $0.userID == "steady" }?.lastNotification == nil)
                 let report = try h.report(second)
                 let kinds = (report["changes"] as? [[String: Any]] ?? []).compactMap { $0["kind"] as? String }
                 #expect(kinds.contains("refunded") && kinds.contains("billing_issue"), "\(kinds)")
