@@ -26,6 +26,9 @@ struct FeedPull {
         var unmatched = 0
         var madeDue = 0
         var byType: [String: Int] = [:]
+        /// Now minus the end of the last completed read, the largest over the environments, in whole
+        /// milliseconds.
+        var lagSeconds: Double = 0
         var refused: [FailureReason] = []
         /// Environments whose pull failed (the cursor stays; the next run reads the window again).
         var failed: [AppStoreEnvironment: FailureReason] = [:]
@@ -100,6 +103,10 @@ struct FeedPull {
             } while token != nil
             if outcome.failed[environment] == nil {
                 try await store.advanceFeedCursor(environment: environment, to: now, now: now)
+            } else {
+                // Behind by as much as the last good read is old (since now when there never was one).
+                let lag = now.timeIntervalSince(cursor ?? now)
+                outcome.lagSeconds = max(outcome.lagSeconds, (lag * 1000).rounded() / 1000)
             }
         }
         return outcome

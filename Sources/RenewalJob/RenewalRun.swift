@@ -80,7 +80,8 @@ public struct RenewalRun: Sendable {
             feedOutcome = try await FeedPull(
                 feed: feed, store: store, overlap: configuration.feedOverlap, runID: runID, logger: logger
             ).pull(environments: [.production, .sandbox], now: startedAt)
-            configuration.metrics?.feedRead(byType: feedOutcome.byType, healthy: feedOutcome.failed.isEmpty)
+            configuration.metrics?.feedRead(
+                byType: feedOutcome.byType, healthy: feedOutcome.failed.isEmpty, lagSeconds: feedOutcome.lagSeconds)
             logger.info(
                 "Change feed read",
                 metadata: [
@@ -103,6 +104,9 @@ public struct RenewalRun: Sendable {
         loop.counts.recoveredLeases = recovered.releasedLeases
         loop.counts.notifications = feedOutcome.notifications
         loop.counts.notificationsUnmatched = feedOutcome.unmatched
+        if configuration.feed != nil, case .run = configuration.command, !configuration.dryRun {
+            loop.counts.feedLagSeconds = feedOutcome.lagSeconds
+        }
         loop.counts.dueAtStart = dueAtStart
         configuration.progress?.started(total: dueAtStart.map { min($0, configuration.limit ?? $0) })
         defer { configuration.progress?.finished() }

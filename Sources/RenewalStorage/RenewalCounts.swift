@@ -33,6 +33,10 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
     /// Of those, notifications about a subscription the database does not know (a receipt never
     /// imported): counted and listed, never fatal.
     public var notificationsUnmatched = 0
+    /// How far behind the change feed is when the run starts its checks: now minus where the last
+    /// completed read ends, the largest over the environments (about 0 after a good read; the age of
+    /// the last good one when the read failed). Whole milliseconds; nil when the run read no feed.
+    public var feedLagSeconds: Double?
 
     public init() {}
 
@@ -45,5 +49,6 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
         case dueAtStart = "due_at_start"
         case migrated, notifications
         case notificationsUnmatched = "notifications_unmatched"
+        case feedLagSeconds = "feed_lag_seconds"
     }
 }

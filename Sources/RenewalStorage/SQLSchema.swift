@@ -370,6 +370,7 @@ extension SQLSchema {
             """,
             "ALTER TABLE runs ADD COLUMN notifications INTEGER NOT NULL DEFAULT 0",
             "ALTER TABLE runs ADD COLUMN notifications_unmatched INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE runs ADD COLUMN feed_lag_ms BIGINT",
         ]
     }
 }

@@ -324,7 +324,7 @@ extension SQLSubscriptionStore {
         """
         id, command, started_at, finished_at, status, exit_code, checked, changed, unchanged, failed, conflicts, \
         host, process_id, worker_id, lease_lost, receipts_changed, invalid, skipped, recovered_leases, due_at_start, \
-        due_left, migrated, notifications, notifications_unmatched
+        due_left, migrated, notifications, notifications_unmatched, feed_lag_ms
         """
     }
 
@@ -339,6 +339,7 @@ extension SQLSubscriptionStore {
             SQLValue(run.counts.skipped), SQLValue(run.counts.recoveredLeases), SQLValue(run.counts.dueAtStart),
             SQLValue(run.counts.dueLeft), SQLValue(run.counts.migrated), SQLValue(run.counts.notifications),
             SQLValue(run.counts.notificationsUnmatched),
+            run.counts.feedLagSeconds.map { SQLValue.int64(Int64(($0 * 1000).rounded())) } ?? .null,
         ]
     }
 

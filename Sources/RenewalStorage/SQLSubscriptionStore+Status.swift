@@ -138,6 +138,7 @@ extension SQLSubscriptionStore: RunHistoryStore {
         record.counts.dueLeft = try row.int("due_left")
         record.counts.notifications = try row.int("notifications")
         record.counts.notificationsUnmatched = try row.int("notifications_unmatched")
+        record.counts.feedLagSeconds = try row.optionalInt("feed_lag_ms").map { Double($0) / 1000 }
         return record
     }
 

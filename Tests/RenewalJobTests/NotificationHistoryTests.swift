@@ -247,6 +247,11 @@ struct ChangeFeedRunTests {
                     $0.metrics = metrics
                 }
                 #expect(metrics.text().contains(#"renewal_feed_healthy{command="run"} 0"#))
+                // Six days behind: the last good read ended at the first run.
+                #expect(
+                    failed.counts.feedLagSeconds == Double(6 * 86_400),
+                    "\(String(describing: failed.counts.feedLagSeconds))")
+                #expect(metrics.text().contains(#"renewal_feed_lag_seconds{command="run"} 518400"#))
                 #expect(failed.status == .completed && failed.counts.notifications == 0, "\(failed.status)")
                 #expect(try await h.store.feedCursor(environment: .production) == cursor, "the cursor stays")
                 #expect(try await ChangeFeedRunTests.states(h)["refunded"] == "active")
@@ -254,7 +259,7 @@ struct ChangeFeedRunTests {
                 h.state.feedFault = .none
                 h.state.advance(by: 3_600)
                 let caughtUp = try await h.run(.run, verifier: router) { $0.feed = client }
-                #expect(caughtUp.counts.notifications >= 1)
+                #expect(caughtUp.counts.notifications >= 1 && caughtUp.counts.feedLagSeconds == 0)
                 #expect(try await ChangeFeedRunTests.states(h)["refunded"] == "revoked")
             }
         }

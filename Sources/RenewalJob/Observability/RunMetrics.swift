@@ -102,7 +102,7 @@ public final class RunMetrics: AppStoreObserver, Sendable {
 
     /// The change feed read at the start of a `run`: new notifications by type, and whether every
     /// environment was read to the end (0 means the run fell back to its schedule alone).
-    func feedRead(byType: [String: Int], healthy: Bool) {
+    func feedRead(byType: [String: Int], healthy: Bool, lagSeconds: Double) {
         for (type, count) in byType.sorted(by: { $0.key < $1.key }) {
             registry.makeCounter(
                 descriptor: Self.name(
@@ -117,6 +117,12 @@ public final class RunMetrics: AppStoreObserver, Sendable {
                 "1 when the last run read Apple's change feed to the end in every environment, 0 when it could not."),
             labels: [("command", command)]
         ).set(to: healthy ? 1 : 0)
+        registry.makeGauge(
+            descriptor: Self.name(
+                "feed_lag", "seconds",
+                "How far behind Apple's change feed the last run was: now minus the end of the last completed read."),
+            labels: [("command", command)]
+        ).set(to: lagSeconds)
     }
 
     // MARK: At the end
