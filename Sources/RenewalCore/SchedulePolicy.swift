@@ -39,8 +39,22 @@ public struct SchedulePolicy: Sendable, Hashable, Codable {
     /// … spread over at least this long since the first of them. 3 d. A receipt verified once is
     /// never invalidated by 21002 or 21003.
     public var rejectionSpanBeforeInvalid: TimeInterval = 3 * 86_400
+    /// While Apple's change feed is healthy, a subscription the Server API answered for is checked at
+    /// least this often (the safety net for what the feed might miss), instead of
+    /// `entitledMaximumInterval` and the expired subscriptions' intervals. 30 d.
+    public var feedSafetyNetInterval: TimeInterval = 30 * 86_400
 
     public init() {}
+
+    /// How the next check is planned: on today's schedule, or knowing that Apple's change feed names
+    /// each change of the subscription within a run.
+    public enum Mode: Sendable, Hashable {
+        /// Polling alone finds changes: checks before each expiry, every entitled subscription weekly.
+        case polling
+        /// The feed is current: the feed makes the subscription due when Apple changes it, and the
+        /// schedule only covers what no notification announces (an expiry, a renewal that did not come).
+        case feed
+    }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -68,6 +82,7 @@ public struct SchedulePolicy: Sendable, Hashable, Codable {
         try read(.renewalPendingInterval, \.renewalPendingInterval)
         try read(.renewalPendingWindow, \.renewalPendingWindow)
         try read(.rejectionSpanBeforeInvalid, \.rejectionSpanBeforeInvalid)
+        try read(.feedSafetyNetInterval, \.feedSafetyNetInterval)
         policy.failureJitter = try c.decodeIfPresent(Double.self, forKey: .failureJitter) ?? policy.failureJitter
         policy.malformedChecksBeforeInvalid =
             try c.decodeIfPresent(Int.self, forKey: .malformedChecksBeforeInvalid)
@@ -92,10 +107,17 @@ public struct SchedulePolicy: Sendable, Hashable, Codable {
         case renewalPendingInterval = "renewal_pending_interval"
         case renewalPendingWindow = "renewal_pending_window"
         case rejectionSpanBeforeInvalid = "rejection_span_before_invalid"
+        case feedSafetyNetInterval = "feed_safety_net_interval"
     }
 
     /// The next check after a successful one.
-    public func nextCheck(for subscription: SubscriptionSnapshot, now: Date) -> Date {
+    ///
+    /// With `.feed`, what Apple announces (a renewal, a refund, a billing failure or recovery, an
+    /// auto-renew change, a resubscription) is left to the feed: an active subscription is checked
+    /// once shortly after its expiry (only reached when no renewal arrived before it), one in grace
+    /// period when the grace ends, and everything else at the safety-net interval.
+    public func nextCheck(for subscription: SubscriptionSnapshot, now: Date, mode: Mode = .polling) -> Date {
+        if mode == .feed { return nextCheckWithFeed(for: subscription, now: now) }
         let next: Date
         let expires = subscription.expiresAt ?? now
         if subscription.awaitsRenewal(now: now, window: renewalPendingWindow) {
@@ -132,10 +154,37 @@ public struct SchedulePolicy: Sendable, Hashable, Codable {
 
     /// The next check of a subscription that Apple's last valid answer no longer lists: when its
     /// last known entitlement ends (to take it away), at least weekly while entitled, else rarely.
-    public func nextCheck(forUnlisted subscription: SubscriptionSnapshot, now: Date) -> Date {
+    public func nextCheck(forUnlisted subscription: SubscriptionSnapshot, now: Date, mode: Mode = .polling) -> Date {
         guard subscription.entitled else { return now.addingTimeInterval(max(dormantInterval, minimumInterval)) }
         let end = subscription.entitlementEndsAt ?? now
-        return max(min(end, now.addingTimeInterval(entitledMaximumInterval)), now.addingTimeInterval(minimumInterval))
+        let interval = mode == .feed ? feedSafetyNetInterval : entitledMaximumInterval
+        return max(min(end, now.addingTimeInterval(interval)), now.addingTimeInterval(minimumInterval))
+    }
+
+    private func nextCheckWithFeed(for subscription: SubscriptionSnapshot, now: Date) -> Date {
+        let safetyNet = now.addingTimeInterval(feedSafetyNetInterval)
+        let expires = subscription.expiresAt ?? now
+        let next: Date
+        if subscription.awaitsRenewal(now: now, window: renewalPendingWindow) {
+            // Checked after the expiry and the renewal had not come: the feed brings it, or the failure
+            // to renew; one more look when the window closes.
+            next = min(expires.addingTimeInterval(renewalPendingWindow), safetyNet)
+        } else {
+            switch subscription.state {
+            case .active:
+                next = min(expires.addingTimeInterval(afterExpiry), safetyNet)
+            case .gracePeriod:
+                let graceEnd = (subscription.gracePeriodExpiresAt ?? now).addingTimeInterval(afterExpiry)
+                next = min(graceEnd, safetyNet)
+            case .billingRetry where now < expires.addingTimeInterval(billingRetryWindow):
+                next = min(expires.addingTimeInterval(billingRetryWindow), safetyNet)
+            case .billingRetry, .expired:
+                next = now.addingTimeInterval(max(feedSafetyNetInterval, expiredFirstWeekInterval))
+            case .revoked, .invalid, .unverified, .noSubscription:
+                next = now.addingTimeInterval(max(dormantInterval, feedSafetyNetInterval))
+            }
+        }
+        return max(next, now.addingTimeInterval(minimumInterval))
     }
 
     /// The next check after `consecutiveFailures` failed checks (1 for the first), with jitter.
