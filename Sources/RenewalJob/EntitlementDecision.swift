@@ -41,10 +41,17 @@ public struct EntitlementDecision: Sendable, Hashable {
         public var schedule: SchedulePolicy
         /// The app's bundle id and products; answers about anything else change nothing.
         public var identity: AppIdentity
+        /// Environments whose change feed is healthy this run: a subscription there that the App
+        /// Store Server API answered for is scheduled on the feed's schedule (`SchedulePolicy.Mode`).
+        public var feedEnvironments: Set<AppStoreEnvironment>
 
-        public init(schedule: SchedulePolicy = SchedulePolicy(), identity: AppIdentity = AppIdentity()) {
+        public init(
+            schedule: SchedulePolicy = SchedulePolicy(), identity: AppIdentity = AppIdentity(),
+            feedEnvironments: Set<AppStoreEnvironment> = []
+        ) {
             self.schedule = schedule
             self.identity = identity
+            self.feedEnvironments = feedEnvironments
         }
     }
 
@@ -83,7 +90,7 @@ extension EntitlementDecision {
             case .failure(let screening):
                 self = fail(screening.checkFailure, outage: false)
             case .success(let evidence):
-                self = Self.apply(evidence, to: receipt, update: update, owners: owners, now: now, schedule: schedule)
+                self = Self.apply(evidence, to: receipt, update: update, owners: owners, now: now, rules: rules)
             }
 
         case .rejected(let rejection) where rejection.kind == .accountNotFound:
@@ -150,8 +157,9 @@ extension EntitlementDecision {
     /// receipt that it no longer lists, derived again.
     private static func apply(
         _ evidence: AppleEvidence, to receipt: StoredReceipt, update: ReceiptUpdate,
-        owners: [String: SubscriptionOwner], now: Date, schedule: SchedulePolicy
+        owners: [String: SubscriptionOwner], now: Date, rules: Rules
     ) -> EntitlementDecision {
+        let schedule = rules.schedule
         var update = update
         update.status = .verified
         update.environment = evidence.environment ?? receipt.environment
@@ -165,6 +173,12 @@ extension EntitlementDecision {
         update.source = evidence.source
         update.originalTransactionID = evidence.lookupTransactionID ?? receipt.originalTransactionID
         update.migrated = evidence.source == .serverAPI && receipt.source != .serverAPI
+        // The feed announces changes only of what the Server API answers for (verifyReceipt-only rows
+        // keep polling), and only while it is healthy; polling's check is kept beside the feed's.
+        let mode: SchedulePolicy.Mode =
+            evidence.source == .serverAPI && update.environment.map(rules.feedEnvironments.contains) == true
+            ? .feed : .polling
+        var pollingChecks: [Date] = []
         let stored = Dictionary(
             receipt.subscriptions.map { ($0.snapshot.originalTransactionID, $0) },
             uniquingKeysWith: { first, _ in first })
@@ -199,7 +213,9 @@ extension EntitlementDecision {
             update.changes += SubscriptionEvent.events(from: previous?.snapshot, to: derived)
             update.subscriptions.append(
                 StoredSubscription(
-                    snapshot: derived, lastVerifiedAt: now, nextCheckAt: schedule.nextCheck(for: derived, now: now)))
+                    snapshot: derived, lastVerifiedAt: now,
+                    nextCheckAt: schedule.nextCheck(for: derived, now: now, mode: mode)))
+            pollingChecks.append(schedule.nextCheck(for: derived, now: now))
         }
 
         for previous in receipt.subscriptions where !listed.contains(previous.snapshot.originalTransactionID) {
@@ -212,7 +228,8 @@ extension EntitlementDecision {
             update.subscriptions.append(
                 StoredSubscription(
                     snapshot: snapshot, lastVerifiedAt: previous.lastVerifiedAt,
-                    nextCheckAt: schedule.nextCheck(forUnlisted: snapshot, now: now)))
+                    nextCheckAt: schedule.nextCheck(forUnlisted: snapshot, now: now, mode: mode)))
+            pollingChecks.append(schedule.nextCheck(forUnlisted: snapshot, now: now))
         }
 
         if evidence.subscriptions.isEmpty, receipt.subscriptions.isEmpty {
@@ -228,6 +245,7 @@ extension EntitlementDecision {
         update.nextCheckAt =
             update.subscriptions.map(\.nextCheckAt).min()
             ?? now.addingTimeInterval(schedule.dormantInterval)
+        if let polling = pollingChecks.min(), polling < update.nextCheckAt { update.pollingCheckAt = polling }
         return EntitlementDecision(outcome: .verified, update: update)
     }
 

@@ -14,7 +14,7 @@ import RenewalStorage
 /// keeps history (180 days in production, 30 in the sandbox, less a day of margin): a cursor older
 /// than that is a gap, logged. The check of a named subscription re-reads Get All Subscription
 /// Statuses: notifications arrive late and out of order, the statuses are always the latest.
-struct FeedPull {
+struct FeedPull: Sendable {
     let feed: any NotificationFeed
     let store: any SubscriptionStore
     let overlap: TimeInterval
@@ -26,88 +26,120 @@ struct FeedPull {
         var unmatched = 0
         var madeDue = 0
         var byType: [String: Int] = [:]
-        /// Now minus the end of the last completed read, the largest over the environments, in whole
-        /// milliseconds.
-        var lagSeconds: Double = 0
         var refused: [FailureReason] = []
         /// Environments whose pull failed (the cursor stays; the next run reads the window again).
         var failed: [AppStoreEnvironment: FailureReason] = [:]
+        /// Environments whose cursor was older than Apple keeps history: notifications were lost.
+        var gaps: Set<AppStoreEnvironment> = []
+        /// Environments another worker was reading, or had just read, when this one came to them.
+        var leftToOthers: Set<AppStoreEnvironment> = []
+
+        mutating func add(_ other: Outcome) {
+            notifications += other.notifications
+            unmatched += other.unmatched
+            madeDue += other.madeDue
+            byType.merge(other.byType, uniquingKeysWith: +)
+            refused += other.refused
+            failed.merge(other.failed) { first, _ in first }
+            gaps.formUnion(other.gaps)
+            leftToOthers.formUnion(other.leftToOthers)
+        }
     }
+
+    /// A cursor that ended this recently was just read by another worker: reading it again would
+    /// fetch the overlap for nothing.
+    static let freshness: TimeInterval = 60
 
     static func kept(_ environment: AppStoreEnvironment) -> TimeInterval {
         (environment == .sandbox ? 30 : 180) * 86_400
     }
 
+    /// Reads each environment's window, one worker at a time per environment (the others leave it
+    /// and go on with their due rows).
     func pull(environments: [AppStoreEnvironment], now: Date) async throws -> Outcome {
         var outcome = Outcome()
         for environment in environments {
-            let cursor = try await store.feedCursor(environment: environment)
-            let oldest = now.addingTimeInterval(-Self.kept(environment) + 86_400)
-            var start = (cursor ?? now).addingTimeInterval(-overlap)
-            if start < oldest {
+            let pulled = try await store.exclusively("feed/" + environment.rawValue) { [self] in
+                try await pull(environment, now: now)
+            }
+            guard let pulled else {
+                outcome.leftToOthers.insert(environment)
+                continue
+            }
+            outcome.add(pulled)
+        }
+        return outcome
+    }
+
+    private func pull(_ environment: AppStoreEnvironment, now: Date) async throws -> Outcome {
+        var outcome = Outcome()
+        let cursor = try await store.feedCursor(environment: environment)
+        if let cursor, cursor > now.addingTimeInterval(-Self.freshness) {
+            outcome.leftToOthers.insert(environment)
+            return outcome
+        }
+        let oldest = now.addingTimeInterval(-Self.kept(environment) + 86_400)
+        var start = (cursor ?? now).addingTimeInterval(-overlap)
+        if start < oldest {
+            logger.warning(
+                "The change feed's last pull is older than Apple keeps history: notifications in between are lost",
+                metadata: [
+                    LogKey.environment: "\(environment.rawValue)",
+                    LogKey.feedPulledUntil: "\(cursor.map(Timestamp.string) ?? "never")",
+                ])
+            start = oldest
+            if cursor != nil { outcome.gaps.insert(environment) }
+        }
+        var token: String?
+        var pages = 0
+        pulling: repeat {
+            switch await feed.notificationPage(
+                environment: environment, start: start, end: now, token: token, logger: logger)
+            {
+            case .failure(let error):
+                outcome.failed[environment] = error.reason
                 logger.warning(
-                    "The change feed's last pull is older than Apple keeps history: notifications in between are lost",
+                    "The change feed could not be read; this window is read again next run",
                     metadata: [
-                        LogKey.environment: "\(environment.rawValue)",
-                        LogKey.feedPulledUntil: "\(cursor.map(Timestamp.string) ?? "never")",
+                        LogKey.environment: "\(environment.rawValue)", LogKey.reason: "\(error.reason)",
+                        LogKey.feedPages: "\(pages)",
                     ])
-                start = oldest
-            }
-            var token: String?
-            var pages = 0
-            pulling: repeat {
-                switch await feed.notificationPage(
-                    environment: environment, start: start, end: now, token: token, logger: logger)
-                {
-                case .failure(let error):
-                    outcome.failed[environment] = error.reason
+                break pulling
+            case .success(let page):
+                pages += 1
+                outcome.refused += page.refused
+                for reason in page.refused {
                     logger.warning(
-                        "The change feed could not be read; this window is read again next run",
-                        metadata: [
-                            LogKey.environment: "\(environment.rawValue)", LogKey.reason: "\(error.reason)",
-                            LogKey.feedPages: "\(pages)",
-                        ])
-                    break pulling
-                case .success(let page):
-                    pages += 1
-                    outcome.refused += page.refused
-                    for reason in page.refused {
-                        logger.warning(
-                            "A notification from the change feed failed verification and changes nothing",
-                            metadata: [LogKey.environment: "\(environment.rawValue)", LogKey.reason: "\(reason)"])
-                    }
-                    let records = page.notifications.map {
-                        FeedNotificationRecord(
-                            uuid: $0.uuid, environment: environment, type: $0.type, subtype: $0.subtype,
-                            originalTransactionID: $0.originalTransactionID, signedAt: $0.signedDate)
-                    }
-                    let recorded = try await store.recordFeedNotifications(records, runID: runID, now: now)
-                    outcome.notifications += recorded.new
-                    outcome.unmatched += recorded.unmatched.count
-                    outcome.madeDue += recorded.madeDue
-                    outcome.byType.merge(recorded.newByType, uniquingKeysWith: +)
-                    for unknown in recorded.unmatched {
-                        logger.warning(
-                            """
-                            Apple sent a notification about a subscription the database does not know; import its \
-                            receipt or id
-                            """,
-                            metadata: [
-                                LogKey.originalTransactionID: "\(unknown.originalTransactionID ?? "")",
-                                LogKey.notificationType: "\(unknown.type)",
-                                LogKey.environment: "\(environment.rawValue)",
-                            ])
-                    }
-                    token = page.nextToken
+                        "A notification from the change feed failed verification and changes nothing",
+                        metadata: [LogKey.environment: "\(environment.rawValue)", LogKey.reason: "\(reason)"])
                 }
-            } while token != nil
-            if outcome.failed[environment] == nil {
-                try await store.advanceFeedCursor(environment: environment, to: now, now: now)
-            } else {
-                // Behind by as much as the last good read is old (since now when there never was one).
-                let lag = now.timeIntervalSince(cursor ?? now)
-                outcome.lagSeconds = max(outcome.lagSeconds, (lag * 1000).rounded() / 1000)
+                let records = page.notifications.map {
+                    FeedNotificationRecord(
+                        uuid: $0.uuid, environment: environment, type: $0.type, subtype: $0.subtype,
+                        originalTransactionID: $0.originalTransactionID, signedAt: $0.signedDate)
+                }
+                let recorded = try await store.recordFeedNotifications(records, runID: runID, now: now)
+                outcome.notifications += recorded.new
+                outcome.unmatched += recorded.unmatched.count
+                outcome.madeDue += recorded.madeDue
+                outcome.byType.merge(recorded.newByType, uniquingKeysWith: +)
+                for unknown in recorded.unmatched {
+                    logger.warning(
+                        """
+                        Apple sent a notification about a subscription the database does not know; import its \
+                        receipt or id
+                        """,
+                        metadata: [
+                            LogKey.originalTransactionID: "\(unknown.originalTransactionID ?? "")",
+                            LogKey.notificationType: "\(unknown.type)",
+                            LogKey.environment: "\(environment.rawValue)",
+                        ])
+                }
+                token = page.nextToken
             }
+        } while token != nil
+        if outcome.failed[environment] == nil {
+            try await store.advanceFeedCursor(environment: environment, from: start, to: now, now: now)
         }
         return outcome
     }

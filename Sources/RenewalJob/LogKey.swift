@@ -11,6 +11,8 @@ enum LogKey {
     static let feedPages = "feed.pages"
     static let feedNotifications = "feed.notifications"
     static let feedUnmatched = "feed.unmatched"
+    static let feedFallback = "feed.fallback"
+    static let feedMovedBack = "feed.moved_back"
     static let notificationType = "feed.notification_type"
     static let backend = "db.backend"
     static let abandonedHost = "renewal.abandoned_host"

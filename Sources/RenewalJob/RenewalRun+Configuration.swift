@@ -29,7 +29,11 @@ extension RenewalRun {
         /// The app's bundle id and products (`APPSTORE_BUNDLE_ID`, `--products`). Default: any.
         public var identity = AppIdentity()
         /// The policies every decision of this run follows.
-        var rules: EntitlementDecision.Rules { EntitlementDecision.Rules(schedule: schedule, identity: identity) }
+        var rules: EntitlementDecision.Rules {
+            EntitlementDecision.Rules(schedule: schedule, identity: identity, feedEnvironments: feedEnvironments)
+        }
+        /// The environments whose feed the run found healthy (set by the run once it has read the feed).
+        var feedEnvironments: Set<AppStoreEnvironment> = []
         public var circuitBreaker = CircuitBreaker.Configuration()
         /// Apple's change feed, read at the start of each `run` (not backfills or dry runs) so the
         /// subscriptions it names are checked in the same run; nil (no Server API) for none.
@@ -37,6 +41,9 @@ extension RenewalRun {
         /// How far each pull reaches back before where the last one ended, for notifications Apple
         /// indexes late (their uuid keeps any from being acted on twice). Default 15 minutes.
         public var feedOverlap: TimeInterval = 900
+        /// The feed counts as healthy while its last completed read ended at most this long before the
+        /// run began (a failed read or two within it does not make the job poll everyone). Default 1 h.
+        public var feedMaximumLag: TimeInterval = 3600
         /// Where to write the JSON report; nil for none.
         public var reportPath: String?
         /// Prometheus metrics the run feeds as it goes (nil: none kept).

@@ -11,7 +11,7 @@ import ServiceLifecycle
 ///
 /// The job sees only the two protocols, `SubscriptionStore` and `ReceiptVerifier`.
 public struct RenewalRun: Sendable {
-    public let configuration: Configuration
+    public internal(set) var configuration: Configuration
     let store: any SubscriptionStore
     let verifier: any ReceiptVerifier
     let logger: Logger
@@ -74,20 +74,36 @@ public struct RenewalRun: Sendable {
             recovered = try await store.recoverAbandonedWork(except: configuration.workerID, now: startedAt)
             RunExecution.log(recovered, logger: logger)
         }
-        // Apple's change feed first: what it names is due now, so this run checks it.
-        var feedOutcome = FeedPull.Outcome()
-        if case .run = configuration.command, !configuration.dryRun, let feed = configuration.feed {
-            feedOutcome = try await FeedPull(
-                feed: feed, store: store, overlap: configuration.feedOverlap, runID: runID, logger: logger
-            ).pull(environments: [.production, .sandbox], now: startedAt)
-            configuration.metrics?.feedRead(
-                byType: feedOutcome.byType, healthy: feedOutcome.failed.isEmpty, lagSeconds: feedOutcome.lagSeconds)
-            logger.info(
-                "Change feed read",
-                metadata: [
-                    LogKey.feedNotifications: "\(feedOutcome.notifications)",
-                    LogKey.feedUnmatched: "\(feedOutcome.unmatched)",
-                ])
+        // Apple's change feed first: what it names is due now, so this run checks it; then whether
+        // the feed can be trusted decides this run's schedule for Server API subscriptions.
+        var run = self
+        var feedOutcome: FeedPull.Outcome?
+        var feedHealth: FeedHealth?
+        if !configuration.dryRun {
+            if case .run = configuration.command, let feed = configuration.feed {
+                feedOutcome = try await FeedPull(
+                    feed: feed, store: store, overlap: configuration.feedOverlap, runID: runID, logger: logger
+                ).pull(environments: AppStoreEnvironment.feedEnvironments, now: startedAt)
+            }
+            let health = try await FeedHealth.assess(
+                configured: configuration.feed != nil, outcome: feedOutcome,
+                environments: AppStoreEnvironment.feedEnvironments, maximumLag: configuration.feedMaximumLag,
+                store: store, now: startedAt, logger: logger)
+            run.configuration.feedEnvironments = health.healthy
+            feedHealth = health
+            if let feedOutcome {
+                configuration.metrics?.feedRead(
+                    byType: feedOutcome.byType, healthy: health.fallbacks.isEmpty, lagSeconds: health.lagSeconds ?? 0)
+                logger.info(
+                    "Change feed read",
+                    metadata: [
+                        LogKey.feedNotifications: "\(feedOutcome.notifications)",
+                        LogKey.feedUnmatched: "\(feedOutcome.unmatched)",
+                        LogKey.feedFallback: "\(health.fallbackNames.sorted { $0.key < $1.key })",
+                    ])
+            } else {
+                configuration.metrics?.feedHealth(healthy: health.fallbacks.isEmpty)
+            }
         }
         var dueAtStart: Int?
         if case .run = configuration.command, !configuration.dryRun {
@@ -100,13 +116,12 @@ public struct RenewalRun: Sendable {
                 path: reportPath, runID: runID, command: command, dryRun: configuration.dryRun, startedAt: startedAt)
         }
 
-        var loop = RunExecution(run: self, runID: runID, logger: logger, report: report, startedAt: startedAt)
+        var loop = RunExecution(run: run, runID: runID, logger: logger, report: report, startedAt: startedAt)
         loop.counts.recoveredLeases = recovered.releasedLeases
-        loop.counts.notifications = feedOutcome.notifications
-        loop.counts.notificationsUnmatched = feedOutcome.unmatched
-        if configuration.feed != nil, case .run = configuration.command, !configuration.dryRun {
-            loop.counts.feedLagSeconds = feedOutcome.lagSeconds
-        }
+        loop.counts.notifications = feedOutcome?.notifications ?? 0
+        loop.counts.notificationsUnmatched = feedOutcome?.unmatched ?? 0
+        loop.counts.feedLagSeconds = feedHealth?.lagSeconds
+        loop.counts.feedFallback = feedHealth.map(\.fallbackNames)
         loop.counts.dueAtStart = dueAtStart
         configuration.progress?.started(total: dueAtStart.map { min($0, configuration.limit ?? $0) })
         defer { configuration.progress?.finished() }

@@ -100,22 +100,27 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     func releaseLiveness() {
         guard let owner = livenessOwner else { return }
         livenessOwner = nil
-        _ = try? execute(
-            "SELECT pg_advisory_unlock(hashtextextended(current_schema() || '/' || $1, 0))", [.text(owner)])
+        unlock(owner)
     }
 
     /// Whether some session holds `owner`'s liveness lock. The probe takes the lock when it is free
     /// and gives it straight back; a dead worker's session is gone, and its lock with it.
     func livenessIsHeld(by owner: String) throws -> Bool {
         guard try tryLock(owner) else { return true }
-        _ = try execute("SELECT pg_advisory_unlock(hashtextextended(current_schema() || '/' || $1, 0))", [.text(owner)])
+        unlock(owner)
         return false
     }
 
-    private func tryLock(_ owner: String) throws -> Bool {
+    /// Takes the session-level advisory lock keyed by the schema and `name`, if no session holds it.
+    func tryLock(_ name: String) throws -> Bool {
         let rows = try execute(
-            "SELECT pg_try_advisory_lock(hashtextextended(current_schema() || '/' || $1, 0)) AS taken", [.text(owner)])
+            "SELECT pg_try_advisory_lock(hashtextextended(current_schema() || '/' || $1, 0)) AS taken", [.text(name)])
         return rows.first?["taken"] == .int64(1)
+    }
+
+    /// Gives back the lock `tryLock(_:)` took (a lost session has given it back already).
+    func unlock(_ name: String) {
+        _ = try? execute("SELECT pg_advisory_unlock(hashtextextended(current_schema() || '/' || $1, 0))", [.text(name)])
     }
 
     deinit {

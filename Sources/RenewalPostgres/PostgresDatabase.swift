@@ -86,6 +86,23 @@ public final class PostgresDatabase: SQLDatabase {
         return try connection.livenessIsHeld(by: workerID)
     }
 
+    /// Runs `body` while this session holds the advisory lock of `name` in the current schema, or
+    /// returns nil at once when another session holds it. The lock goes with the session, so a
+    /// killed holder frees it; if the connection is lost meanwhile, another worker may start the
+    /// same work, which `body` must tolerate (the change feed's uuids make a second read harmless).
+    public func exclusively<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T? {
+        let key = "task/" + name
+        guard try await withPostgresConnection({ try $0.tryLock(key) }) else { return nil }
+        do {
+            let result = try await body()
+            try? await withPostgresConnection { $0.unlock(key) }
+            return result
+        } catch {
+            try? await withPostgresConnection { $0.unlock(key) }
+            throw error
+        }
+    }
+
     /// Holds a session-level advisory lock while `body` runs, so two processes migrating at once
     /// apply each version once (the second waits, then finds it applied).
     public func withMigrationLock<T: Sendable>(_ body: (any SQLConnection) throws -> T) async throws -> T {

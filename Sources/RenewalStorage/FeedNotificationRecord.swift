@@ -37,3 +37,19 @@ public struct FeedRecordResult: Sendable, Hashable {
 
     public init() {}
 }
+
+/// How active one environment's change feed has been, for telling a healthy feed from a silent one.
+public struct FeedActivity: Sendable, Hashable {
+    /// Where the unbroken run of completed reads began; nil before the first.
+    public var pulledSince: Date?
+    /// Whether any notification signed since the asked time was recorded.
+    public var notified: Bool
+    /// Whether any check since the asked time found a renewal or a billing recovery.
+    public var renewed: Bool
+
+    public init(pulledSince: Date?, notified: Bool, renewed: Bool) {
+        self.pulledSince = pulledSince
+        self.notified = notified
+        self.renewed = renewed
+    }
+}

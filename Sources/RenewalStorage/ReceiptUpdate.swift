@@ -16,6 +16,9 @@ public struct ReceiptUpdate: Sendable, Hashable {
     /// Set when this check got a valid or rejecting answer from Apple.
     public var verifiedAt: Date?
     public var nextCheckAt: Date
+    /// When the polling schedule would check the receipt, set only when the change feed's schedule
+    /// put `nextCheckAt` later: should the feed turn unhealthy, the receipt is moved back to it.
+    public var pollingCheckAt: Date?
     public var consecutiveFailures: Int
     public var consecutiveMalformed: Int
     /// Written as given: when the current run of 21002/21003 rejections began, or nil.

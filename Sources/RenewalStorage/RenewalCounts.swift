@@ -37,6 +37,10 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
     /// completed read ends, the largest over the environments (about 0 after a good read; the age of
     /// the last good one when the read failed). Whole milliseconds; nil when the run read no feed.
     public var feedLagSeconds: Double?
+    /// The environments this run polled on today's schedule instead of the change feed's, and why
+    /// (`not_configured`, `pull_failed`, `rate_limited`, `lagging`, `gap`, `silent`); empty when
+    /// the feed was healthy everywhere, nil for runs that judge no feed (dry runs).
+    public var feedFallback: [String: String]?
 
     public init() {}
 
@@ -50,5 +54,27 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
         case migrated, notifications
         case notificationsUnmatched = "notifications_unmatched"
         case feedLagSeconds = "feed_lag_seconds"
+        case feedFallback = "feed_fallback"
+    }
+}
+
+extension RenewalCounts {
+    /// `feedFallback` as `runs.feed_fallback` holds it: `Environment=reason` pairs joined by commas,
+    /// sorted (`Production=pull_failed,Sandbox=silent`); empty when healthy everywhere.
+    var feedFallbackText: String? {
+        get {
+            feedFallback.map { $0.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",") }
+        }
+        set {
+            feedFallback = newValue.map { text in
+                Dictionary(
+                    text.split(separator: ",").compactMap { pair -> (String, String)? in
+                        let parts = pair.split(separator: "=", maxSplits: 1)
+                        guard parts.count == 2 else { return nil }
+                        return (String(parts[0]), String(parts[1]))
+                    },
+                    uniquingKeysWith: { first, _ in first })
+            }
+        }
     }
 }

@@ -60,9 +60,18 @@ public protocol SQLDatabase: Sendable {
     /// database. Default: `withConnection` (SQLite's `BEGIN IMMEDIATE` already serialises them);
     /// PostgreSQL holds an advisory lock.
     func withMigrationLock<T: Sendable>(_ body: (any SQLConnection) throws -> T) async throws -> T
+
+    /// Runs `body` unless another process is running one under the same `name`; nil when it is.
+    /// Default: runs it (SQLite's run lock admits one run at a time); PostgreSQL tries a session
+    /// advisory lock, which the server drops with the session if the process dies.
+    func exclusively<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T?
 }
 
 extension SQLDatabase {
+    public func exclusively<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T? {
+        try await body()
+    }
+
     public func withMigrationLock<T: Sendable>(_ body: (any SQLConnection) throws -> T) async throws -> T {
         try await withConnection(body)
     }

@@ -2,6 +2,10 @@ import Foundation
 import RenewalCore
 
 extension SQLSubscriptionStore {
+    /// A notification makes its receipt due unless the receipt was verified at least this long after
+    /// Apple signed it (Apple's statuses then include the change): clocks differ by seconds, not a minute.
+    static var verifiedAfterNotificationMargin: TimeInterval { 60 }
+
     public func feedCursor(environment: AppStoreEnvironment) async throws -> Date? {
         try await onConnection { connection in
             try connection.execute(
@@ -54,26 +58,90 @@ extension SQLSubscriptionStore {
                     if notification.originalTransactionID != nil { result.unmatched.append(notification) }
                     continue
                 }
+                // A receipt verified well after Apple signed the notification already shows its change.
                 let due = try connection.execute(
-                    "UPDATE receipts SET next_check_at = $2 WHERE id = $1 AND next_check_at > $2 RETURNING id",
-                    [.int64(receiptID), SQLValue(now)])
+                    """
+                    UPDATE receipts SET next_check_at = $2, polling_check_at = NULL
+                    WHERE id = $1 AND next_check_at > $2 AND (last_verified_at IS NULL OR last_verified_at < $3)
+                    RETURNING id
+                    """,
+                    [
+                        .int64(receiptID), SQLValue(now),
+                        SQLValue(notification.signedAt.addingTimeInterval(Self.verifiedAfterNotificationMargin)),
+                    ])
                 result.madeDue += due.count
             }
             return result
         }
     }
 
-    public func advanceFeedCursor(environment: AppStoreEnvironment, to pulledUntil: Date, now: Date) async throws {
+    public func advanceFeedCursor(
+        environment: AppStoreEnvironment, from windowStart: Date, to pulledUntil: Date, now: Date
+    ) async throws {
         try await inTransaction { connection in
             _ = try connection.execute(
                 """
-                INSERT INTO feed_cursors (environment, pulled_until, updated_at) VALUES ($1, $2, $3)
+                INSERT INTO feed_cursors (environment, pulled_until, updated_at, pulled_since) VALUES ($1, $2, $3, $4)
                 ON CONFLICT (environment) DO UPDATE SET
                     pulled_until = CASE WHEN feed_cursors.pulled_until > excluded.pulled_until
                         THEN feed_cursors.pulled_until ELSE excluded.pulled_until END,
+                    pulled_since = CASE WHEN excluded.pulled_since > feed_cursors.pulled_until
+                        OR feed_cursors.pulled_since IS NULL
+                        THEN excluded.pulled_since ELSE feed_cursors.pulled_since END,
                     updated_at = excluded.updated_at
                 """,
-                [.text(environment.rawValue), SQLValue(pulledUntil), SQLValue(now)])
+                [.text(environment.rawValue), SQLValue(pulledUntil), SQLValue(now), SQLValue(windowStart)])
         }
+    }
+
+    public func feedActivity(environment: AppStoreEnvironment, since: Date) async throws -> FeedActivity {
+        try await onConnection { connection in
+            let env = SQLValue.text(environment.rawValue)
+            let pulledSince = try connection.execute(
+                "SELECT pulled_since FROM feed_cursors WHERE environment = $1", [env]
+            ).first?.optionalDate("pulled_since")
+            let notified = try connection.execute(
+                "SELECT 1 AS found FROM feed_notifications WHERE signed_at >= $2 AND environment = $1 LIMIT 1",
+                [env, SQLValue(since)])
+            let renewed = try connection.execute(
+                """
+                SELECT 1 AS found FROM entitlement_changes
+                WHERE occurred_at >= $2 AND environment = $1 AND kind IN ('renewed', 'billing_recovered') LIMIT 1
+                """,
+                [env, SQLValue(since)])
+            return FeedActivity(pulledSince: pulledSince, notified: !notified.isEmpty, renewed: !renewed.isEmpty)
+        }
+    }
+
+    public func fallBackToPolling(environment: AppStoreEnvironment) async throws -> Int {
+        try await inTransaction { connection in
+            let env = SQLValue.text(environment.rawValue)
+            // The subscriptions first (what `status` shows), from the receipts' polling checks.
+            _ = try connection.execute(
+                """
+                UPDATE subscriptions SET next_check_at = (
+                    SELECT r.polling_check_at FROM receipts r WHERE r.id = subscriptions.receipt_id)
+                WHERE receipt_id IN (
+                    SELECT id FROM receipts WHERE environment = $1 AND polling_check_at IS NOT NULL)
+                AND next_check_at > (
+                    SELECT r.polling_check_at FROM receipts r WHERE r.id = subscriptions.receipt_id)
+                """,
+                [env])
+            return try connection.execute(
+                """
+                UPDATE receipts SET
+                    next_check_at = CASE WHEN polling_check_at < next_check_at
+                        THEN polling_check_at ELSE next_check_at END,
+                    polling_check_at = NULL
+                WHERE environment = $1 AND polling_check_at IS NOT NULL
+                RETURNING id
+                """,
+                [env]
+            ).count
+        }
+    }
+
+    public func exclusively<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T? {
+        try await database.exclusively(name, body)
     }
 }

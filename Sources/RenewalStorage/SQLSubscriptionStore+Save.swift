@@ -210,6 +210,7 @@ extension SQLSubscriptionStore {
             "last_checked_at = \(binds.add(SQLValue(write.checkedAt)))",
             "updated_at = \(binds.add(SQLValue(write.checkedAt)))",
             "next_check_at = \(binds.add(SQLValue(write.nextCheckAt)))",
+            "polling_check_at = \(binds.add(SQLValue(write.pollingCheckAt)))",
             "consecutive_failures = \(binds.add(SQLValue(write.consecutiveFailures)))",
             "consecutive_malformed = \(binds.add(SQLValue(write.consecutiveMalformed)))",
             "last_failure_reason = \(binds.add(SQLValue(write.failure?.reason.rawValue)))",
@@ -324,7 +325,7 @@ extension SQLSubscriptionStore {
         """
         id, command, started_at, finished_at, status, exit_code, checked, changed, unchanged, failed, conflicts, \
         host, process_id, worker_id, lease_lost, receipts_changed, invalid, skipped, recovered_leases, due_at_start, \
-        due_left, migrated, notifications, notifications_unmatched, feed_lag_ms
+        due_left, migrated, notifications, notifications_unmatched, feed_lag_ms, feed_fallback
         """
     }
 
@@ -340,6 +341,7 @@ extension SQLSubscriptionStore {
             SQLValue(run.counts.dueLeft), SQLValue(run.counts.migrated), SQLValue(run.counts.notifications),
             SQLValue(run.counts.notificationsUnmatched),
             run.counts.feedLagSeconds.map { SQLValue.int64(Int64(($0 * 1000).rounded())) } ?? .null,
+            SQLValue(run.counts.feedFallbackText),
         ]
     }
 

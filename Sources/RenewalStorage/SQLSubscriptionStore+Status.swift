@@ -139,6 +139,7 @@ extension SQLSubscriptionStore: RunHistoryStore {
         record.counts.notifications = try row.int("notifications")
         record.counts.notificationsUnmatched = try row.int("notifications_unmatched")
         record.counts.feedLagSeconds = try row.optionalInt("feed_lag_ms").map { Double($0) / 1000 }
+        record.counts.feedFallbackText = try row.optionalText("feed_fallback")
         return record
     }
 

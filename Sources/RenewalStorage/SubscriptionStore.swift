@@ -78,9 +78,26 @@ public protocol SubscriptionStore: Sendable {
     func recordFeedNotifications(_ notifications: [FeedNotificationRecord], runID: String?, now: Date)
         async throws -> FeedRecordResult
 
-    /// Moves `environment`'s cursor to `pulledUntil` once a window has been read to its end; never
-    /// backwards (two workers finishing out of order).
-    func advanceFeedCursor(environment: AppStoreEnvironment, to pulledUntil: Date, now: Date) async throws
+    /// Moves `environment`'s cursor to `pulledUntil` once the window from `windowStart` has been read
+    /// to its end; never backwards (two workers finishing out of order). A window starting after the
+    /// cursor (a gap: history Apple no longer keeps) restarts `pulledSince`.
+    func advanceFeedCursor(environment: AppStoreEnvironment, from windowStart: Date, to pulledUntil: Date, now: Date)
+        async throws
+
+    /// What tells whether `environment`'s feed can be trusted to announce changes: where its unbroken
+    /// reads began, and whether any notification was signed, and any renewal seen by a check,
+    /// since `since`.
+    func feedActivity(environment: AppStoreEnvironment, since: Date) async throws -> FeedActivity
+
+    /// The feed of `environment` is no longer trusted: every receipt the feed's schedule put later
+    /// than polling would have is moved back to its polling check (due at once when that has
+    /// passed). Returns how many receipts moved.
+    func fallBackToPolling(environment: AppStoreEnvironment) async throws -> Int
+
+    /// Runs `body` unless another worker is running a body for the same `name` (PostgreSQL: a
+    /// session advisory lock, dropped if the process dies; SQLite: the run lock admits one run
+    /// anyway). Returns nil without running it when another holds the name.
+    func exclusively<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T?
 
     /// Releases leases this owner holds on receipts it did not check (shutdown, circuit breaker),
     /// leaving every other column exactly as it was.

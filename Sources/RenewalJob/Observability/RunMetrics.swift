@@ -111,18 +111,27 @@ public final class RunMetrics: AppStoreObserver, Sendable {
                 labels: [("command", command), ("type", type)]
             ).increment(by: Int64(count))
         }
-        registry.makeGauge(
-            descriptor: Self.name(
-                "feed_healthy", "",
-                "1 when the last run read Apple's change feed to the end in every environment, 0 when it could not."),
-            labels: [("command", command)]
-        ).set(to: healthy ? 1 : 0)
+        feedHealth(healthy: healthy)
         registry.makeGauge(
             descriptor: Self.name(
                 "feed_lag", "seconds",
                 "How far behind Apple's change feed the last run was: now minus the end of the last completed read."),
             labels: [("command", command)]
         ).set(to: lagSeconds)
+    }
+
+    /// Whether the last run trusted Apple's change feed in every environment (polled on the feed's
+    /// long schedule), or fell back to the full schedule somewhere.
+    func feedHealth(healthy: Bool) {
+        registry.makeGauge(
+            descriptor: Self.name(
+                "feed_healthy", "",
+                """
+                1 when the last run found Apple's change feed current in every environment and polled on its long \
+                schedule, 0 when it fell back to the full schedule.
+                """),
+            labels: [("command", command)]
+        ).set(to: healthy ? 1 : 0)
     }
 
     // MARK: At the end

@@ -1,0 +1,111 @@
+import Foundation
+import Logging
+import RenewalCore
+import RenewalStorage
+
+/// Whether Apple's change feed can be trusted to announce every change in an environment, so the
+/// run may poll that environment's Server API subscriptions on the feed's long schedule, and if not,
+/// why. Judged at the start of each run, after its read of the feed.
+public enum FeedFallback: String, Sendable, Hashable, Codable, CaseIterable {
+    /// No App Store Server API credentials: there is no feed to read.
+    case notConfigured = "not_configured"
+    /// The last completed read ended longer ago than `--feed-max-lag-minutes` and this run's read failed.
+    case pullFailed = "pull_failed"
+    /// … because Apple answered 429.
+    case rateLimited = "rate_limited"
+    /// The last completed read ended longer ago than the maximum lag, and this run did not read (a
+    /// backfill, or no read has completed yet).
+    case lagging
+    /// The last read ended longer ago than Apple keeps history: notifications in between are lost.
+    case gap
+    /// Read for over a day without a single notification while checks found renewals: the sign of
+    /// an app with no App Store Server Notifications V2 URL (history lists only what Apple sent there).
+    case silent
+}
+
+/// How the feed stood for a run: per environment, nil when healthy or the reason to poll.
+struct FeedHealth: Sendable, Hashable {
+    /// Environments whose Server API subscriptions follow the feed's schedule this run.
+    var healthy: Set<AppStoreEnvironment> = []
+    /// The others, and why they poll on today's schedule.
+    var fallbacks: [AppStoreEnvironment: FeedFallback] = [:]
+    /// Receipts moved back from the feed's schedule to polling's, by environment.
+    var movedBack: [AppStoreEnvironment: Int] = [:]
+    /// Now minus where the last completed read ended, the largest over the environments (0 where
+    /// none has completed yet); nil without a feed.
+    var lagSeconds: Double?
+
+    /// The fallbacks as the report and `runs.feed_fallback` keep them: environment to reason.
+    var fallbackNames: [String: String] {
+        Dictionary(uniqueKeysWithValues: fallbacks.map { ($0.key.rawValue, $0.value.rawValue) })
+    }
+
+    /// How long a feed may go without a notification before it is called silent (when renewals came).
+    static let silence: TimeInterval = 86_400
+
+    /// Judges each environment from the run's read (`outcome`; nil when the run did not read) and
+    /// what the database holds, and moves the receipts of every unhealthy environment back to the
+    /// polling schedule.
+    static func assess(
+        configured: Bool, outcome: FeedPull.Outcome?, environments: [AppStoreEnvironment], maximumLag: TimeInterval,
+        store: any SubscriptionStore, now: Date, logger: Logger
+    ) async throws -> FeedHealth {
+        var health = FeedHealth()
+        for environment in environments {
+            let fallback: FeedFallback?
+            if configured {
+                let cursor = try await store.feedCursor(environment: environment)
+                // Behind by as much as the last completed read is old (none yet: not behind).
+                let lag = cursor.map { now.timeIntervalSince($0) } ?? 0
+                health.lagSeconds = max(health.lagSeconds ?? 0, (lag * 1000).rounded() / 1000)
+                if outcome?.gaps.contains(environment) == true {
+                    fallback = .gap
+                } else if cursor != nil, lag <= maximumLag {
+                    let activity = try await store.feedActivity(environment: environment, since: now - silence)
+                    let readForADay = activity.pulledSince.map { now.timeIntervalSince($0) >= silence } ?? false
+                    fallback = readForADay && !activity.notified && activity.renewed ? .silent : nil
+                } else if let reason = outcome?.failed[environment] {
+                    fallback = reason == .rateLimited ? .rateLimited : .pullFailed
+                } else {
+                    fallback = .lagging
+                }
+            } else {
+                fallback = .notConfigured
+            }
+            guard let fallback else {
+                health.healthy.insert(environment)
+                continue
+            }
+            health.fallbacks[environment] = fallback
+            let moved = try await store.fallBackToPolling(environment: environment)
+            health.movedBack[environment] = moved
+            let metadata: Logger.Metadata = [
+                LogKey.environment: "\(environment.rawValue)", LogKey.feedFallback: "\(fallback.rawValue)",
+                LogKey.feedMovedBack: "\(moved)",
+            ]
+            switch fallback {
+            case .notConfigured:
+                if environment == environments.first {
+                    logger.info("No change feed without Server API credentials: polling on the full schedule")
+                }
+            case .silent:
+                logger.warning(
+                    """
+                    Apple's change feed has had no notification for a day while subscriptions renewed: check that \
+                    the app has an App Store Server Notifications V2 URL set in App Store Connect. Polling on the \
+                    full schedule until notifications arrive
+                    """,
+                    metadata: metadata)
+            default:
+                logger.warning(
+                    "Apple's change feed is not current: polling on the full schedule until it is", metadata: metadata)
+            }
+        }
+        return health
+    }
+}
+
+extension AppStoreEnvironment {
+    /// The environments whose feed a run reads and judges.
+    static let feedEnvironments: [AppStoreEnvironment] = [.production, .sandbox]
+}
