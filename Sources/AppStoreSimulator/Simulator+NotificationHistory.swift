@@ -5,7 +5,8 @@ import RenewalCore
 /// Get Notification History (`POST /inApps/v1/notifications/history`), served from the registered
 /// customers' timelines: at most 20 records a page, paged with `paginationToken` while `hasMore`,
 /// 180 days kept in production and 30 in the sandbox, an `endDate` in the future read as now, and a
-/// notification listed only `notificationDelay` seconds after it was signed.
+/// notification listed only `notificationDelay` seconds after it was signed; `FeedFault` breaks it
+/// (outage, 429), empties it (no V2 URL), lists each notification twice, or lists them newest first.
 extension SimulatorRoutes {
     static let historyPageSize = 20
 
@@ -17,7 +18,7 @@ extension SimulatorRoutes {
             return raw(status: 401, contentType: "text/plain", data: Data("Unauthenticated\n".utf8))
         }
         switch state.feedFault {
-        case .none: break
+        case .none, .silent, .duplicated, .reordered: break
         case .outage: return respond(SimulatedAnswer.outagePage)
         case .rateLimited:
             var response = historyError(429, code: 4_290_000, message: "Rate limit exceeded.")
@@ -42,11 +43,18 @@ extension SimulatorRoutes {
             return historyError(400, code: 4_000_013, message: "Start date after end date.")
         }
         let visibleUntil = now.addingTimeInterval(-state.notificationDelay)
-        let records = state.registeredReceipts()
+        let listed = state.registeredReceipts()
             .filter { ($0.scenario == .sandbox) == sandbox }
             .flatMap { $0.notifications(until: min(end, visibleUntil)) }
             .filter { $0.signedDate >= start && $0.signedDate < end }
             .sorted { ($0.signedDate, $0.uuid) < ($1.signedDate, $1.uuid) }
+        let records: [SimulatedNotification] =
+            switch state.feedFault {
+            case .silent: []
+            case .duplicated: listed.flatMap { [$0, $0] }
+            case .reordered: listed.reversed()
+            default: listed
+            }
         let offset = request.uri.queryParameters.get("paginationToken").flatMap(Self.offset(ofToken:)) ?? 0
         let page = records.dropFirst(offset).prefix(Self.historyPageSize)
         var history: [[String: Any]] = []
@@ -86,7 +94,7 @@ extension SimulatorRoutes {
             data: SimulatedReceipt.json(["errorCode": code, "errorMessage": message]))
     }
 
-    /// `{"fault": "none"|"outage"|"rate_limited", "delay_seconds": N}` (either key optional) sets the
+    /// `{"fault": "none"|"outage"|"rate_limited"|"silent"|"duplicated"|"reordered", "delay_seconds": N}` (either key optional) sets the
     /// feed's own fault and how long after signing a notification is listed; answers the settings.
     func changeFeed(_ request: Request) async throws -> Response {
         struct Change: Decodable {

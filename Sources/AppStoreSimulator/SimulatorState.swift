@@ -92,6 +92,12 @@ public final class SimulatorState: Sendable {
         case outage
         /// HTTP 429 with `Retry-After` a minute ahead.
         case rateLimited = "rate_limited"
+        /// Empty history: an app with no Server Notifications V2 URL, whose history Apple leaves empty.
+        case silent
+        /// Every notification listed twice, one after the other (across a page break too).
+        case duplicated
+        /// Newest first: a page may hold a notification before the ones that preceded it.
+        case reordered
     }
 
     private let storage: Mutex<Storage>
@@ -271,6 +277,11 @@ public final class SimulatorState: Sendable {
             case .notFound: $0.serverAPIStats.notFound += 1
             }
         }
+    }
+
+    /// Server API status requests that named `account` so far.
+    public func serverAPIRequests(account: String) -> Int {
+        storage.withLock { $0.serverAPIAttempts[account] ?? 0 }
     }
 
     /// The Server API request number for `account` (1 for the first).

@@ -41,8 +41,10 @@ public struct SchedulePolicy: Sendable, Hashable, Codable {
     public var rejectionSpanBeforeInvalid: TimeInterval = 3 * 86_400
     /// While Apple's change feed is healthy, a subscription the Server API answered for is checked at
     /// least this often (the safety net for what the feed might miss), instead of
-    /// `entitledMaximumInterval` and the expired subscriptions' intervals. 30 d.
-    public var feedSafetyNetInterval: TimeInterval = 30 * 86_400
+    /// `entitledMaximumInterval` and the expired subscriptions' intervals. Longer than the longest
+    /// month with days to spare, so a monthly subscription renewed through the feed never needs a
+    /// safety-net check of its own. 35 d.
+    public var feedSafetyNetInterval: TimeInterval = 35 * 86_400
 
     public init() {}
 

@@ -44,7 +44,7 @@ public struct FeedActivity: Sendable, Hashable {
     public var pulledSince: Date?
     /// Whether any notification signed since the asked time was recorded.
     public var notified: Bool
-    /// Whether any check since the asked time found a renewal or a billing recovery.
+    /// Whether a check found a renewal or a billing recovery that took effect since the asked time.
     public var renewed: Bool
 
     public init(pulledSince: Date?, notified: Bool, renewed: Bool) {

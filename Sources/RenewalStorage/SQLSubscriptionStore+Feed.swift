@@ -103,10 +103,13 @@ extension SQLSubscriptionStore {
             let notified = try connection.execute(
                 "SELECT 1 AS found FROM feed_notifications WHERE signed_at >= $2 AND environment = $1 LIMIT 1",
                 [env, SQLValue(since)])
+            // A renewal Apple made since then (it takes effect at the old expiry), not merely one a check
+            // found since then: a late check of an old renewal says nothing about today's feed.
             let renewed = try connection.execute(
                 """
                 SELECT 1 AS found FROM entitlement_changes
-                WHERE occurred_at >= $2 AND environment = $1 AND kind IN ('renewed', 'billing_recovered') LIMIT 1
+                WHERE occurred_at >= $2 AND environment = $1 AND kind IN ('renewed', 'billing_recovered')
+                AND old_expires_at >= $2 LIMIT 1
                 """,
                 [env, SQLValue(since)])
             return FeedActivity(pulledSince: pulledSince, notified: !notified.isEmpty, renewed: !renewed.isEmpty)

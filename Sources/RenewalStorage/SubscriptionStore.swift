@@ -85,8 +85,8 @@ public protocol SubscriptionStore: Sendable {
         async throws
 
     /// What tells whether `environment`'s feed can be trusted to announce changes: where its unbroken
-    /// reads began, and whether any notification was signed, and any renewal seen by a check,
-    /// since `since`.
+    /// reads began, and whether any notification was signed, and any renewal (as checks found it)
+    /// took effect, since `since`.
     func feedActivity(environment: AppStoreEnvironment, since: Date) async throws -> FeedActivity
 
     /// The feed of `environment` is no longer trusted: every receipt the feed's schedule put later

@@ -35,9 +35,11 @@ import Testing
         #expect(next(subscription(.active, expiresIn: 200 * day), mode: .polling) == 7 * day)
     }
 
-    @Test("An annual subscription is checked at the safety-net interval (30 days by default, configurable)")
+    @Test("An annual subscription is checked at the safety-net interval (35 days by default, configurable)")
     func safetyNet() throws {
-        #expect(next(subscription(.active, expiresIn: 200 * day)) == 30 * day)
+        #expect(next(subscription(.active, expiresIn: 200 * day)) == 35 * day)
+        // A monthly one of the longest month waits for its expiry.
+        #expect(next(subscription(.active, expiresIn: 31 * day)) == 31 * day + 15 * 60)
         let custom = try JSONDecoder().decode(
             SchedulePolicy.self, from: Data(#"{"feed_safety_net_interval": 864000}"#.utf8))
         #expect(custom.feedSafetyNetInterval == 10 * day)
@@ -60,22 +62,22 @@ import Testing
     func billing() {
         #expect(next(subscription(.gracePeriod, expiresIn: -day, graceEndsIn: 5 * day)) == 5 * day + 15 * 60)
         #expect(next(subscription(.gracePeriod, expiresIn: -day, graceEndsIn: 5 * day), mode: .polling) == day)
-        #expect(next(subscription(.billingRetry, expiresIn: -day)) == 30 * day)
+        #expect(next(subscription(.billingRetry, expiresIn: -day)) == 35 * day)
         #expect(next(subscription(.billingRetry, expiresIn: -50 * day)) == 10 * day)
         #expect(next(subscription(.billingRetry, expiresIn: -day), mode: .polling) == day)
     }
 
-    @Test("Expired and revoked subscriptions wait for the feed (a resubscription or a reversed refund) or 30 days")
+    @Test("Expired and revoked subscriptions wait for the feed (a resubscription or a reversed refund) or 35 days")
     func dormant() {
-        #expect(next(subscription(.expired, expiresIn: -day, autoRenew: false)) == 30 * day)
+        #expect(next(subscription(.expired, expiresIn: -day, autoRenew: false)) == 35 * day)
         #expect(next(subscription(.expired, expiresIn: -day, autoRenew: false), mode: .polling) == day)
-        #expect(next(subscription(.revoked, expiresIn: 10 * day)) == 30 * day)
+        #expect(next(subscription(.revoked, expiresIn: 10 * day)) == 35 * day)
     }
 
     @Test("An entitled subscription Apple no longer lists is checked at its end or at the safety net")
     func unlisted() {
         let annual = subscription(.active, expiresIn: 200 * day)
-        #expect(policy.nextCheck(forUnlisted: annual, now: now, mode: .feed).timeIntervalSince(now) == 30 * day)
+        #expect(policy.nextCheck(forUnlisted: annual, now: now, mode: .feed).timeIntervalSince(now) == 35 * day)
         #expect(policy.nextCheck(forUnlisted: annual, now: now).timeIntervalSince(now) == 7 * day)
     }
 }
