@@ -55,12 +55,14 @@ struct FeedHealth: Sendable, Hashable {
             let fallback: FeedFallback?
             if configured {
                 let cursor = try await store.feedCursor(environment: environment)
+                // Another worker reading the window now is as current as reading it here.
+                let beingRead = outcome?.leftToOthers.contains(environment) == true
                 // Behind by as much as the last completed read is old (none yet: not behind).
-                let lag = cursor.map { now.timeIntervalSince($0) } ?? 0
+                let lag = beingRead ? 0 : cursor.map { now.timeIntervalSince($0) } ?? 0
                 health.lagSeconds = max(health.lagSeconds ?? 0, (lag * 1000).rounded() / 1000)
                 if outcome?.gaps.contains(environment) == true {
                     fallback = .gap
-                } else if cursor != nil, lag <= maximumLag {
+                } else if beingRead || (cursor != nil && lag <= maximumLag) {
                     let activity = try await store.feedActivity(environment: environment, since: now - silence)
                     let readForADay = activity.pulledSince.map { now.timeIntervalSince($0) >= silence } ?? false
                     fallback = readForADay && !activity.notified && activity.renewed ? .silent : nil

@@ -47,6 +47,17 @@ struct RunOptions: ParsableArguments {
         name: .long,
         help: ArgumentHelp(
             """
+            While the last completed read of Apple's change feed ended at most this long ago, Server API \
+            subscriptions are polled on the feed's long schedule (safety net: the schedule file's \
+            feed_safety_net_interval); past it, on the full schedule.
+            """,
+            valueName: "minutes"))
+    var feedMaxLagMinutes: Double = 60
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            """
             After SIGTERM/SIGINT, how long in-flight Apple requests may finish before they are cancelled and \
             their receipts released untouched (a second signal exits at once).
             """,
@@ -125,6 +136,9 @@ struct RunOptions: ParsableArguments {
         guard (0...1_440).contains(feedOverlapMinutes) else {
             throw ValidationError("--feed-overlap-minutes must be between 0 and 1440.")
         }
+        guard (0...43_200).contains(feedMaxLagMinutes) else {
+            throw ValidationError("--feed-max-lag-minutes must be between 0 and 43200 (30 days).")
+        }
         guard (0...600).contains(drainSeconds) else {
             throw ValidationError("--drain-seconds must be between 0 and 600.")
         }
@@ -183,6 +197,7 @@ struct RunOptions: ParsableArguments {
         configuration.drainTimeout = .milliseconds(Int64(drainSeconds * 1000))
         configuration.reportPath = jsonReport
         configuration.feedOverlap = feedOverlapMinutes * 60
+        configuration.feedMaximumLag = feedMaxLagMinutes * 60
         return configuration
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import InMemoryLogging
 import RenewalCore
 import RenewalJob
+import RenewalPostgres
 import RenewalServerAPI
 import RenewalStorage
 import Testing
@@ -204,6 +205,54 @@ struct FeedScheduleTests {
                     h, "SELECT COUNT(*) AS n, COUNT(DISTINCT notification_uuid) AS distinct_n FROM feed_notifications")
                 let n = rows.first.flatMap { DashboardViewsTests.int($0, "n") }
                 #expect(n != nil && n == rows.first.flatMap { DashboardViewsTests.int($0, "distinct_n") })
+            }
+        }
+    }
+}
+
+@Suite(
+    "Change feed with several PostgreSQL workers",
+    .enabled(if: PostgresWorkersHarness.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
+struct FeedWorkersTests {
+    @Test(
+        """
+        Three workers starting together: exactly one reads each environment's window (one request a page), the \
+        others go on with due rows; every notification is recorded once and the refund is caught
+        """)
+    func onePullerPerWindow() async throws {
+        try await JobHarness.with(.postgres) { h in
+            let url = try #require(h.postgresURL)
+            let customers = (0..<12).map {
+                ("user-\($0)", h.receipt("fw-\($0)", $0 == 0 ? .refund : .renewal, daysAgo: 40))
+            }
+            try await h.importReceipts(customers)
+            try await h.withServerAPIClient { client in
+                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
+                _ = try await h.run(.run, verifier: router) { $0.feed = client }
+                h.state.advance(by: 6 * 86_400)
+                let requests = h.state.feedRequests
+                let outcomes = try await withThrowingTaskGroup(of: RenewalOutcome.self) { group in
+                    for worker in ["feed-a", "feed-b", "feed-c"] {
+                        let store = try PostgresSubscriptionStore.open(url: url)
+                        group.addTask {
+                            try await store.withRunLock(owner: worker) {
+                                try await h.run(.run, store: store, verifier: router) {
+                                    $0.feed = client
+                                    $0.workerID = worker
+                                }
+                            }
+                        }
+                    }
+                    return try await group.reduce(into: [RenewalOutcome]()) { $0.append($1) }
+                }
+                // Production and the sandbox, one page each, read once between the three.
+                #expect(h.state.feedRequests - requests == 2, "\(h.state.feedRequests - requests) feed requests")
+                #expect(outcomes.allSatisfy { $0.status == .completed }, "\(outcomes.map(\.status))")
+                #expect(outcomes.allSatisfy { $0.counts.feedFallback == [:] }, "\(outcomes.map(\.counts))")
+                let recorded = outcomes.map(\.counts.notifications).reduce(0, +)
+                let rows = try await DashboardViewsTests.query(h, "SELECT COUNT(*) AS n FROM feed_notifications")
+                #expect(recorded > 0 && rows.first.flatMap { DashboardViewsTests.int($0, "n") } != nil)
+                #expect(try await ChangeFeedRunTests.states(h)["user-0"] == "revoked")
             }
         }
     }

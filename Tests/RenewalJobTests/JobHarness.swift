@@ -38,6 +38,8 @@ struct JobHarness {
     let directory: String
     /// The simulator's Server API identity: its API key and the root its JWS chain to.
     let serverAPI: SimulatedServerAPI
+    /// The PostgreSQL schema's URL, for opening the connections of other workers; nil on SQLite.
+    var postgresURL: String?
 
     var logger: Logger {
         let handler = logs
@@ -69,7 +71,12 @@ struct JobHarness {
             do {
                 let store = try PostgresSubscriptionStore.open(url: url)
                 try await with(
-                    store: store, directory: directory, clientSecret: clientSecret, maxAttempts: maxAttempts, body)
+                    store: store, directory: directory, clientSecret: clientSecret, maxAttempts: maxAttempts
+                ) { harness in
+                    var harness = harness
+                    harness.postgresURL = url
+                    try await body(harness)
+                }
             } catch {
                 _ = try? await admin.withConnection { try $0.execute("DROP SCHEMA \(schema) CASCADE", []) }
                 throw error
