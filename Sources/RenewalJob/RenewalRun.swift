@@ -101,7 +101,7 @@ public struct RenewalRun: Sendable {
                         LogKey.feedUnmatched: "\(feedOutcome.unmatched)",
                         LogKey.feedFallback: "\(health.fallbackNames.sorted { $0.key < $1.key })",
                     ])
-            } else {
+            } else if configuration.feed != nil {
                 configuration.metrics?.feedHealth(healthy: health.fallbacks.isEmpty)
             }
         }

@@ -521,20 +521,36 @@ struct DeployFilesTests {
         let promtool = try #require(ObservabilityTools.promtool)
         let rules = DeployFiles.root + "/Deploy/prometheus/alerts.yml"
         let check = try await toolOffPool(promtool, ["check", "rules", rules])
-        #expect(check.contains("SUCCESS: 5 rules found"), "\(check)")
+        #expect(check.contains("SUCCESS: 6 rules found"), "\(check)")
         let unitTests = try await toolOffPool(
             promtool, ["test", "rules", DeployFiles.root + "/Deploy/prometheus/alerts.test.yml"])
         #expect(unitTests.contains("SUCCESS"), "\(unitTests)")
         let ruleText = try DeployFiles.text("Deploy/prometheus/alerts.yml")
-        for alert in ["RenewalJobNotSucceeding", "RenewalAppleOutage", "RenewalHighFailureRate"] {
+        for alert in [
+            "RenewalJobNotSucceeding", "RenewalAppleOutage", "RenewalHighFailureRate", "RenewalChangeFeedUnhealthy",
+        ] {
             #expect(ruleText.contains("alert: \(alert)"))
         }
 
+        // The change feed's metrics come from a run with Server API credentials.
+        var feedMetrics: Set<String> = []
+        try await ServerAPIMigrationTests.withSQLiteAndSimulator { directory, database, _, configuration, endpoints in
+            var environment = try ServerAPIMigrationTests.environment(configuration, endpoints, directory: directory)
+            environment["RENEWAL_DATABASE"] = database
+            try #require(try await CLI.run(["migrate"], environment: environment).status == 0)
+            let textfile = directory + "/renewal.prom"
+            let run = try await CLI.run(["run", "--metrics-textfile", textfile], environment: environment)
+            #expect(run.status == 0, "\(run.stderr.suffix(1_000))")
+            feedMetrics = DeployFiles.metricNames(in: try String(contentsOfFile: textfile, encoding: .utf8))
+            #expect(feedMetrics.contains("renewal_feed_healthy"), "\(feedMetrics.sorted())")
+        }
         try await ObservedRun.with { observed in
             let textfile = observed.directory + "/renewal.prom"
             let run = try await CLI.run(["run", "--metrics-textfile", textfile], environment: observed.environment)
             #expect(run.status == 3, "\(run.stderr.suffix(1_000))")
-            let written = DeployFiles.metricNames(in: try String(contentsOfFile: textfile, encoding: .utf8))
+            let verifyReceiptOnly = DeployFiles.metricNames(in: try String(contentsOfFile: textfile, encoding: .utf8))
+            #expect(!verifyReceiptOnly.contains("renewal_feed_healthy"), "no feed, no feed health to alert on")
+            let written = verifyReceiptOnly.union(feedMetrics)
             let dashboard = try DeployFiles.text("Deploy/grafana/renewal-dashboard.json")
             for (file, text) in [("alerts.yml", ruleText), ("renewal-dashboard.json", dashboard)] {
                 let named = Set(text.matches(of: /renewal_[a-z_]+/).map { String($0.0) })
