@@ -17,6 +17,8 @@ extension SimulatorRoutes {
         else {
             return raw(status: 401, contentType: "text/plain", data: Data("Unauthenticated\n".utf8))
         }
+        let delay = configuration.latency + state.latency
+        if delay > .zero { try await Task.sleep(for: delay) }
         switch state.feedFault {
         case .none, .silent, .duplicated, .reordered: break
         case .outage: return respond(SimulatedAnswer.outagePage)
