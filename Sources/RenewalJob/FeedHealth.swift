@@ -58,7 +58,8 @@ struct FeedHealth: Sendable, Hashable {
                 // Another worker reading the window now is as current as reading it here.
                 let beingRead = outcome?.leftToOthers.contains(environment) == true
                 // Behind by as much as the last completed read is old (none yet: not behind).
-                let lag = beingRead ? 0 : cursor.map { now.timeIntervalSince($0) } ?? 0
+                // (Never below 0: the stored cursor is whole milliseconds, now is not.)
+                let lag = beingRead ? 0 : max(0, cursor.map { now.timeIntervalSince($0) } ?? 0)
                 health.lagSeconds = max(health.lagSeconds ?? 0, (lag * 1000).rounded() / 1000)
                 if outcome?.gaps.contains(environment) == true {
                     fallback = .gap

@@ -19,7 +19,8 @@ struct DemoCommand: AsyncParsableCommand {
             retry, grace period, recovery, refund, upgrade, sandbox, family sharing, trial, iOS 6 receipts, \
             21010, a transient 21005, an HTML outage, truncated JSON, a slow answer and a shared Apple ID; \
             starts the simulator on a free loopback port; runs the job for real on day 0, day 11 and day 15 \
-            of the simulator's clock; prints the changes and where the reports and the database are.
+            of the simulator's clock, then through the App Store Server API and its change feed (a refund on \
+            day 16 caught by the next run); prints the changes and where the reports and the database are.
             """)
 
     @Option(
@@ -97,9 +98,29 @@ struct DemoCommand: AsyncParsableCommand {
                             number: 5, title: "Day 15: backfill --all through the App Store Server API (--source auto)",
                             outcome: outcome)
                         output.migration(outcome: outcome, cacheHits: serverAPIClient.verifier.cacheStatistics.hits)
+
+                        // Runs 6 and 7: scheduled runs that read Apple's change feed first.
+                        let feedSteps: [(title: String, advanceDays: Double)] = [
+                            ("Day 15: run reads Apple's change feed (Notification History) for the first time", 0),
+                            ("Day 16: a refund mid-period, caught through the feed by the next run", 1.5),
+                        ]
+                        for (offset, step) in feedSteps.enumerated() {
+                            state.advance(by: step.advanceDays * 86_400)
+                            var configuration = RenewalRun.Configuration(command: .run)
+                            configuration.concurrency = 8
+                            configuration.feed = serverAPIClient
+                            configuration.reportPath = (directory as NSString).appendingPathComponent(
+                                "report-run-\(6 + offset).json")
+                            let outcome = try await RenewalRun(
+                                configuration: configuration, store: store,
+                                verifier: SourceRouter(mode: .auto, verifyReceipt: client, serverAPI: serverAPIClient),
+                                logger: logger, now: { state.now }
+                            ).run()
+                            try output.run(number: 6 + offset, title: step.title, outcome: outcome)
+                        }
                     }
                 }
-                // The HTML report of the four runs: charts and tables, one file that opens with no network.
+                // The HTML report of the runs: charts and tables, one file that opens with no network.
                 let htmlPath = (directory as NSString).appendingPathComponent("report.html")
                 let html = try ReportOutput(path: htmlPath)
                 try await StoredReport(store: store).render(.range(since: nil, until: nil), format: .html, to: html)

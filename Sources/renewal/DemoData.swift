@@ -4,7 +4,7 @@ import RenewalServerAPI
 import RenewalStorage
 
 /// The demo's sample customers: one per simulator scenario, timed so that each scenario's event
-/// falls between the demo's runs (day 0, day 11, day 15).
+/// falls between the demo's runs (day 0, day 11, day 15, day 16).
 enum DemoData {
     struct Customer {
         var userID: String
@@ -35,6 +35,7 @@ enum DemoData {
             customer("erin", .billingRecovery, daysAgo: 20, "card declined on day 10; paid on day 13"),
             customer("frank", .refund, daysAgo: 40, "refunded on day 5"),
             customer("grace", .upgrade, daysAgo: 40, "upgraded to premium on day 5"),
+            customer("sam", .refund, daysAgo: 29, "refunded on day 16, mid-period: only the change feed tells"),
             customer("heidi", .sandbox, daysAgo: 20, "TestFlight tester (sandbox receipt)"),
             customer("ivan", .familyShared, daysAgo: 5, "family member of a subscriber"),
             customer("judy", .trial, daysAgo: 5, period: 7, "weekly plan, first week free"),

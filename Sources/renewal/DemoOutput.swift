@@ -33,6 +33,16 @@ struct DemoOutput {
             "  checked \(c.checked), \(c.changed) changes, \(c.unchanged) unchanged, \(c.failed) failed, "
                 + "\(c.conflicts) conflicts -> exit code \(outcome.status.exitCode) (\(outcome.status.rawValue))"
         )
+        if let lag = c.feedLagSeconds {
+            let fallback = (c.feedFallback ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+            print(
+                "  change feed: \(c.notifications) new notifications (\(c.notificationsUnmatched) about unknown "
+                    + "subscriptions), \(lag.formatted()) s behind; "
+                    + (fallback.isEmpty
+                        ? "healthy, Server API rows polled on the feed's long schedule"
+                        : "polling on the full schedule (\(fallback.joined(separator: ", ")))")
+            )
+        }
         guard let path = outcome.reportPath, let data = FileManager.default.contents(atPath: path),
             let report = try JSONSerialization.jsonObject(with: data) as? [String: Any]
         else { return }
@@ -66,7 +76,7 @@ struct DemoOutput {
     func footer(directory: String, databasePath: String, htmlPath: String) {
         print("")
         print("Database: \(databasePath)")
-        print("Reports:  \(directory)/report-run-{1,2,3,4,5}.json")
+        print("Reports:  \(directory)/report-run-{1,2,3,4,5,6,7}.json")
         print("HTML report: \(htmlPath)")
         print("Render any run again: renewal report --database \(databasePath) --format table --since 2000-01-01")
         print("Look at it: swift run renewal status --database \(databasePath)")

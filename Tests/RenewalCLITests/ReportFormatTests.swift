@@ -243,5 +243,9 @@ struct ReportFormatTests {
         let runFive = demo.stdout.components(separatedBy: "Run 5:").last ?? ""
         #expect(demo.stdout.contains("rosa         failed: needs_server_api"), "\(demo.stdout)")
         #expect(runFive.contains("rosa         verified               unverified -> active"), "\(runFive)")
+        // Sam's refund on day 16, mid-period, is not due on any schedule: the change feed names it.
+        let runSeven = demo.stdout.components(separatedBy: "Run 7:").last ?? ""
+        #expect(runSeven.contains("sam          refunded               active -> revoked"), "\(runSeven)")
+        #expect(runSeven.contains("healthy, Server API rows polled on the feed's long schedule"), "\(runSeven)")
     }
 }
