@@ -157,6 +157,21 @@ let package = Package(
             ]
         ),
 
+        .executableTarget(
+            name: "renewal-bench",
+            dependencies: [
+                "AppStoreSimulator",
+                "RenewalAppStore",
+                "RenewalCore",
+                "RenewalJob",
+                "RenewalSQLite",
+                "RenewalServerAPI",
+                "RenewalStorage",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         // Test support
         .target(
             name: "RenewalTesting",

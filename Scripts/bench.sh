@@ -18,6 +18,12 @@
 #       the import rate of each line form (receipt, StoreKit 2 transaction id, StoreKit 2 signed
 #       transaction, verified at import) into fresh SQLite files, and PostgreSQL schemas when
 #       RENEWAL_BENCH_POSTGRES_URL is set: rows/s and peak RSS.
+#   Scripts/bench.sh month [SUBSCRIBERS=1000] [DAYS=30] [INTERVAL_MINUTES=30]
+#       a month of a subscriber population (renewals, annual plans, cancellations, refunds, billing
+#       failures, recoveries, grace periods, upgrades) on the simulator's clock, in one process
+#       (renewal-bench), a run every INTERVAL_MINUTES: Apple requests per subscriber per month by
+#       endpoint and the delay from each event to the database (p50, p95, max), with the change feed
+#       and with polling alone; then a backfill --all that shows what each left wrong.
 #   Scripts/bench.sh jws [N=20000]
 #       the job's JWS verifier (App Store Server API path), chain cache warm, on N answers (a signed
 #       transaction and a signed renewal info each) the simulator signs: answers/s per core.
@@ -33,6 +39,7 @@ shift || true
 if [ -z "${BIN:-}" ]; then
   swift build -c release --product renewal >/dev/null
   swift build -c release --product appstore-simulator >/dev/null
+  swift build -c release --product renewal-bench >/dev/null
   BIN=$(swift build -c release --show-bin-path)
 fi
 dir=$(mktemp -d /tmp/renewal-bench.XXXXXX)
@@ -233,6 +240,7 @@ case $mode in
   scale) bench_scale "$@" ;;
   workers) bench_workers "$@" ;;
   import-forms) bench_import_forms "$@" ;;
+  month) "$BIN/renewal-bench" month --subscribers "${1:-1000}" --days "${2:-30}" --interval-minutes "${3:-30}" ;;
   jws) ${JOB_CPUS:+taskset -c "$JOB_CPUS"} "$BIN/appstore-simulator" bench-jws --count "${1:-20000}" ;;
   *) echo "usage: Scripts/bench.sh verify|scale|workers|import-forms|jws [args]" >&2; exit 64 ;;
 esac

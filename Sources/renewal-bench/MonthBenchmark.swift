@@ -1,0 +1,386 @@
+import AppStoreSimulator
+import ArgumentParser
+import Foundation
+import Logging
+import RenewalAppStore
+import RenewalCore
+import RenewalJob
+import RenewalSQLite
+import RenewalServerAPI
+import RenewalStorage
+
+@main
+struct RenewalBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "renewal-bench",
+        abstract: "Benchmarks of the job that need the job, a database and the simulator in one process.",
+        subcommands: [MonthBenchmark.self])
+}
+
+/// A month of a subscriber population on the simulator's clock, with runs every `interval` minutes:
+/// Apple requests per subscriber by endpoint, and how long each change Apple published took to
+/// reach the database, with the change feed and with polling alone.
+struct MonthBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "month",
+        abstract: "Simulate a month of runs against the simulator; print requests and event-to-database delays.")
+
+    @Option(help: "Subscribers in the population.")
+    var subscribers = 1_000
+
+    @Option(help: "Simulated days after the first run.")
+    var days = 30.0
+
+    @Option(help: "Minutes between runs.")
+    var intervalMinutes = 30.0
+
+    @Option(help: "feed, polling or both.")
+    var mode = "both"
+
+    @Option(help: "Seconds after its event before Apple lists a notification.")
+    var notificationDelaySeconds = 120.0
+
+    @Option(help: "Seed of the population.")
+    var seed: UInt64 = 1
+
+    enum Mode: String, CaseIterable {
+        case feed, polling
+    }
+
+    mutating func validate() throws {
+        guard subscribers >= 1, days > 0, intervalMinutes >= 1 else {
+            throw ValidationError("--subscribers, --days and --interval-minutes must be positive.")
+        }
+        guard mode == "both" || Mode(rawValue: mode) != nil else {
+            throw ValidationError("--mode must be feed, polling or both.")
+        }
+    }
+
+    func run() async throws {
+        let modes = mode == "both" ? Mode.allCases : [Mode(rawValue: mode) ?? .feed]
+        let population = Population(subscribers: subscribers, seed: seed, origin: Self.origin)
+        print(
+            """
+            month benchmark: \(subscribers) subscribers (\(population.summary)), \(days.formatted()) days, \
+            a run every \(intervalMinutes.formatted()) min, notifications listed \
+            \(notificationDelaySeconds.formatted()) s after their event, SQLite, seed \(seed)
+            """)
+        for mode in modes {
+            let result = try await simulate(mode, population: population)
+            result.print(subscribers: subscribers, days: days)
+        }
+    }
+
+    static let origin = Date(timeIntervalSince1970: 1_790_000_000)
+
+    func simulate(_ mode: Mode, population: Population) async throws -> MonthResult {
+        let directory = NSTemporaryDirectory() + "renewal-month-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true)
+        _ = try await store.migrate()
+        let state = SimulatorState(now: Self.origin)
+        state.notificationDelay = notificationDelaySeconds
+        let secret = "month-benchmark-secret"
+        let simulator = SimulatorConfiguration(sharedSecret: secret, state: state)
+        guard let identity = simulator.serverAPI else { throw ValidationError("the simulator has no Server API") }
+        let quiet = Logger(label: "renewal-bench", factory: { _ in SwiftLogNoOpLogHandler() })
+        let receipts = population.receipts
+        state.register(receipts.map(\.receipt))
+        _ = try await store.importReceipts(
+            receipts.map {
+                ReceiptImport(userID: $0.user, latestReceipt: $0.receipt.encoded, productID: $0.receipt.productID)
+            }, now: state.now)
+
+        return try await withAppStoreSimulator(configuration: simulator, logger: quiet) { endpoints in
+            let verifyReceipt = AppStoreClient.Configuration(
+                productionURL: endpoints.productionURL, sandboxURL: endpoints.sandboxURL, sharedSecret: secret,
+                requestTimeout: .seconds(30), maxAttempts: 2, retryBaseDelay: .milliseconds(1))
+            let serverAPI = ServerAPIClient.Configuration(
+                keyID: identity.keyID, issuerID: identity.issuerID, bundleID: SimulatedReceipt.bundleID,
+                privateKey: identity.apiKey, productionURL: endpoints.serverAPIURL,
+                sandboxURL: endpoints.sandboxServerAPIURL, rootCertificates: [identity.chain.root],
+                requestTimeout: .seconds(30), maxAttempts: 2, retryBaseDelay: .milliseconds(1))
+            return try await AppStoreClient.withAppStoreClient(configuration: verifyReceipt) { client in
+                try await ServerAPIClient.withServerAPIClient(
+                    configuration: serverAPI,
+                    budget: LocalRequestBudget(rates: RequestRates(production: 100_000, sandbox: 100_000))
+                ) { serverAPIClient in
+                    let router = SourceRouter(mode: .auto, verifyReceipt: client, serverAPI: serverAPIClient)
+                    func run(_ command: RenewalRun.Command, feed: Bool) async throws -> RenewalOutcome {
+                        var configuration = RenewalRun.Configuration(command: command)
+                        configuration.concurrency = 16
+                        configuration.feed = feed ? serverAPIClient : nil
+                        return try await RenewalRun(
+                            configuration: configuration, store: store, verifier: router, logger: quiet,
+                            now: { state.now }
+                        ).run()
+                    }
+                    // The first run verifies every imported receipt: the import's cost, not the month's.
+                    _ = try await run(.run, feed: mode == .feed)
+                    let start = state.now
+                    let before = Counters(state)
+                    var result = MonthResult(mode: mode)
+                    let runs = Int((days * 1_440 / intervalMinutes).rounded())
+                    let clock = ContinuousClock()
+                    let began = clock.now
+                    for _ in 0..<runs {
+                        state.advance(by: intervalMinutes * 60)
+                        let outcome = try await run(.run, feed: mode == .feed)
+                        result.runs += 1
+                        result.checked += outcome.counts.checked
+                        result.failed += outcome.counts.failed
+                        if outcome.counts.feedFallback?.isEmpty == false { result.runsFallingBack += 1 }
+                    }
+                    result.wall = clock.now - began
+                    result.requests = Counters(state).minus(before)
+                    result.listingDelay = notificationDelaySeconds
+                    let counted = try await store.database.withConnection { connection in
+                        try connection.execute(
+                            "SELECT COUNT(*) AS n FROM feed_notifications WHERE signed_at > $1", [SQLValue(start)]
+                        ).first?["n"]
+                    }
+                    if case .int64(let n) = counted { result.notifications = Int(n) }
+                    result.intervalMinutes = intervalMinutes
+                    result.delays = try await Self.delays(
+                        receipts.map(\.receipt), from: start, until: state.now, store: store)
+                    // What a fresh look at every subscription still changes: state the month got wrong.
+                    let final = try await run(.backfill(BackfillSelector(all: true)), feed: false)
+                    result.finalDiscrepancies = try await Self.kinds(ofRun: final.runID, store: store)
+                    return result
+                }
+            }
+        }
+    }
+
+    /// Each notification of the month paired with the first change of its kind recorded for its
+    /// subscription at or after it, in order.
+    static func delays(
+        _ receipts: [SimulatedReceipt], from start: Date, until end: Date, store: SQLiteSubscriptionStore
+    )
+        async throws -> [String: [TimeInterval?]]
+    {
+        let rows = try await store.database.withConnection { connection in
+            try connection.execute(
+                """
+                SELECT original_transaction_id, kind, occurred_at FROM entitlement_changes
+                WHERE occurred_at > $1 ORDER BY occurred_at
+                """, [SQLValue(start)])
+        }
+        var recorded: [String: [Date]] = [:]
+        for row in rows {
+            guard case .text(let id) = row["original_transaction_id"], case .text(let kind) = row["kind"],
+                case .int64(let at) = row["occurred_at"]
+            else { continue }
+            recorded["\(id)/\(kind)", default: []].append(Date(timeIntervalSince1970: Double(at) / 1000))
+        }
+        var used: [String: Int] = [:]
+        var delays: [String: [TimeInterval?]] = [:]
+        let events = receipts.flatMap { $0.notifications(until: end) }.filter { $0.signedDate > start }
+            .sorted { $0.signedDate < $1.signedDate }
+        for event in events {
+            guard let kind = Self.kind(of: event) else { continue }
+            let key = "\(event.originalTransactionID)/\(kind)"
+            let times = recorded[key] ?? []
+            var index = used[key] ?? 0
+            while index < times.count, times[index] < event.signedDate { index += 1 }
+            if index < times.count {
+                delays[kind, default: []].append(times[index].timeIntervalSince(event.signedDate))
+                used[key] = index + 1
+            } else {
+                delays[kind, default: []].append(nil)
+            }
+        }
+        return delays
+    }
+
+    /// The change a notification announces, as `entitlement_changes.kind`; nil for those that show no
+    /// change of state by themselves (a purchase before the month, a plan change taking effect later,
+    /// the end of a grace period).
+    static func kind(of notification: SimulatedNotification) -> String? {
+        switch (notification.type, notification.subtype) {
+        case ("DID_RENEW", "BILLING_RECOVERY"): return "billing_recovered"
+        case ("DID_RENEW", _): return "renewed"
+        case ("REFUND", _): return "refunded"
+        case ("DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED"): return "auto_renew_disabled"
+        case ("DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_ENABLED"): return "auto_renew_enabled"
+        case ("DID_FAIL_TO_RENEW", "GRACE_PERIOD"): return "grace_period_started"
+        case ("DID_FAIL_TO_RENEW", _): return "billing_issue"
+        case ("EXPIRED", _): return "expired"
+        default: return nil
+        }
+    }
+
+    static func kinds(ofRun runID: String, store: SQLiteSubscriptionStore) async throws -> [String: Int] {
+        let rows = try await store.database.withConnection { connection in
+            try connection.execute(
+                "SELECT kind, COUNT(*) AS n FROM entitlement_changes WHERE run_id = $1 GROUP BY kind",
+                [.text(runID)])
+        }
+        var kinds: [String: Int] = [:]
+        for row in rows {
+            if case .text(let kind) = row["kind"], case .int64(let n) = row["n"] { kinds[kind] = Int(n) }
+        }
+        return kinds
+    }
+}
+
+/// The simulator's request counters.
+struct Counters {
+    var status = 0
+    var feed = 0
+    var verifyReceipt = 0
+
+    init(_ state: SimulatorState) {
+        status = state.serverAPIStats.requests
+        feed = state.feedRequests
+        verifyReceipt = state.stats.requests
+    }
+
+    func minus(_ other: Counters) -> Counters {
+        var difference = self
+        difference.status -= other.status
+        difference.feed -= other.feed
+        difference.verifyReceipt -= other.verifyReceipt
+        return difference
+    }
+}
+
+struct MonthResult {
+    var mode: MonthBenchmark.Mode
+    var runs = 0
+    var checked = 0
+    var failed = 0
+    var runsFallingBack = 0
+    var wall: Duration = .zero
+    var requests: Counters?
+    var delays: [String: [TimeInterval?]] = [:]
+    var finalDiscrepancies: [String: Int] = [:]
+    /// How long after its event Apple listed each notification.
+    var listingDelay: TimeInterval = 0
+    /// Notifications of the month the feed recorded.
+    var notifications = 0
+    var intervalMinutes = 30.0
+
+    init(mode: MonthBenchmark.Mode) {
+        self.mode = mode
+    }
+
+    func print(subscribers: Int, days: Double) {
+        let perMonth = 30 / days / Double(subscribers)
+        let requests = self.requests
+        Swift.print("")
+        Swift.print("\(mode.rawValue): \(runs) runs in \(wall), \(checked) checks, \(failed) failed")
+        if let requests {
+            Swift.print(
+                String(
+                    format: "  per subscriber per month: %.3f status requests, %.3f verifyReceipt requests",
+                    Double(requests.status) * perMonth, Double(requests.verifyReceipt) * perMonth))
+            Swift.print(
+                String(
+                    format: "  feed: %d requests, %.2f per run (production and sandbox: 2 when one page each)",
+                    requests.feed, Double(requests.feed) / Double(max(runs, 1))))
+        }
+        if runsFallingBack > 0 {
+            Swift.print("  runs on the full (polling) schedule: \(runsFallingBack) of \(runs)")
+        }
+        Swift.print("  event to database, minutes: kind, events, p50, p95, max, never reflected")
+        var all: [TimeInterval] = []
+        var missed = 0
+        for (kind, values) in delays.sorted(by: { $0.key < $1.key }) {
+            let found = values.compactMap { $0 }.sorted()
+            all += found
+            missed += values.count - found.count
+            Swift.print("    \(Self.row(kind, values.count, found, values.count - found.count))")
+        }
+        Swift.print("    \(Self.row("all", all.count + missed, all.sorted(), missed))")
+        let listed = all.map { $0 - listingDelay }.sorted()
+        Swift.print("    \(Self.row("all, from listing", listed.count + missed, listed, missed))")
+        if let requests {
+            // Status requests grow with subscribers; the feed's with runs and with notifications.
+            let monthlyStatus = Double(requests.status) * perMonth * 1_000_000
+            let runsPerMonth = Double(runs) * 30 / days
+            // Each window also reads the 15 minutes of overlap before it again.
+            let pages = Double(notifications) * perMonth * 1_000_000 / 20 * (intervalMinutes + 15) / intervalMinutes
+            let feedRequests = 2 * runsPerMonth + pages
+            Swift.print(
+                String(
+                    format:
+                        """
+                          one million subscribers: %.0f status requests a month (%.2f/s on average), \
+                        %.0f feed requests (%.0f runs, %.0f pages of 20 notifications, overlap included), \
+                        %.3f/s on average
+                        """, monthlyStatus, monthlyStatus / (30 * 86_400), feedRequests, runsPerMonth, pages,
+                    feedRequests / (30 * 86_400)))
+        }
+        let wrong = finalDiscrepancies.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+        Swift.print(
+            "  final backfill --all against Apple: \(wrong.isEmpty ? "no change (every state equals Apple's)" : wrong.joined(separator: ", "))"
+        )
+    }
+
+    static func row(_ kind: String, _ count: Int, _ sorted: [TimeInterval], _ missed: Int) -> String {
+        func percentile(_ p: Double) -> String {
+            guard !sorted.isEmpty else { return "-" }
+            let value = sorted[min(sorted.count - 1, Int((p * Double(sorted.count - 1)).rounded(.up)))]
+            return String(format: "%.1f", value / 60)
+        }
+        let name = kind.padding(toLength: 22, withPad: " ", startingAt: 0)
+        return "\(name) \(count) \(percentile(0.5)) \(percentile(0.95)) \(percentile(1)) \(missed)"
+    }
+}
+
+/// The subscribers: mostly monthly renewals, some annual, and the month's cancellations, refunds,
+/// billing failures, recoveries and grace periods, their purchases spread over the period before the
+/// first run so that their events fall through the month.
+struct Population {
+    var receipts: [(user: String, receipt: SimulatedReceipt)] = []
+    var counts: [String: Int] = [:]
+
+    static let mix: [(Scenario, annual: Bool, weight: Int)] = [
+        (.renewal, false, 58), (.renewal, true, 15), (.voluntaryExpiry, false, 8), (.refund, false, 5),
+        (.billingRetry, false, 4), (.billingRecovery, false, 4), (.gracePeriod, false, 3), (.upgrade, false, 3),
+    ]
+
+    init(subscribers: Int, seed: UInt64, origin: Date) {
+        var random = SplitMix64(seed: seed)
+        let total = Self.mix.map(\.weight).reduce(0, +)
+        for index in 0..<subscribers {
+            var pick = Int(random.next() % UInt64(total))
+            var choice = Self.mix[0]
+            for entry in Self.mix {
+                if pick < entry.weight {
+                    choice = entry
+                    break
+                }
+                pick -= entry.weight
+            }
+            let period: TimeInterval = (choice.annual ? 365 : 30) * 86_400
+            let age = Double(random.next() % 1_000_000) / 1_000_000 * period
+            let receipt = SimulatedReceipt(
+                account: "month-\(seed)-\(index)", scenario: choice.0, start: origin.addingTimeInterval(-age),
+                period: period)
+            receipts.append(("user-\(index)", receipt))
+            counts[choice.0.rawValue + (choice.annual ? " (annual)" : ""), default: 0] += 1
+        }
+    }
+
+    var summary: String {
+        counts.sorted { $0.value > $1.value }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
+    }
+}
+
+/// A small seeded generator, so a population is the same on every machine.
+struct SplitMix64 {
+    var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
