@@ -62,6 +62,12 @@ public enum SubscriptionStoreConformance {
         Check(
             "StoreKit 2 rows: imported by transaction id, same id unchanged, new id replaces, receipt and id kept",
             importByTransactionID),
+        Check(
+            "change feed: each notification once, due unless already shown, unknown listed, cursor only forward",
+            feedNotificationsAndCursor),
+        Check(
+            "falling back to polling moves stretched receipts back to their polling check, per environment",
+            fallBackToPollingMovesReceiptsBack),
     ]
 }
 
