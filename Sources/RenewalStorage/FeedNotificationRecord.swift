@@ -44,7 +44,8 @@ public struct FeedActivity: Sendable, Hashable {
     public var pulledSince: Date?
     /// Whether any notification signed since the asked time was recorded.
     public var notified: Bool
-    /// Whether a check found a renewal or a billing recovery that took effect since the asked time.
+    /// Whether a check found a renewal or a billing recovery that took effect since the asked time
+    /// (looked for only when no notification was: false otherwise).
     public var renewed: Bool
 
     public init(pulledSince: Date?, notified: Bool, renewed: Bool) {

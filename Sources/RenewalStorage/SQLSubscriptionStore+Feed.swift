@@ -105,6 +105,9 @@ extension SQLSubscriptionStore {
                 [env, SQLValue(since)])
             // A renewal Apple made since then (it takes effect at the old expiry), not merely one a check
             // found since then: a late check of an old renewal says nothing about today's feed.
+            guard notified.isEmpty else {
+                return FeedActivity(pulledSince: pulledSince, notified: true, renewed: false)
+            }
             let renewed = try connection.execute(
                 """
                 SELECT 1 AS found FROM entitlement_changes
@@ -112,7 +115,7 @@ extension SQLSubscriptionStore {
                 AND old_expires_at >= $2 LIMIT 1
                 """,
                 [env, SQLValue(since)])
-            return FeedActivity(pulledSince: pulledSince, notified: !notified.isEmpty, renewed: !renewed.isEmpty)
+            return FeedActivity(pulledSince: pulledSince, notified: false, renewed: !renewed.isEmpty)
         }
     }
 
