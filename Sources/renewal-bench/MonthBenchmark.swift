@@ -301,8 +301,9 @@ struct MonthResult {
             let monthlyStatus = Double(requests.status) * perMonth * 1_000_000
             let runsPerMonth = Double(runs) * 30 / days
             // Each window also reads the 15 minutes of overlap before it again.
-            let pages = Double(notifications) * perMonth * 1_000_000 / 20 * (intervalMinutes + 15) / intervalMinutes
-            let feedRequests = 2 * runsPerMonth + pages
+            let pages =
+                Double(notifications) * perMonth * 1_000_000 / 20 * (intervalMinutes + 15) / intervalMinutes
+            let feedRequests = mode == .feed ? 2 * runsPerMonth + pages : 0
             Swift.print(
                 String(
                     format:
