@@ -57,6 +57,24 @@ struct DemoCommand: AsyncParsableCommand {
                 let client = AppStoreClient.Configuration(
                     productionURL: endpoints.productionURL, sandboxURL: endpoints.sandboxURL, sharedSecret: secret,
                     requestTimeout: .milliseconds(1500), maxAttempts: 3, retryBaseDelay: .milliseconds(50))
+                /// One run of the demo on the simulator's clock, `advanceDays` after the last, printed.
+                func demoRun(
+                    _ number: Int, _ title: String, advanceDays: Double, command: RenewalRun.Command = .run,
+                    verifier: any ReceiptVerifier, feed: (any NotificationFeed)? = nil
+                ) async throws -> RenewalOutcome {
+                    state.advance(by: advanceDays * 86_400)
+                    var configuration = RenewalRun.Configuration(command: command)
+                    configuration.concurrency = 8
+                    configuration.feed = feed
+                    configuration.reportPath = (directory as NSString).appendingPathComponent(
+                        "report-run-\(number).json")
+                    let outcome = try await RenewalRun(
+                        configuration: configuration, store: store, verifier: verifier, logger: logger,
+                        now: { state.now }
+                    ).run()
+                    try output.run(number: number, title: title, outcome: outcome)
+                    return outcome
+                }
                 try await AppStoreClient.withAppStoreClient(configuration: client) { client in
                     let steps: [(title: String, advanceDays: Double)] = [
                         ("Day 0: first verification of every imported receipt", 0),
@@ -65,16 +83,7 @@ struct DemoCommand: AsyncParsableCommand {
                         ("Day 15 again: an immediate second run has nothing due", 0),
                     ]
                     for (index, step) in steps.enumerated() {
-                        state.advance(by: step.advanceDays * 86_400)
-                        var configuration = RenewalRun.Configuration(command: .run)
-                        configuration.concurrency = 8
-                        configuration.reportPath = (directory as NSString).appendingPathComponent(
-                            "report-run-\(index + 1).json")
-                        let outcome = try await RenewalRun(
-                            configuration: configuration, store: store, verifier: client, logger: logger,
-                            now: { state.now }
-                        ).run()
-                        try output.run(number: index + 1, title: step.title, outcome: outcome)
+                        _ = try await demoRun(index + 1, step.title, advanceDays: step.advanceDays, verifier: client)
                     }
                     // Run 5: the same database moves to the App Store Server API, row by row.
                     guard let identity = simulator.serverAPI else { return }
@@ -85,39 +94,19 @@ struct DemoCommand: AsyncParsableCommand {
                         rootCertificates: [identity.chain.root], requestTimeout: .milliseconds(1500), maxAttempts: 3,
                         retryBaseDelay: .milliseconds(50))
                     try await ServerAPIClient.withServerAPIClient(configuration: serverAPI) { serverAPIClient in
-                        var configuration = RenewalRun.Configuration(command: .backfill(BackfillSelector(all: true)))
-                        configuration.concurrency = 8
-                        configuration.reportPath = (directory as NSString).appendingPathComponent("report-run-5.json")
-                        let outcome = try await RenewalRun(
-                            configuration: configuration, store: store,
-                            verifier: SourceRouter(mode: .auto, verifyReceipt: client, serverAPI: serverAPIClient),
-                            logger: logger,
-                            now: { state.now }
-                        ).run()
-                        try output.run(
-                            number: 5, title: "Day 15: backfill --all through the App Store Server API (--source auto)",
-                            outcome: outcome)
-                        output.migration(outcome: outcome, cacheHits: serverAPIClient.verifier.cacheStatistics.hits)
-
+                        let router = SourceRouter(mode: .auto, verifyReceipt: client, serverAPI: serverAPIClient)
+                        let migration = try await demoRun(
+                            5, "Day 15: backfill --all through the App Store Server API (--source auto)",
+                            advanceDays: 0, command: .backfill(BackfillSelector(all: true)), verifier: router)
+                        output.migration(
+                            outcome: migration, cacheHits: serverAPIClient.verifier.cacheStatistics.hits)
                         // Runs 6 and 7: scheduled runs that read Apple's change feed first.
-                        let feedSteps: [(title: String, advanceDays: Double)] = [
-                            ("Day 15: run reads Apple's change feed (Notification History) for the first time", 0),
-                            ("Day 16: a refund mid-period, caught through the feed by the next run", 1.5),
-                        ]
-                        for (offset, step) in feedSteps.enumerated() {
-                            state.advance(by: step.advanceDays * 86_400)
-                            var configuration = RenewalRun.Configuration(command: .run)
-                            configuration.concurrency = 8
-                            configuration.feed = serverAPIClient
-                            configuration.reportPath = (directory as NSString).appendingPathComponent(
-                                "report-run-\(6 + offset).json")
-                            let outcome = try await RenewalRun(
-                                configuration: configuration, store: store,
-                                verifier: SourceRouter(mode: .auto, verifyReceipt: client, serverAPI: serverAPIClient),
-                                logger: logger, now: { state.now }
-                            ).run()
-                            try output.run(number: 6 + offset, title: step.title, outcome: outcome)
-                        }
+                        _ = try await demoRun(
+                            6, "Day 15: run reads Apple's change feed (Notification History) for the first time",
+                            advanceDays: 0, verifier: router, feed: serverAPIClient)
+                        _ = try await demoRun(
+                            7, "Day 16: a refund mid-period, caught through the feed by the next run",
+                            advanceDays: 1.5, verifier: router, feed: serverAPIClient)
                     }
                 }
                 // The HTML report of the runs: charts and tables, one file that opens with no network.

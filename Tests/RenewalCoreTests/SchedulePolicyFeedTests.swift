@@ -6,18 +6,17 @@ import Testing
 /// `SchedulePolicy` while Apple's change feed is healthy: checks for what no notification announces,
 /// the rest at the safety-net interval.
 @Suite struct SchedulePolicyFeedTests {
-    let policy = SchedulePolicy()
-    let now = Clock.now
-    let hour = Clock.hour
-    let day = Clock.day
+    /// The polling suite's policy, clock and subscriptions.
+    let base = SchedulePolicyTests()
+    var policy: SchedulePolicy { base.policy }
+    var now: Date { base.now }
+    var hour: TimeInterval { base.hour }
+    var day: TimeInterval { base.day }
 
     func subscription(
         _ state: SubscriptionState, expiresIn: TimeInterval?, autoRenew: Bool? = true, graceEndsIn: TimeInterval? = nil
     ) -> SubscriptionSnapshot {
-        SubscriptionSnapshot(
-            originalTransactionID: "1000000000000001", productID: "com.example.monthly", state: state,
-            expiresAt: expiresIn.map(Clock.at), autoRenew: autoRenew, gracePeriodExpiresAt: graceEndsIn.map(Clock.at),
-            isInBillingRetry: state == .billingRetry || state == .gracePeriod, environment: .production)
+        base.subscription(state, expiresIn: expiresIn, autoRenew: autoRenew, graceEndsIn: graceEndsIn)
     }
 
     func next(_ subscription: SubscriptionSnapshot, mode: SchedulePolicy.Mode = .feed) -> TimeInterval {
