@@ -44,6 +44,9 @@ extension RenewalRun {
         /// The feed counts as healthy while its last completed read ended at most this long before the
         /// run began (a failed read or two within it does not make the job poll everyone). Default 1 h.
         public var feedMaximumLag: TimeInterval = 3600
+        /// Queue each change in the webhook outbox with the check that made it (a webhook URL is
+        /// configured; `renewal deliver` sends them). Default false.
+        public var queueWebhooks = false
         /// Where to write the JSON report; nil for none.
         public var reportPath: String?
         /// Prometheus metrics the run feeds as it goes (nil: none kept).

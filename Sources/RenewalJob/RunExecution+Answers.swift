@@ -86,9 +86,11 @@ extension RunExecution {
         runID: String, leaseOwner: String?
     ) -> EntitlementDecision {
         let configuration = run.configuration
-        return EntitlementDecision(
+        var decision = EntitlementDecision(
             receipt: receipt, answer: answer, owners: owners, now: run.now(), rules: configuration.rules,
             random: run.random(), runID: configuration.dryRun ? nil : runID, leaseOwner: leaseOwner)
+        decision.update.queueWebhooks = configuration.queueWebhooks && !configuration.dryRun
+        return decision
     }
 
     /// The subscriptions of a valid answer this receipt does not hold yet: their owner is settled in

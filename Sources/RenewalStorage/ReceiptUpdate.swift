@@ -39,6 +39,8 @@ public struct ReceiptUpdate: Sendable, Hashable {
     public var originalTransactionID: String?
     /// This check moved the receipt to the App Store Server API (`receipts.migrated_at` is set).
     public var migrated = false
+    /// Each change is also queued in the webhook outbox, in the same transaction (a webhook URL is set).
+    public var queueWebhooks = false
 
     public init(
         receiptID: Int64, userID: String, runID: String?, checkedAt: Date, newLatestReceipt: String?,

@@ -25,6 +25,7 @@ public enum SQLSchema {
         Migration(version: 6, statements: version6),
         Migration(version: 7, statements: version7),
         Migration(version: 8, statements: version8),
+        Migration(version: 9, statements: version9),
     ]
 
     static let createMigrationsTable = """
@@ -392,6 +393,47 @@ extension SQLSchema {
             """,
             "ALTER TABLE feed_cursors ADD COLUMN pulled_since BIGINT",
             "ALTER TABLE runs ADD COLUMN feed_fallback TEXT",
+        ]
+    }
+}
+
+extension SQLSchema {
+    /// Version 9: the webhook outbox. One row per entitlement change to deliver, written in the
+    /// transaction that records the change (when a webhook URL is configured): its attempts, when
+    /// the next is due, the last error, and when it was delivered or given up; claimed with a lease
+    /// like receipts. `webhook_endpoints` remembers a URL that answered 410 Gone.
+    fileprivate static func version9(_ dialect: SQLDialect) -> [String] {
+        [
+            """
+            CREATE TABLE webhook_outbox (
+                change_id BIGINT PRIMARY KEY,
+                user_id TEXT NOT NULL,
+                created_at BIGINT NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                next_attempt_at BIGINT NOT NULL,
+                last_error TEXT,
+                last_attempt_at BIGINT,
+                delivered_at BIGINT,
+                failed_at BIGINT,
+                lease_owner TEXT,
+                lease_expires_at BIGINT
+            )
+            """,
+            """
+            CREATE INDEX webhook_outbox_pending_idx ON webhook_outbox (user_id, change_id)
+            WHERE delivered_at IS NULL AND failed_at IS NULL
+            """,
+            """
+            CREATE INDEX webhook_outbox_due_idx ON webhook_outbox (next_attempt_at)
+            WHERE delivered_at IS NULL AND failed_at IS NULL
+            """,
+            """
+            CREATE TABLE webhook_endpoints (
+                url_digest TEXT PRIMARY KEY,
+                url TEXT NOT NULL,
+                gone_at BIGINT NOT NULL
+            )
+            """,
         ]
     }
 }

@@ -275,11 +275,12 @@ extension SQLSubscriptionStore {
     private static func insert(
         _ change: SubscriptionEvent, of write: ReceiptUpdate, ownershipType: String?, on connection: any SQLConnection
     ) throws {
-        _ = try connection.execute(
+        let inserted = try connection.execute(
             """
             INSERT INTO entitlement_changes (run_id, user_id, original_transaction_id, product_id, kind, from_state,
                 to_state, old_expires_at, new_expires_at, environment, ownership_type, occurred_at, source)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+            RETURNING id
             """,
             [
                 SQLValue(write.runID), .text(write.userID), SQLValue(change.originalTransactionID),
@@ -289,6 +290,10 @@ extension SQLSubscriptionStore {
                 SQLValue(ownershipType), SQLValue(write.checkedAt), SQLValue(write.source?.rawValue),
             ]
         )
+        guard write.queueWebhooks, let id = try inserted.first?.int64("id") else { return }
+        _ = try connection.execute(
+            "INSERT INTO webhook_outbox (change_id, user_id, created_at, next_attempt_at) VALUES ($1, $2, $3, $3)",
+            [.int64(id), .text(write.userID), SQLValue(write.checkedAt)])
     }
 
     // MARK: - Runs

@@ -109,6 +109,8 @@ struct RunOptions: ParsableArguments {
     @Option(name: .long, help: .hidden)
     var now: String?
 
+    @OptionGroup var webhook: WebhookOptions
+
     /// The JSON report file, unless `--report` names an `.html` file.
     var jsonReport: String? {
         guard let report, !report.lowercased().hasSuffix(".html") else { return nil }
@@ -198,6 +200,12 @@ struct RunOptions: ParsableArguments {
         configuration.reportPath = jsonReport
         configuration.feedOverlap = feedOverlapMinutes * 60
         configuration.feedMaximumLag = feedMaxLagMinutes * 60
+        // Changes are queued only where they can be signed and sent: the secret is checked now.
+        if webhook.resolvedURL != nil {
+            _ = try webhook.url()
+            _ = try webhook.signer()
+            configuration.queueWebhooks = true
+        }
         return configuration
     }
 }

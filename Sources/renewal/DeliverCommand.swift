@@ -1,0 +1,128 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RenewalCore
+import RenewalJob
+import RenewalStorage
+
+struct DeliverCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "deliver",
+        abstract: "Deliver the webhook outbox: every entitlement change not yet delivered, signed.",
+        discussion: """
+            Sends what is due (each user's changes in the order they happened), retries failures with \
+            exponential backoff and jitter until --max-age-hours, then lists them as failed. Exit 0: every \
+            due change delivered; 3: some failed (retried later, or given up: see --status); 78: no URL or \
+            secret, or the endpoint answered 410 Gone. --status prints the outbox instead.
+            """)
+
+    @Flag(name: .long, help: "Print the outbox (pending, due, delivered, failed, oldest undelivered) and exit.")
+    var status = false
+
+    @Flag(name: .long, help: "With --status: JSON.")
+    var json = false
+
+    @Option(name: .long, help: "Deliveries in flight at once.")
+    var concurrency = 8
+
+    @Option(name: .long, help: ArgumentHelp("Per request.", valueName: "seconds"))
+    var timeout = 10.0
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Retry a change this long after it was queued, then give it up.", valueName: "hours"))
+    var maxAgeHours = 72.0
+
+    @Option(name: .long, help: .hidden)
+    var now: String?
+
+    @OptionGroup var webhook: WebhookOptions
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        guard (1...256).contains(concurrency) else { throw ValidationError("--concurrency must be 1 to 256.") }
+        guard timeout > 0, timeout <= 300 else { throw ValidationError("--timeout must be over 0 and at most 300.") }
+        guard maxAgeHours > 0 else { throw ValidationError("--max-age-hours must be over 0.") }
+        if let now, Timestamp.date(now) == nil {
+            throw ValidationError("--now must be an RFC 3339 time like 2026-01-31T12:00:00Z.")
+        }
+    }
+
+    var clock: @Sendable () -> Date {
+        guard let now, let fixed = Timestamp.date(now) else { return { Date() } }
+        let offset = fixed.timeIntervalSinceNow
+        return { Date().addingTimeInterval(offset) }
+    }
+
+    func run() async throws {
+        try await ExitMapping.run {
+            let logger = logging.makeLogger()
+            let store = try StoreFactory.open(database.resolved, create: false)
+            try await store.checkSchema()
+            guard let outbox = store as? any WebhookOutboxStore else {
+                throw ConfigurationError("This database has no webhook outbox.")
+            }
+            if status {
+                try await Self.printStatus(try await outbox.deliveryStatus(now: clock()), json: json, now: clock())
+                return
+            }
+            var configuration = WebhookDelivery.Configuration(url: try webhook.url(), signer: try webhook.signer())
+            configuration.concurrency = concurrency
+            configuration.requestTimeout = .milliseconds(Int64(timeout * 1000))
+            configuration.maxAge = maxAgeHours * 3600
+            let owner = "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)-deliver"
+            let outcome = try await WebhookDelivery.withHTTPClient { client in
+                try await WebhookDelivery(
+                    configuration: configuration, store: outbox, client: client, owner: owner, logger: logger,
+                    now: clock
+                ).deliverDue()
+            }
+            let left = try await outbox.deliveryStatus(now: clock())
+            print(
+                """
+                delivered \(outcome.delivered), retried \(outcome.retried), failed \(outcome.failed); \
+                \(left.pending) pending (\(left.due) due now)
+                """)
+            if outcome.gone {
+                throw ConfigurationError(
+                    """
+                    The webhook endpoint answered 410 Gone: nothing more is delivered to it. Set a new \
+                    RENEWAL_WEBHOOK_URL (changes wait in the outbox), or delete its row from webhook_endpoints to \
+                    resume.
+                    """)
+            }
+            if outcome.failed > 0 || outcome.retried > 0 || outcome.breakerOpened { throw ExitCode(3) }
+        }
+    }
+
+    static func printStatus(_ status: DeliveryStatus, json: Bool, now: Date) async throws {
+        let oldestAge = status.oldestPendingSince.map { max(0, now.timeIntervalSince($0)) }
+        if json {
+            var object: [String: Any] = [
+                "pending": status.pending, "due": status.due, "delivered": status.delivered, "failed": status.failed,
+                "oldest_undelivered_seconds": oldestAge.map { Int($0) } as Any,
+                "endpoint_gone_at": status.goneAt.map(Timestamp.string) as Any,
+            ]
+            object["recent_failures"] = status.recentFailures.map {
+                [
+                    "change_id": $0.changeID, "user_id": $0.userID, "error": $0.error,
+                    "failed_at": Timestamp.string($0.at),
+                ]
+                    as [String: Any]
+            }
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+            print(String(decoding: data, as: UTF8.self))
+            return
+        }
+        print(
+            "pending \(status.pending) (due now \(status.due)), delivered \(status.delivered), failed \(status.failed)")
+        if let oldestAge { print("oldest undelivered: queued \(Int(oldestAge)) s ago") }
+        if let gone = status.goneAt { print("endpoint answered 410 Gone at \(Timestamp.string(gone))") }
+        for failure in status.recentFailures {
+            print(
+                "failed: change \(failure.changeID) of \(failure.userID) at \(Timestamp.string(failure.at)): \(failure.error)"
+            )
+        }
+    }
+}

@@ -1,0 +1,102 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// A webhook receiver on loopback, as an app's server would run one: it checks each request's
+/// Standard Webhooks signature with the shared secret, records what arrived, and answers as the
+/// test sets it (`ok`, `fail` with 500, `gone` with 410, `hang` past the sender's timeout).
+final class WebhookReceiver: Sendable {
+    enum Mode: Sendable { case ok, fail, gone, hang }
+
+    struct Received: Sendable {
+        var id: String
+        var timestamp: String
+        var signatureValid: Bool
+        var body: [String: Any] { (try? JSONSerialization.jsonObject(with: raw) as? [String: Any]) ?? [:] }
+        var raw: Data
+        /// What the receiver answered.
+        var answered: Int
+    }
+
+    private struct State {
+        var mode: Mode = .ok
+        var received: [Received] = []
+    }
+
+    private let state = Mutex(State())
+    let key: Data
+
+    init(secret: String) {
+        key = Data(base64Encoded: String(secret.dropFirst("whsec_".count))) ?? Data()
+    }
+
+    var mode: Mode {
+        get { state.withLock { $0.mode } }
+        set { state.withLock { $0.mode = newValue } }
+    }
+
+    var received: [Received] { state.withLock { $0.received } }
+
+    /// The receiver's own check, written as the README tells app developers to.
+    func verify(id: String, timestamp: String, body: Data, signatures: String) -> Bool {
+        let mac = HMAC<SHA256>.authenticationCode(
+            for: Data("\(id).\(timestamp).".utf8) + body, using: SymmetricKey(data: key))
+        let expected = "v1," + Data(mac).base64EncodedString()
+        return signatures.split(separator: " ").contains { $0 == expected }
+    }
+
+    /// Runs the receiver for the length of `body`, with its URL.
+    func serve<T>(_ body: (String) async throws -> T) async throws -> T {
+        let router = Router()
+        router.post("hooks") { [self] request, _ -> Response in
+            let data = Data(try await request.body.collect(upTo: 1 << 20).readableBytesView)
+            let headers = request.headers
+            let id = headers[HTTPField.Name("webhook-id")!] ?? ""
+            let timestamp = headers[HTTPField.Name("webhook-timestamp")!] ?? ""
+            let signature = headers[HTTPField.Name("webhook-signature")!] ?? ""
+            let valid = verify(id: id, timestamp: timestamp, body: data, signatures: signature)
+            let mode = self.mode
+            let status: HTTPResponse.Status =
+                switch mode {
+                case .ok: valid ? .noContent : .unauthorized
+                case .fail: .internalServerError
+                case .gone: .gone
+                case .hang: .noContent
+                }
+            state.withLock {
+                $0.received.append(
+                    Received(id: id, timestamp: timestamp, signatureValid: valid, raw: data, answered: status.code))
+            }
+            if mode == .hang { try await Task.sleep(for: .seconds(30)) }
+            return Response(status: status)
+        }
+        let (listening, continuation) = AsyncStream.makeStream(of: Int.self)
+        let logger = Logger(label: "receiver", factory: { _ in SwiftLogNoOpLogHandler() })
+        let application = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in
+                continuation.yield(channel.localAddress?.port ?? 0)
+                continuation.finish()
+            }, logger: logger)
+        let group = ServiceGroup(configuration: .init(services: [application], logger: logger))
+        return try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var iterator = listening.makeAsyncIterator()
+            let port = await iterator.next() ?? 0
+            do {
+                let result = try await body("http://127.0.0.1:\(port)/hooks")
+                await group.triggerGracefulShutdown()
+                tasks.cancelAll()
+                return result
+            } catch {
+                await group.triggerGracefulShutdown()
+                tasks.cancelAll()
+                throw error
+            }
+        }
+    }
+}

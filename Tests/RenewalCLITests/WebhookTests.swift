@@ -1,0 +1,146 @@
+import Foundation
+import RenewalCore
+import Testing
+
+/// `renewal run` queueing each change in the webhook outbox and `renewal deliver` sending it, signed,
+/// to a real receiver on loopback that checks every signature.
+@Suite("Webhooks: the outbox, signed deliveries, retries, 410 and a slow endpoint")
+struct WebhookTests {
+    static func secret() -> String {
+        "whsec_" + Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+    }
+
+    /// The observed run's environment with a webhook URL and a secret file.
+    static func environment(_ observed: ObservedRun, url: String, secret: String) throws -> [String: String] {
+        let path = observed.directory + "/webhook-secret"
+        try secret.write(toFile: path, atomically: true, encoding: .utf8)
+        var environment = observed.environment
+        environment["RENEWAL_WEBHOOK_URL"] = url
+        environment["RENEWAL_WEBHOOK_SECRET_FILE"] = path
+        return environment
+    }
+
+    static func changeNumber(_ id: String) -> Int {
+        Int(id.split(separator: "_").dropFirst().first ?? "") ?? -1
+    }
+
+    @Test(
+        """
+        Every change of a run arrives once the receiver recovers, signed, with the same webhook-id as the failed \
+        attempt, each user's in order, and no receipt in any body
+        """)
+    func everyChangeArrivesSigned() async throws {
+        try await ObservedRun.with { observed in
+            let secret = Self.secret()
+            let receiver = WebhookReceiver(secret: secret)
+            try await receiver.serve { url in
+                let environment = try Self.environment(observed, url: url, secret: secret)
+                let report = observed.directory + "/report.json"
+                let run = try await CLI.run(["run", "--report", report], environment: environment)
+                #expect(run.status == 3, "\(run.stderr.suffix(1_000))")
+                let changes = try #require(try ServerAPIMigrationTests.json(report)["changes"] as? [[String: Any]])
+                #expect(changes.count > 5)
+                #expect(receiver.received.isEmpty, "run queues; deliver sends")
+
+                // The endpoint fails: every user's first change is tried once and kept.
+                receiver.mode = .fail
+                let failing = try await CLI.run(["deliver"], environment: environment)
+                #expect(failing.status == 3, "\(failing.stdout)\(failing.stderr)")
+                let failedIDs = Set(receiver.received.map(\.id))
+                #expect(
+                    !failedIDs.isEmpty && failedIDs.count <= Set(changes.compactMap { $0["user_id"] as? String }).count)
+
+                // It recovers; past the backoff, everything arrives.
+                receiver.mode = .ok
+                let later = Timestamp.string(Date().addingTimeInterval(6 * 3600))
+                let delivered = try await CLI.run(["deliver", "--now", later], environment: environment)
+                #expect(delivered.status == 0, "\(delivered.stdout)\(delivered.stderr)")
+                let arrived = receiver.received.filter { $0.answered == 204 }
+                #expect(arrived.count == changes.count, "\(arrived.count) of \(changes.count)")
+                #expect(arrived.allSatisfy { $0.signatureValid })
+                #expect(Set(arrived.map(\.id)).count == arrived.count, "each change once")
+                #expect(failedIDs.isSubset(of: Set(arrived.map(\.id))), "a redelivery carries the same webhook-id")
+                var lastByUser: [String: Int] = [:]
+                for event in arrived {
+                    let body = event.body
+                    #expect(body["type"] as? String == "entitlement.changed")
+                    let data = try #require(body["data"] as? [String: Any])
+                    let user = try #require(data["user_id"] as? String)
+                    #expect(data["kind"] is String && data["run_id"] is String && data["occurred_at"] is String)
+                    let number = Self.changeNumber(event.id)
+                    #expect(number > lastByUser[user] ?? -1, "\(user)'s changes out of order")
+                    lastByUser[user] = number
+                    let raw = String(decoding: event.raw, as: UTF8.self)
+                    #expect(!observed.receipts.contains { raw.contains($0.prefix(40)) }, "a receipt in a webhook")
+                    #expect(!raw.contains(String(secret.dropFirst(6).prefix(12))))
+                }
+                // A body changed in transit fails the receiver's check.
+                let sample = try #require(arrived.first)
+                var tampered = sample.raw
+                tampered.append(contentsOf: Array(" ".utf8))
+                #expect(
+                    !receiver.verify(id: sample.id, timestamp: sample.timestamp, body: tampered, signatures: "v1,x"))
+                let forged = receiver.verify(
+                    id: sample.id, timestamp: String((Int(sample.timestamp) ?? 0) + 1), body: sample.raw,
+                    signatures: "v1,\(Data(count: 32).base64EncodedString())")
+                #expect(!forged)
+
+                let status = try await CLI.run(["deliver", "--status", "--json"], environment: environment)
+                let object = try #require(
+                    try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
+                #expect(object["pending"] as? Int == 0 && object["delivered"] as? Int == changes.count, "\(object)")
+                // Nothing left: a second deliver sends nothing.
+                let again = try await CLI.run(["deliver", "--now", later], environment: environment)
+                #expect(again.status == 0 && receiver.received.count == failedIDs.count + changes.count)
+            }
+        }
+    }
+
+    @Test("410 Gone stops delivery to the URL (exit 78, listed by --status); a slow endpoint trips the breaker")
+    func goneAndSlow() async throws {
+        try await ObservedRun.with { observed in
+            let secret = Self.secret()
+            let receiver = WebhookReceiver(secret: secret)
+            try await receiver.serve { url in
+                let environment = try Self.environment(observed, url: url, secret: secret)
+                _ = try await CLI.run(["run"], environment: environment)
+
+                // Hanging: one batch times out after a second each, and the breaker stops the rest.
+                receiver.mode = .hang
+                let started = ContinuousClock.now
+                let slow = try await CLI.run(["deliver", "--timeout", "1"], environment: environment)
+                let took = ContinuousClock.now - started
+                #expect(slow.status == 3, "\(slow.stdout)\(slow.stderr)")
+                #expect(took < .seconds(15), "\(took)")
+
+                receiver.mode = .gone
+                let later = Timestamp.string(Date().addingTimeInterval(6 * 3600))
+                let gone = try await CLI.run(["deliver", "--now", later], environment: environment)
+                #expect(gone.status == 78 && gone.stderr.contains("410 Gone"), "\(gone.stdout)\(gone.stderr)")
+                let sent = receiver.received.count
+                let again = try await CLI.run(["deliver", "--now", later], environment: environment)
+                #expect(again.status == 78 && receiver.received.count == sent, "nothing more is sent")
+                let status = try await CLI.run(["deliver", "--status"], environment: environment)
+                // The changes wait for a new URL; none is given up.
+                #expect(status.stdout.contains("410 Gone") && status.stdout.contains("failed 0"), "\(status.stdout)")
+                #expect(!status.stdout.contains("pending 0"), "\(status.stdout)")
+            }
+        }
+    }
+
+    @Test("A webhook URL without a usable secret is a configuration error naming the variable, never the secret")
+    func secretProblems() async throws {
+        try await ObservedRun.with { observed in
+            var environment = observed.environment
+            environment["RENEWAL_WEBHOOK_URL"] = "http://127.0.0.1:9/hooks"
+            let missing = try await CLI.run(["run"], environment: environment)
+            #expect(missing.status == 78 && missing.stderr.contains("RENEWAL_WEBHOOK_SECRET_FILE"), "\(missing.stderr)")
+            let path = observed.directory + "/bad-secret"
+            try "not-a-whsec-secret-value".write(toFile: path, atomically: true, encoding: .utf8)
+            environment["RENEWAL_WEBHOOK_SECRET_FILE"] = path
+            let bad = try await CLI.run(["deliver"], environment: environment)
+            #expect(bad.status == 78 && bad.stderr.contains("whsec_"), "\(bad.stderr)")
+            #expect(!bad.stderr.contains("not-a-whsec-secret-value") && !bad.stdout.contains("not-a-whsec"))
+        }
+    }
+}
