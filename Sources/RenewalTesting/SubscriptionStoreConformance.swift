@@ -68,6 +68,9 @@ public enum SubscriptionStoreConformance {
         Check(
             "falling back to polling moves stretched receipts back to their polling check, per environment",
             fallBackToPollingMovesReceiptsBack),
+        Check(
+            "webhook outbox: queued with the change, one per user in order, leased, recorded by the holder only",
+            webhookOutbox),
     ]
 }
 
