@@ -47,6 +47,9 @@ extension RenewalRun {
         /// Queue each change in the webhook outbox with the check that made it (a webhook URL is
         /// configured; `renewal deliver` sends them). Default false.
         public var queueWebhooks = false
+        /// After its checks, a `run` (not a dry run) delivers what is due in the outbox through this,
+        /// within its time budget; the rest is left to `renewal deliver` and the next run. Nil: none.
+        public var webhooks: WebhookDelivery?
         /// Where to write the JSON report; nil for none.
         public var reportPath: String?
         /// Prometheus metrics the run feeds as it goes (nil: none kept).

@@ -145,6 +145,13 @@ public struct RenewalRun: Sendable {
             throw error
         }
 
+        if let webhooks = configuration.webhooks, case .run = configuration.command, !configuration.dryRun {
+            // The changes just written go out now, within the delivery's own time budget and breaker.
+            let delivery = await webhooks.deliverForRun(logger: logger, metrics: configuration.metrics)
+            loop.counts.delivered = delivery.delivered
+            loop.counts.deliveryFailed = delivery.failed
+            loop.counts.oldestUndeliveredSeconds = delivery.oldestUndeliveredSeconds
+        }
         let finishedAt = now()
         let counts = loop.counts
         try await report?.finish(finishedAt: finishedAt, status: status, exitCode: Int(status.exitCode), counts: counts)

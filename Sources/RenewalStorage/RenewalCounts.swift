@@ -41,6 +41,12 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
     /// (`not_configured`, `pull_failed`, `rate_limited`, `lagging`, `gap`, `silent`); empty when
     /// the feed was healthy everywhere, nil for runs that judge no feed (dry runs).
     public var feedFallback: [String: String]?
+    /// Webhooks this run delivered (2xx); nil when it delivered none because none are configured.
+    public var delivered: Int?
+    /// Webhook attempts this run made that did not deliver (retried later, or given up).
+    public var deliveryFailed: Int?
+    /// How long the oldest change still undelivered after the run has waited, in seconds (0 when none).
+    public var oldestUndeliveredSeconds: Double?
 
     public init() {}
 
@@ -55,6 +61,9 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
         case notificationsUnmatched = "notifications_unmatched"
         case feedLagSeconds = "feed_lag_seconds"
         case feedFallback = "feed_fallback"
+        case delivered
+        case deliveryFailed = "delivery_failed"
+        case oldestUndeliveredSeconds = "oldest_undelivered_seconds"
     }
 }
 

@@ -401,7 +401,8 @@ extension SQLSchema {
     /// Version 9: the webhook outbox. One row per entitlement change to deliver, written in the
     /// transaction that records the change (when a webhook URL is configured): its attempts, when
     /// the next is due, the last error, and when it was delivered or given up; claimed with a lease
-    /// like receipts. `webhook_endpoints` remembers a URL that answered 410 Gone.
+    /// like receipts. `webhook_endpoints` remembers a URL that answered 410 Gone; `runs` keeps each run's
+    /// delivery counts.
     fileprivate static func version9(_ dialect: SQLDialect) -> [String] {
         [
             """
@@ -427,6 +428,9 @@ extension SQLSchema {
             CREATE INDEX webhook_outbox_due_idx ON webhook_outbox (next_attempt_at)
             WHERE delivered_at IS NULL AND failed_at IS NULL
             """,
+            "ALTER TABLE runs ADD COLUMN webhooks_delivered INTEGER",
+            "ALTER TABLE runs ADD COLUMN webhooks_failed INTEGER",
+            "ALTER TABLE runs ADD COLUMN webhook_oldest_undelivered_ms BIGINT",
             """
             CREATE TABLE webhook_endpoints (
                 url_digest TEXT PRIMARY KEY,

@@ -330,7 +330,8 @@ extension SQLSubscriptionStore {
         """
         id, command, started_at, finished_at, status, exit_code, checked, changed, unchanged, failed, conflicts, \
         host, process_id, worker_id, lease_lost, receipts_changed, invalid, skipped, recovered_leases, due_at_start, \
-        due_left, migrated, notifications, notifications_unmatched, feed_lag_ms, feed_fallback
+        due_left, migrated, notifications, notifications_unmatched, feed_lag_ms, feed_fallback, webhooks_delivered, \
+        webhooks_failed, webhook_oldest_undelivered_ms
         """
     }
 
@@ -346,7 +347,8 @@ extension SQLSubscriptionStore {
             SQLValue(run.counts.dueLeft), SQLValue(run.counts.migrated), SQLValue(run.counts.notifications),
             SQLValue(run.counts.notificationsUnmatched),
             run.counts.feedLagSeconds.map { SQLValue.int64(Int64(($0 * 1000).rounded())) } ?? .null,
-            SQLValue(run.counts.feedFallbackText),
+            SQLValue(run.counts.feedFallbackText), SQLValue(run.counts.delivered), SQLValue(run.counts.deliveryFailed),
+            run.counts.oldestUndeliveredSeconds.map { SQLValue.int64(Int64(($0 * 1000).rounded())) } ?? .null,
         ]
     }
 

@@ -140,6 +140,11 @@ extension SQLSubscriptionStore: RunHistoryStore {
         record.counts.notificationsUnmatched = try row.int("notifications_unmatched")
         record.counts.feedLagSeconds = try row.optionalInt("feed_lag_ms").map { Double($0) / 1000 }
         record.counts.feedFallbackText = try row.optionalText("feed_fallback")
+        record.counts.delivered = try row.optionalInt("webhooks_delivered")
+        record.counts.deliveryFailed = try row.optionalInt("webhooks_failed")
+        record.counts.oldestUndeliveredSeconds = try row.optionalInt("webhook_oldest_undelivered_ms").map {
+            Double($0) / 1000
+        }
         return record
     }
 

@@ -112,12 +112,19 @@ struct JobRunner {
                         var withFeed = configuration
                         // The change feed comes with the Server API; verify-receipt asks only verifyReceipt.
                         withFeed.feed = mode == .verifyReceipt ? nil : serverAPIClient
-                        let configuration = withFeed
-                        return try await store.withRunLock(owner: configuration.workerID) {
-                            try await RenewalRun(
-                                configuration: configuration, store: store, verifier: verifier, logger: logger,
-                                now: clock
-                            ).runUntilDone()
+                        return try await options.withWebhooks(
+                            store: store, owner: withFeed.workerID, logger: logger, clock: clock
+                        ) {
+                            webhooks in
+                            var withWebhooks = withFeed
+                            withWebhooks.webhooks = webhooks
+                            let configuration = withWebhooks
+                            return try await store.withRunLock(owner: configuration.workerID) {
+                                try await RenewalRun(
+                                    configuration: configuration, store: store, verifier: verifier, logger: logger,
+                                    now: clock
+                                ).runUntilDone()
+                            }
                         }
                     }
                 }

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import RenewalCore
+import Logging
 import RenewalJob
+import RenewalStorage
 
 /// Options shared by `run` and `backfill`.
 struct RunOptions: ParsableArguments {
@@ -111,6 +113,16 @@ struct RunOptions: ParsableArguments {
 
     @OptionGroup var webhook: WebhookOptions
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            """
+            With a webhook URL: how long a `run` may spend delivering the changes it wrote (8 at a time); the rest \
+            waits in the outbox for `renewal deliver` and the next run.
+            """,
+            valueName: "seconds"))
+    var webhookSeconds: Double = 10
+
     /// The JSON report file, unless `--report` names an `.html` file.
     var jsonReport: String? {
         guard let report, !report.lowercased().hasSuffix(".html") else { return nil }
@@ -143,6 +155,9 @@ struct RunOptions: ParsableArguments {
         }
         guard (0...600).contains(drainSeconds) else {
             throw ValidationError("--drain-seconds must be between 0 and 600.")
+        }
+        guard (0...600).contains(webhookSeconds) else {
+            throw ValidationError("--webhook-seconds must be between 0 and 600.")
         }
         guard pushInterval >= 1 else { throw ValidationError("--push-interval must be at least 1 second.") }
         if let url = resolvedPushgateway {
@@ -186,6 +201,27 @@ struct RunOptions: ParsableArguments {
             return { Date().addingTimeInterval(offset) }
         }
         return { Date() }
+    }
+
+    /// Runs `body` with the run's webhook delivery (nil without a webhook URL), over an HTTP client of its own.
+    func withWebhooks<T: Sendable>(
+        store: any SubscriptionStore, owner: String, logger: Logger, clock: @escaping @Sendable () -> Date,
+        _ body: (WebhookDelivery?) async throws -> T
+    ) async throws -> T {
+        guard webhook.resolvedURL != nil, let outbox = store as? any WebhookOutboxStore else {
+            return try await body(nil)
+        }
+        var configuration = WebhookDelivery.Configuration(url: try webhook.url(), signer: try webhook.signer())
+        configuration.timeBudget = .milliseconds(Int64(webhookSeconds * 1000))
+        // A hanging endpoint costs the run its budget, not a request timeout on top of it.
+        configuration.requestTimeout = min(
+            configuration.requestTimeout, .milliseconds(Int64(max(webhookSeconds, 0.1) * 1000)))
+        return try await WebhookDelivery.withHTTPClient { client in
+            try await body(
+                WebhookDelivery(
+                    configuration: configuration, store: outbox, client: client, owner: owner + "-webhooks",
+                    logger: logger, now: clock))
+        }
     }
 
     func configuration(command: RenewalRun.Command) throws -> RenewalRun.Configuration {

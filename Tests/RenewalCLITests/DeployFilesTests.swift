@@ -521,7 +521,7 @@ struct DeployFilesTests {
         let promtool = try #require(ObservabilityTools.promtool)
         let rules = DeployFiles.root + "/Deploy/prometheus/alerts.yml"
         let check = try await toolOffPool(promtool, ["check", "rules", rules])
-        #expect(check.contains("SUCCESS: 6 rules found"), "\(check)")
+        #expect(check.contains("SUCCESS: 7 rules found"), "\(check)")
         let unitTests = try await toolOffPool(
             promtool, ["test", "rules", DeployFiles.root + "/Deploy/prometheus/alerts.test.yml"])
         #expect(unitTests.contains("SUCCESS"), "\(unitTests)")
@@ -537,12 +537,18 @@ struct DeployFilesTests {
         try await ServerAPIMigrationTests.withSQLiteAndSimulator { directory, database, _, configuration, endpoints in
             var environment = try ServerAPIMigrationTests.environment(configuration, endpoints, directory: directory)
             environment["RENEWAL_DATABASE"] = database
+            // Webhooks to a port nothing listens on: their metrics are written, the run is not held up.
+            try ("whsec_" + Data(repeating: 7, count: 24).base64EncodedString()).write(
+                toFile: directory + "/webhook-secret", atomically: true, encoding: .utf8)
+            environment["RENEWAL_WEBHOOK_SECRET_FILE"] = directory + "/webhook-secret"
+            environment["RENEWAL_WEBHOOK_URL"] = "http://127.0.0.1:9/hooks"
             try #require(try await CLI.run(["migrate"], environment: environment).status == 0)
             let textfile = directory + "/renewal.prom"
             let run = try await CLI.run(["run", "--metrics-textfile", textfile], environment: environment)
             #expect(run.status == 0, "\(run.stderr.suffix(1_000))")
             feedMetrics = DeployFiles.metricNames(in: try String(contentsOfFile: textfile, encoding: .utf8))
             #expect(feedMetrics.contains("renewal_feed_healthy"), "\(feedMetrics.sorted())")
+            #expect(feedMetrics.contains("renewal_webhook_oldest_undelivered_seconds"), "\(feedMetrics.sorted())")
         }
         try await ObservedRun.with { observed in
             let textfile = observed.directory + "/renewal.prom"

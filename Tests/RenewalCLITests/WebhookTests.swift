@@ -36,17 +36,19 @@ struct WebhookTests {
             try await receiver.serve { url in
                 let environment = try Self.environment(observed, url: url, secret: secret)
                 let report = observed.directory + "/report.json"
+                // The endpoint fails: the run tries every user's first change once, keeps it, and ends as
+                // it would without webhooks.
+                receiver.mode = .fail
                 let run = try await CLI.run(["run", "--report", report], environment: environment)
                 #expect(run.status == 3, "\(run.stderr.suffix(1_000))")
-                let changes = try #require(try ServerAPIMigrationTests.json(report)["changes"] as? [[String: Any]])
+                let written = try ServerAPIMigrationTests.json(report)
+                let changes = try #require(written["changes"] as? [[String: Any]])
                 #expect(changes.count > 5)
-                #expect(receiver.received.isEmpty, "run queues; deliver sends")
-
-                // The endpoint fails: every user's first change is tried once and kept.
-                receiver.mode = .fail
-                let failing = try await CLI.run(["deliver"], environment: environment)
-                #expect(failing.status == 3, "\(failing.stdout)\(failing.stderr)")
+                let counts = try #require(written["counts"] as? [String: Any])
                 let failedIDs = Set(receiver.received.map(\.id))
+                #expect(counts["delivered"] as? Int == 0, "\(counts)")
+                #expect(counts["delivery_failed"] as? Int == receiver.received.count && !failedIDs.isEmpty, "\(counts)")
+                #expect(counts["oldest_undelivered_seconds"] is Double || counts["oldest_undelivered_seconds"] is Int)
                 #expect(
                     !failedIDs.isEmpty && failedIDs.count <= Set(changes.compactMap { $0["user_id"] as? String }).count)
 
@@ -103,18 +105,22 @@ struct WebhookTests {
             let receiver = WebhookReceiver(secret: secret)
             try await receiver.serve { url in
                 let environment = try Self.environment(observed, url: url, secret: secret)
-                _ = try await CLI.run(["run"], environment: environment)
-
-                // Hanging: one batch times out after a second each, and the breaker stops the rest.
+                // Hanging: the run spends its webhook budget (1 s), not a request timeout on top.
                 receiver.mode = .hang
+                let runStarted = ContinuousClock.now
+                let run = try await CLI.run(["run", "--webhook-seconds", "1"], environment: environment)
+                #expect(run.status == 3 && ContinuousClock.now - runStarted < .seconds(10), "\(run.stderr.suffix(500))")
+
+                // deliver: one batch times out after a second each, and the breaker stops the rest.
+                let later0 = Timestamp.string(Date().addingTimeInterval(3600))
                 let started = ContinuousClock.now
-                let slow = try await CLI.run(["deliver", "--timeout", "1"], environment: environment)
+                let slow = try await CLI.run(["deliver", "--timeout", "1", "--now", later0], environment: environment)
                 let took = ContinuousClock.now - started
                 #expect(slow.status == 3, "\(slow.stdout)\(slow.stderr)")
                 #expect(took < .seconds(15), "\(took)")
 
                 receiver.mode = .gone
-                let later = Timestamp.string(Date().addingTimeInterval(6 * 3600))
+                let later = Timestamp.string(Date().addingTimeInterval(12 * 3600))
                 let gone = try await CLI.run(["deliver", "--now", later], environment: environment)
                 #expect(gone.status == 78 && gone.stderr.contains("410 Gone"), "\(gone.stdout)\(gone.stderr)")
                 let sent = receiver.received.count

@@ -134,6 +134,29 @@ public final class RunMetrics: AppStoreObserver, Sendable {
         ).set(to: healthy ? 1 : 0)
     }
 
+    /// Webhook attempts of the run by result: `delivered`, `retried`, `failed` (given up).
+    func webhooksDelivered(_ outcome: WebhookDelivery.Outcome) {
+        for (result, count) in [
+            ("delivered", outcome.delivered), ("retried", outcome.retried), ("failed", outcome.failed),
+        ] {
+            registry.makeCounter(
+                descriptor: Self.name(
+                    "webhook_deliveries", "total", "Webhook delivery attempts, by result (delivered, retried, failed)."),
+                labels: [("command", command), ("result", result)]
+            ).increment(by: Int64(count))
+        }
+    }
+
+    /// How long the oldest change not yet delivered has waited (0 when the outbox is empty).
+    func webhookOutbox(oldestUndeliveredSeconds: Double) {
+        registry.makeGauge(
+            descriptor: Self.name(
+                "webhook_oldest_undelivered", "seconds",
+                "How long the oldest entitlement change not yet delivered by webhook has waited."),
+            labels: [("command", command)]
+        ).set(to: oldestUndeliveredSeconds)
+    }
+
     // MARK: At the end
 
     /// Sets the gauges that describe the finished run. `lastSuccess` is the end of the last run

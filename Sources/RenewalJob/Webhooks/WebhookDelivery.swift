@@ -250,3 +250,40 @@ extension TimeAmount {
         self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }
+
+extension WebhookDelivery {
+    /// What a run's delivery did, for its report and metrics.
+    struct RunDelivery {
+        var delivered = 0
+        /// Attempts that did not deliver (retried later, or given up).
+        var failed = 0
+        var oldestUndeliveredSeconds: Double?
+    }
+
+    /// Delivers what is due after a run's checks. Never fails the run: a database or endpoint
+    /// problem is logged, and the outbox keeps everything for `renewal deliver` and the next run.
+    func deliverForRun(logger: Logger, metrics: RunMetrics?) async -> RunDelivery {
+        var result = RunDelivery()
+        do {
+            let outcome = try await deliverDue()
+            result.delivered = outcome.delivered
+            result.failed = outcome.retried + outcome.failed
+            if outcome.gone {
+                logger.error(
+                    "The webhook endpoint answered 410 Gone: changes wait in the outbox until a new URL is set")
+            }
+            metrics?.webhooksDelivered(outcome)
+        } catch {
+            logger.warning(
+                "Webhook delivery stopped; the outbox keeps the changes for renewal deliver and the next run",
+                metadata: [LogKey.webhookError: "\(error)"])
+        }
+        let at = now()
+        if let status = try? await store.deliveryStatus(now: at) {
+            let oldest = status.oldestPendingSince.map { max(0, at.timeIntervalSince($0)) } ?? 0
+            result.oldestUndeliveredSeconds = (oldest * 1000).rounded() / 1000
+            metrics?.webhookOutbox(oldestUndeliveredSeconds: oldest)
+        }
+        return result
+    }
+}
