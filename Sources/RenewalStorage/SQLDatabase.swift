@@ -104,10 +104,13 @@ public struct SQLDialect: Sendable, Hashable {
     public var utcDayTemplate: String
     /// An expression giving the current time in epoch milliseconds (a BIGINT).
     public var nowMilliseconds: String
+    /// A statement telling listening sessions about new changes (`$1`: their ids, comma-separated),
+    /// delivered when the transaction commits; nil where the database has no such thing.
+    public var changeNotification: String?
 
     public init(
         identityPrimaryKey: String, lockingClause: String, rowLockClause: String, tableExistsQuery: String,
-        utcDayTemplate: String, nowMilliseconds: String
+        utcDayTemplate: String, nowMilliseconds: String, changeNotification: String? = nil
     ) {
         self.identityPrimaryKey = identityPrimaryKey
         self.lockingClause = lockingClause
@@ -115,6 +118,7 @@ public struct SQLDialect: Sendable, Hashable {
         self.tableExistsQuery = tableExistsQuery
         self.utcDayTemplate = utcDayTemplate
         self.nowMilliseconds = nowMilliseconds
+        self.changeNotification = changeNotification
     }
 
     /// The UTC day, as `YYYY-MM-DD` text, of an epoch-milliseconds column or expression.
@@ -142,6 +146,7 @@ public struct SQLDialect: Sendable, Hashable {
             WHERE table_schema = current_schema() AND table_name = $1
             """,
         utcDayTemplate: "to_char(to_timestamp(({}) / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
-        nowMilliseconds: "CAST(EXTRACT(EPOCH FROM now()) * 1000 AS BIGINT)"
+        nowMilliseconds: "CAST(EXTRACT(EPOCH FROM now()) * 1000 AS BIGINT)",
+        changeNotification: "SELECT pg_notify('renewal_changes', $1)"
     )
 }

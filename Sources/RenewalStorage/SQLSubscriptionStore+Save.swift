@@ -10,7 +10,7 @@ extension SQLSubscriptionStore {
             {
                 throw SubscriptionStoreError.leaseLost(receiptID: update.receiptID)
             }
-            try Self.write(update, on: connection)
+            try Self.write(update, on: connection, dialect: dialect)
         }
     }
 
@@ -52,7 +52,7 @@ extension SQLSubscriptionStore {
         }
         let (claimed, owners) = try claim(item.claiming, forReceipt: item.receiptID, on: connection)
         let (update, decision) = item.decide(owners)
-        try write(update, on: connection)
+        try write(update, on: connection, dialect: dialect)
         try giveBack(claimed, unusedBy: update, on: connection)
         return decision
     }
@@ -168,15 +168,20 @@ extension SQLSubscriptionStore {
     }
 
     /// Writes one update on a connection already inside a transaction.
-    private static func write(_ write: ReceiptUpdate, on connection: any SQLConnection) throws {
+    private static func write(_ write: ReceiptUpdate, on connection: any SQLConnection, dialect: SQLDialect) throws {
         // The receipt row goes last: if it is gone, everything before is rolled back with it.
         let ownership = Dictionary(
             write.subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.ownershipType) },
             uniquingKeysWith: { first, _ in first }
         )
+        var changeIDs: [Int64] = []
         for change in write.changes {
             let ownershipType = change.originalTransactionID.flatMap { ownership[$0] ?? nil }
-            try Self.insert(change, of: write, ownershipType: ownershipType, on: connection)
+            changeIDs.append(try Self.insert(change, of: write, ownershipType: ownershipType, on: connection))
+        }
+        // Listening app servers hear of the changes when (and only if) the transaction commits.
+        if let notify = dialect.changeNotification, !changeIDs.isEmpty {
+            _ = try connection.execute(notify, [.text(changeIDs.map(String.init).joined(separator: ","))])
         }
         if let failure = write.failure {
             try Self.insert(
@@ -272,9 +277,10 @@ extension SQLSubscriptionStore {
         _ = try connection.execute(SaveSQL.upsertSubscription, values)
     }
 
+    /// Records one change; returns its id.
     private static func insert(
         _ change: SubscriptionEvent, of write: ReceiptUpdate, ownershipType: String?, on connection: any SQLConnection
-    ) throws {
+    ) throws -> Int64 {
         let inserted = try connection.execute(
             """
             INSERT INTO entitlement_changes (run_id, user_id, original_transaction_id, product_id, kind, from_state,
@@ -290,10 +296,15 @@ extension SQLSubscriptionStore {
                 SQLValue(ownershipType), SQLValue(write.checkedAt), SQLValue(write.source?.rawValue),
             ]
         )
-        guard write.queueWebhooks, let id = try inserted.first?.int64("id") else { return }
-        _ = try connection.execute(
-            "INSERT INTO webhook_outbox (change_id, user_id, created_at, next_attempt_at) VALUES ($1, $2, $3, $3)",
-            [.int64(id), .text(write.userID), SQLValue(write.checkedAt)])
+        guard let id = try inserted.first?.int64("id") else {
+            throw SubscriptionStoreError.query("INSERT INTO entitlement_changes returned no id")
+        }
+        if write.queueWebhooks {
+            _ = try connection.execute(
+                "INSERT INTO webhook_outbox (change_id, user_id, created_at, next_attempt_at) VALUES ($1, $2, $3, $3)",
+                [.int64(id), .text(write.userID), SQLValue(write.checkedAt)])
+        }
+        return id
     }
 
     // MARK: - Runs
