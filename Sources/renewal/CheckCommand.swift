@@ -4,6 +4,7 @@ import Logging
 import RenewalAppStore
 import RenewalAppleAPI
 import RenewalCore
+import RenewalJob
 import RenewalServerAPI
 import RenewalStorage
 
@@ -21,6 +22,7 @@ struct CheckCommand: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var appStore: AppStoreOptions
     @OptionGroup var serverAPI: ServerAPIOptions
+    @OptionGroup var webhook: WebhookOptions
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
@@ -31,6 +33,20 @@ struct CheckCommand: AsyncParsableCommand {
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
             print("database: ok (\(store.backendName), schema current)")
+            if webhook.resolvedURL != nil {
+                let configuration = WebhookDelivery.Configuration(url: try webhook.url(), signer: try webhook.signer())
+                let problem = try await WebhookDelivery.withHTTPClient { client in
+                    try await WebhookDelivery.sendTest(configuration: configuration, client: client)
+                }
+                if let problem {
+                    throw ConfigurationError(
+                        """
+                        webhook: the endpoint did not take a signed webhook.test event (\(problem)); check \
+                        RENEWAL_WEBHOOK_URL and that the receiver verifies with the secret in RENEWAL_WEBHOOK_SECRET_FILE.
+                        """)
+                }
+                print("webhook: ok (the endpoint took a signed webhook.test event)")
+            }
             let withoutReceipt = try await store.countWithoutReceipt()
             if withoutReceipt > 0 {
                 if serverAPIConfiguration == nil {

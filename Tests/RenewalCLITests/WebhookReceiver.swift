@@ -8,9 +8,9 @@ import Synchronization
 
 /// A webhook receiver on loopback, as an app's server would run one: it checks each request's
 /// Standard Webhooks signature with the shared secret, records what arrived, and answers as the
-/// test sets it (`ok`, `fail` with 500, `gone` with 410, `hang` past the sender's timeout).
+/// test sets it (`ok`, `slow`: ok after 50 ms, `fail` with 500, `gone` with 410, `hang` past the sender's timeout).
 final class WebhookReceiver: Sendable {
-    enum Mode: Sendable { case ok, fail, gone, hang }
+    enum Mode: Sendable { case ok, slow, fail, gone, hang }
 
     struct Received: Sendable {
         var id: String
@@ -62,7 +62,7 @@ final class WebhookReceiver: Sendable {
             let mode = self.mode
             let status: HTTPResponse.Status =
                 switch mode {
-                case .ok: valid ? .noContent : .unauthorized
+                case .ok, .slow: valid ? .noContent : .unauthorized
                 case .fail: .internalServerError
                 case .gone: .gone
                 case .hang: .noContent
@@ -72,6 +72,7 @@ final class WebhookReceiver: Sendable {
                     Received(id: id, timestamp: timestamp, signatureValid: valid, raw: data, answered: status.code))
             }
             if mode == .hang { try await Task.sleep(for: .seconds(30)) }
+            if mode == .slow { try await Task.sleep(for: .milliseconds(50)) }
             return Response(status: status)
         }
         let (listening, continuation) = AsyncStream.makeStream(of: Int.self)

@@ -134,6 +134,25 @@ struct WebhookTests {
         }
     }
 
+    @Test("check sends a signed webhook.test event the receiver verifies; a receiver that refuses it is exit 78")
+    func checkSendsATestEvent() async throws {
+        try await ObservedRun.with { observed in
+            let secret = Self.secret()
+            let receiver = WebhookReceiver(secret: secret)
+            try await receiver.serve { url in
+                let environment = try Self.environment(observed, url: url, secret: secret)
+                let check = try await CLI.run(["check"], environment: environment)
+                #expect(check.stdout.contains("webhook: ok"), "\(check.stdout)\(check.stderr)")
+                let event = try #require(receiver.received.last)
+                #expect(event.signatureValid && event.body["type"] as? String == "webhook.test")
+                // A receiver holding another secret answers 401: check says so.
+                let wrong = try Self.environment(observed, url: url, secret: Self.secret())
+                let refused = try await CLI.run(["check"], environment: wrong)
+                #expect(refused.status == 78 && refused.stderr.contains("HTTP 401"), "\(refused.stderr)")
+            }
+        }
+    }
+
     @Test("A webhook URL without a usable secret is a configuration error naming the variable, never the secret")
     func secretProblems() async throws {
         try await ObservedRun.with { observed in
@@ -147,6 +166,42 @@ struct WebhookTests {
             let bad = try await CLI.run(["deliver"], environment: environment)
             #expect(bad.status == 78 && bad.stderr.contains("whsec_"), "\(bad.stderr)")
             #expect(!bad.stderr.contains("not-a-whsec-secret-value") && !bad.stdout.contains("not-a-whsec"))
+        }
+    }
+
+    @Test(
+        "Three deliver processes on PostgreSQL deliver each change exactly once, each user's in order",
+        .enabled(
+            if: PostgresKillEnvironment.baseURL != nil && PostgresKillTests.psqlPath != nil,
+            "RENEWAL_TEST_POSTGRES_URL is not set, or psql is missing"))
+    func threeWorkersDeliverOnce() async throws {
+        let base = try #require(PostgresKillEnvironment.baseURL)
+        let psql = try #require(PostgresKillTests.psqlPath)
+        let target = try KillLoopTests.Target.postgres(base: base, psql: psql)
+        defer { target.drop() }
+        try await ObservedRun.with(database: target.database) { observed in
+            let secret = Self.secret()
+            let receiver = WebhookReceiver(secret: secret)
+            try await receiver.serve { url in
+                let environment = try Self.environment(observed, url: url, secret: secret)
+                // The run queues and leaves every delivery to the workers.
+                _ = try await CLI.run(["run", "--webhook-seconds", "0"], environment: environment)
+                let queued = try await target.count("SELECT COUNT(*) FROM webhook_outbox")
+                #expect(queued > 5 && receiver.received.isEmpty)
+                receiver.mode = .slow
+                let results = try await withThrowingTaskGroup(of: CLI.Result.self) { group in
+                    for _ in 0..<3 {
+                        group.addTask {
+                            try await CLI.run(["deliver", "--concurrency", "2"], environment: environment)
+                        }
+                    }
+                    return try await group.reduce(into: [CLI.Result]()) { $0.append($1) }
+                }
+                #expect(results.allSatisfy { $0.status == 0 }, "\(results.map(\.stdout))")
+                let ids = receiver.received.map(\.id)
+                #expect(ids.count == queued && Set(ids).count == queued, "\(ids.count) sent for \(queued) changes")
+                print("three deliver workers: \(results.map { $0.stdout.prefix(14) })")
+            }
         }
     }
 }

@@ -195,8 +195,26 @@ public struct WebhookDelivery: Sendable {
     }
 
     private func send(_ delivery: PendingDelivery) async throws -> Attempt {
-        let id = WebhookEvent.id(of: delivery)
-        let body = try WebhookEvent.body(of: delivery)
+        try await Self.post(
+            id: WebhookEvent.id(of: delivery), body: try WebhookEvent.body(of: delivery), configuration: configuration,
+            client: client)
+    }
+
+    /// Sends a signed `webhook.test` event (as `renewal check` does) and says what the endpoint answered:
+    /// nil when it took it (2xx), else why not.
+    public static func sendTest(configuration: Configuration, client: HTTPClient) async throws -> String? {
+        let id = "test_" + UUID().uuidString.lowercased()
+        let body = try WebhookEvent.test(id: id)
+        switch try await post(id: id, body: body, configuration: configuration, client: client) {
+        case .delivered: return nil
+        case .gone: return "HTTP 410 Gone"
+        case .failed(let error): return error
+        }
+    }
+
+    private static func post(id: String, body: Data, configuration: Configuration, client: HTTPClient)
+        async throws -> Attempt
+    {
         // The receiver checks the timestamp against its own clock: the real one, whatever `now` is.
         let timestamp = Int64(Date().timeIntervalSince1970)
         var request = HTTPClientRequest(url: configuration.url)

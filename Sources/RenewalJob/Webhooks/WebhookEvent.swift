@@ -10,6 +10,15 @@ enum WebhookEvent {
         "chg_\(delivery.changeID)_\(delivery.runID.map { String($0.prefix(8)) } ?? "norun")"
     }
 
+    /// A `webhook.test` event: proves the URL and the secret, names no user.
+    static func test(id: String) throws -> Data {
+        let object: [String: Any] = [
+            "type": "webhook.test", "id": id, "timestamp": Timestamp.string(Date()),
+            "data": ["message": "renewal check: a signed test event; no entitlement changed"],
+        ]
+        return try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+    }
+
     static func body(of delivery: PendingDelivery) throws -> Data {
         struct Body: Encodable {
             var id: String
