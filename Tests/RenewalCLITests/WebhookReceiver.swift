@@ -20,6 +20,8 @@ final class WebhookReceiver: Sendable {
         var raw: Data
         /// What the receiver answered.
         var answered: Int
+        /// When the request arrived.
+        var arrived = ContinuousClock.now
     }
 
     private struct State {
@@ -71,7 +73,7 @@ final class WebhookReceiver: Sendable {
                 $0.received.append(
                     Received(id: id, timestamp: timestamp, signatureValid: valid, raw: data, answered: status.code))
             }
-            if mode == .hang { try await Task.sleep(for: .seconds(30)) }
+            if mode == .hang { try await Task.sleep(for: .seconds(12)) }
             if mode == .slow { try await Task.sleep(for: .milliseconds(50)) }
             return Response(status: status)
         }
