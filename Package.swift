@@ -166,6 +166,8 @@ let package = Package(
             name: "renewal-bench",
             dependencies: [
                 "AppStoreSimulator",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 "RenewalAppStore",
                 "RenewalCore",
                 "RenewalJob",

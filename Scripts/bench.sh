@@ -24,6 +24,10 @@
 #       (renewal-bench), a run every INTERVAL_MINUTES: Apple requests per subscriber per month by
 #       endpoint and the delay from each event to the database (p50, p95, max), with the change feed
 #       and with polling alone; then a backfill --all that shows what each left wrong.
+#   Scripts/bench.sh webhooks [CHANGES=2000] [LATENCY_MS=50] [CONCURRENCY=8,32]
+#       CHANGES queued webhook deliveries (SQLite) sent to an in-process receiver answering 204 after
+#       LATENCY_MS: changes/s per concurrency; then the time a run's delivery spends against a dead
+#       endpoint (connection refused) before its breaker opens.
 #   Scripts/bench.sh jws [N=20000]
 #       the job's JWS verifier (App Store Server API path), chain cache warm, on N answers (a signed
 #       transaction and a signed renewal info each) the simulator signs: answers/s per core.
@@ -240,6 +244,7 @@ case $mode in
   scale) bench_scale "$@" ;;
   workers) bench_workers "$@" ;;
   import-forms) bench_import_forms "$@" ;;
+  webhooks) "$BIN/renewal-bench" webhooks --changes "${1:-2000}" --latency-ms "${2:-50}" --concurrency "${3:-8,32}" ;;
   month) "$BIN/renewal-bench" month --subscribers "${1:-1000}" --days "${2:-30}" --interval-minutes "${3:-30}" ;;
   jws) ${JOB_CPUS:+taskset -c "$JOB_CPUS"} "$BIN/appstore-simulator" bench-jws --count "${1:-20000}" ;;
   *) echo "usage: Scripts/bench.sh verify|scale|workers|import-forms|jws [args]" >&2; exit 64 ;;

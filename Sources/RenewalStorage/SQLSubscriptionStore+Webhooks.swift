@@ -42,23 +42,26 @@ extension SQLSubscriptionStore: WebhookOutboxStore {
         }
     }
 
-    public func recordDelivery(changeID: Int64, owner: String, outcome: DeliveryOutcome, at: Date) async throws {
+    public func recordDeliveries(_ records: [DeliveryRecord], owner: String) async throws {
+        guard !records.isEmpty else { return }
         try await inTransaction { connection in
-            // $1 change, $2 owner, $3 the attempt's time, then the outcome's own values.
-            let (set, values): (String, [SQLValue]) =
-                switch outcome {
-                case .delivered: ("delivered_at = $3, last_error = NULL", [])
-                case .retry(let error, let next):
-                    ("next_attempt_at = $5, last_error = $4", [.text(error), SQLValue(next)])
-                case .failed(let error): ("failed_at = $3, last_error = $4", [.text(error)])
-                }
-            _ = try connection.execute(
-                """
-                UPDATE webhook_outbox SET \(set), attempts = attempts + 1, last_attempt_at = $3,
-                    lease_owner = NULL, lease_expires_at = NULL
-                WHERE change_id = $1 AND lease_owner = $2
-                """,
-                [.int64(changeID), .text(owner), SQLValue(at)] + values)
+            for record in records {
+                // $1 change, $2 owner, $3 the attempt's time, then the outcome's own values.
+                let (set, values): (String, [SQLValue]) =
+                    switch record.outcome {
+                    case .delivered: ("delivered_at = $3, last_error = NULL", [])
+                    case .retry(let error, let next):
+                        ("next_attempt_at = $5, last_error = $4", [.text(error), SQLValue(next)])
+                    case .failed(let error): ("failed_at = $3, last_error = $4", [.text(error)])
+                    }
+                _ = try connection.execute(
+                    """
+                    UPDATE webhook_outbox SET \(set), attempts = attempts + 1, last_attempt_at = $3,
+                        lease_owner = NULL, lease_expires_at = NULL
+                    WHERE change_id = $1 AND lease_owner = $2
+                    """,
+                    [.int64(record.changeID), .text(owner), SQLValue(record.at)] + values)
+            }
         }
     }
 

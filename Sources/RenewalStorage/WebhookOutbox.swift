@@ -30,6 +30,20 @@ public enum DeliveryOutcome: Sendable, Hashable {
     case failed(error: String)
 }
 
+/// One attempt's outcome, to record.
+public struct DeliveryRecord: Sendable, Hashable {
+    public var changeID: Int64
+    public var outcome: DeliveryOutcome
+    /// When the attempt ended.
+    public var at: Date
+
+    public init(changeID: Int64, outcome: DeliveryOutcome, at: Date) {
+        self.changeID = changeID
+        self.outcome = outcome
+        self.at = at
+    }
+}
+
 /// The outbox as `renewal deliver --status` and the report show it.
 public struct DeliveryStatus: Sendable, Hashable {
     public var pending = 0
@@ -67,8 +81,9 @@ public protocol WebhookOutboxStore: Sendable {
     func claimDeliveries(owner: String, now: Date, leaseExpiresAt: Date, limit: Int) async throws
         -> [PendingDelivery]
 
-    /// Records an attempt and releases the lease; nothing when `owner` no longer holds it.
-    func recordDelivery(changeID: Int64, owner: String, outcome: DeliveryOutcome, at: Date) async throws
+    /// Records attempts and releases their leases, in one transaction; a change `owner` no longer
+    /// holds is left as it is.
+    func recordDeliveries(_ records: [DeliveryRecord], owner: String) async throws
 
     /// Remembers that `url` answered 410 Gone (`digest` identifies it without storing secrets twice).
     func markEndpointGone(digest: String, url: String, at: Date) async throws

@@ -37,16 +37,20 @@ extension SubscriptionStoreConformance {
         #expect(
             try await outbox.claimDeliveries(owner: "w2", now: now, leaseExpiresAt: at(minutes: 12), limit: 10).isEmpty)
         // a's first delivered, b's retried later; a record by a worker without the lease changes nothing.
-        try await outbox.recordDelivery(changeID: first[0].changeID, owner: "w2", outcome: .delivered, at: now)
-        try await outbox.recordDelivery(changeID: first[0].changeID, owner: "w1", outcome: .delivered, at: now)
-        try await outbox.recordDelivery(
-            changeID: first[1].changeID, owner: "w1", outcome: .retry(error: "HTTP 500", next: at(minutes: 60)), at: now
-        )
+        try await outbox.recordDeliveries(
+            [DeliveryRecord(changeID: first[0].changeID, outcome: .delivered, at: now)], owner: "w2")
+        try await outbox.recordDeliveries(
+            [
+                DeliveryRecord(changeID: first[0].changeID, outcome: .delivered, at: now),
+                DeliveryRecord(
+                    changeID: first[1].changeID, outcome: .retry(error: "HTTP 500", next: at(minutes: 60)), at: now),
+            ], owner: "w1")
         let second = try await outbox.claimDeliveries(
             owner: "w1", now: at(minutes: 11), leaseExpiresAt: at(minutes: 13), limit: 10)
         #expect(second.map(\.change.event.kind) == [.autoRenewDisabled], "b waits for its backoff")
-        try await outbox.recordDelivery(
-            changeID: second[0].changeID, owner: "w1", outcome: .failed(error: "gave up"), at: at(minutes: 11))
+        try await outbox.recordDeliveries(
+            [DeliveryRecord(changeID: second[0].changeID, outcome: .failed(error: "gave up"), at: at(minutes: 11))],
+            owner: "w1")
         let retried = try await outbox.claimDeliveries(
             owner: "w1", now: at(minutes: 61), leaseExpiresAt: at(minutes: 63), limit: 10)
         #expect(retried.map(\.changeID) == [first[1].changeID] && retried.first?.attempts == 1)

@@ -14,7 +14,7 @@ struct RenewalBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "renewal-bench",
         abstract: "Benchmarks of the job that need the job, a database and the simulator in one process.",
-        subcommands: [MonthBenchmark.self])
+        subcommands: [MonthBenchmark.self, WebhookBenchmark.self])
 }
 
 /// A month of a subscriber population on the simulator's clock, with runs every `interval` minutes:

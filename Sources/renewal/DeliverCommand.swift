@@ -72,7 +72,7 @@ struct DeliverCommand: AsyncParsableCommand {
             configuration.requestTimeout = .milliseconds(Int64(timeout * 1000))
             configuration.maxAge = maxAgeHours * 3600
             let owner = "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)-deliver"
-            let outcome = try await WebhookDelivery.withHTTPClient { client in
+            let outcome = try await WebhookDelivery.withHTTPClient(connections: concurrency) { client in
                 try await WebhookDelivery(
                     configuration: configuration, store: outbox, client: client, owner: owner, logger: logger,
                     now: clock

@@ -84,10 +84,17 @@ public struct WebhookDelivery: Sendable {
         self.random = random
     }
 
-    /// An HTTP client for webhooks: no redirects, verified TLS, connect timeout bounded; shut down after `body`.
-    public static func withHTTPClient<T>(_ body: (HTTPClient) async throws -> T) async throws -> T {
+    /// An HTTP client for webhooks: no redirects, verified TLS, connect timeout bounded, `connections`
+    /// to the endpoint at most; shut down after `body`. A connection that cannot be made fails its
+    /// request at once (no reconnecting inside the client): the attempt is retried with the outbox's
+    /// backoff, and a dead endpoint trips the breaker in milliseconds.
+    public static func withHTTPClient<T>(connections: Int = 8, _ body: (HTTPClient) async throws -> T) async throws
+        -> T
+    {
         var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
         configuration.timeout = HTTPClient.Configuration.Timeout(connect: .seconds(5), read: .seconds(30))
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(1, connections)
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         do {
             let result = try await body(client)
@@ -128,36 +135,40 @@ public struct WebhookDelivery: Sendable {
                 }
                 return try await group.reduce(into: [(PendingDelivery, Attempt)]()) { $0.append($1) }
             }
+            var records: [DeliveryRecord] = []
             for (delivery, attempt) in attempts.sorted(by: { $0.0.changeID < $1.0.changeID }) {
                 let at = now()
                 switch attempt {
                 case .delivered:
                     failuresInARow = 0
                     outcome.delivered += 1
-                    try await store.recordDelivery(
-                        changeID: delivery.changeID, owner: owner, outcome: .delivered, at: at)
+                    records.append(DeliveryRecord(changeID: delivery.changeID, outcome: .delivered, at: at))
                 case .gone:
                     // Not the change's fault: it waits in the outbox for the URL the operator sets next.
                     outcome.gone = true
-                    try await store.recordDelivery(
-                        changeID: delivery.changeID, owner: owner,
-                        outcome: .retry(error: "HTTP 410 Gone: the endpoint asked for no more deliveries", next: at),
-                        at: at)
+                    records.append(
+                        DeliveryRecord(
+                            changeID: delivery.changeID,
+                            outcome: .retry(
+                                error: "HTTP 410 Gone: the endpoint asked for no more deliveries", next: at),
+                            at: at))
                 case .failed(let error):
                     failuresInARow += 1
                     if at.timeIntervalSince(delivery.createdAt) >= configuration.maxAge {
                         outcome.failed += 1
-                        try await store.recordDelivery(
-                            changeID: delivery.changeID, owner: owner,
-                            outcome: .failed(error: "\(error); given up after \(delivery.attempts + 1) attempts"),
-                            at: at)
+                        records.append(
+                            DeliveryRecord(
+                                changeID: delivery.changeID,
+                                outcome: .failed(error: "\(error); given up after \(delivery.attempts + 1) attempts"),
+                                at: at))
                     } else {
                         outcome.retried += 1
-                        try await store.recordDelivery(
-                            changeID: delivery.changeID, owner: owner,
-                            outcome: .retry(
-                                error: error, next: at.addingTimeInterval(backoff(after: delivery.attempts))),
-                            at: at)
+                        records.append(
+                            DeliveryRecord(
+                                changeID: delivery.changeID,
+                                outcome: .retry(
+                                    error: error, next: at.addingTimeInterval(backoff(after: delivery.attempts))),
+                                at: at))
                     }
                     logger.warning(
                         "Webhook delivery failed; retried later",
@@ -167,6 +178,8 @@ public struct WebhookDelivery: Sendable {
                         ])
                 }
             }
+            // One transaction for the batch's outcomes.
+            try await store.recordDeliveries(records, owner: owner)
             if outcome.gone {
                 try await store.markEndpointGone(digest: digest, url: Self.redacted(configuration.url), at: now())
                 logger.error(
