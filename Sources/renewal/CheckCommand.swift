@@ -34,7 +34,8 @@ struct CheckCommand: AsyncParsableCommand {
             try await store.checkSchema()
             print("database: ok (\(store.backendName), schema current)")
             if webhook.resolvedURL != nil {
-                let configuration = WebhookDelivery.Configuration(url: try webhook.url(), signer: try webhook.signer())
+                var configuration = WebhookDelivery.Configuration(url: try webhook.url(), signer: try webhook.signer())
+                configuration.requestTimeout = .milliseconds(Int64(appStore.timeout * 1000))
                 let problem = try await WebhookDelivery.withHTTPClient { client in
                     try await WebhookDelivery.sendTest(configuration: configuration, client: client)
                 }

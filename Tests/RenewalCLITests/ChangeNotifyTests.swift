@@ -55,9 +55,10 @@ struct ChangeNotifyTests {
             return ids
         }
 
-        func stop() {
+        /// Ends the session, waiting on a GCD thread (never on the test's concurrency pool).
+        func stop() async {
             try? input.fileHandleForWriting.close()
-            process.waitUntilExit()
+            _ = await PostgresKillTests.waitForExit(process)
         }
     }
 
@@ -69,7 +70,6 @@ struct ChangeNotifyTests {
         defer { target.drop() }
         try await ObservedRun.with(database: target.database) { observed in
             let listener = try Listener(url: target.database, psql: psql)
-            defer { listener.stop() }
             try await listener.send("LISTEN renewal_changes;", marker: "listening")
             let run = try await CLI.run(["run"], environment: observed.environment)
             #expect(run.status == 3, "\(run.stderr.suffix(500))")
@@ -78,6 +78,7 @@ struct ChangeNotifyTests {
             let recorded = Set(try await target.lines("SELECT id FROM entitlement_changes").compactMap { Int($0) })
             #expect(!recorded.isEmpty)
             #expect(recorded.isSubset(of: listener.announced), "\(recorded.subtracting(listener.announced).sorted())")
+            await listener.stop()
         }
     }
 }
