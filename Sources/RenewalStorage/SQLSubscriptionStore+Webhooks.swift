@@ -110,10 +110,9 @@ extension SQLSubscriptionStore: WebhookOutboxStore {
                 WHERE failed_at IS NOT NULL ORDER BY failed_at DESC, change_id DESC LIMIT 20
                 """, []
             ).map { row in
-                (
-                    try row.int64("change_id"), try row.text("user_id"), try row.optionalText("last_error") ?? "",
-                    try row.date("failed_at")
-                )
+                DeliveryFailure(
+                    changeID: try row.int64("change_id"), userID: try row.text("user_id"),
+                    error: try row.optionalText("last_error") ?? "", at: try row.date("failed_at"))
             }
             status.goneAt = try connection.execute("SELECT MAX(gone_at) AS gone FROM webhook_endpoints", [])
                 .first?.optionalDate("gone")

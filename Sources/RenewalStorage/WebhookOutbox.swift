@@ -44,6 +44,21 @@ public struct DeliveryRecord: Sendable, Hashable {
     }
 }
 
+/// A change given up after retrying for too long.
+public struct DeliveryFailure: Sendable, Hashable {
+    public var changeID: Int64
+    public var userID: String
+    public var error: String
+    public var at: Date
+
+    public init(changeID: Int64, userID: String, error: String, at: Date) {
+        self.changeID = changeID
+        self.userID = userID
+        self.error = error
+        self.at = at
+    }
+}
+
 /// The outbox as `renewal deliver --status` and the report show it.
 public struct DeliveryStatus: Sendable, Hashable {
     public var pending = 0
@@ -53,24 +68,12 @@ public struct DeliveryStatus: Sendable, Hashable {
     public var failed = 0
     /// When the oldest undelivered change was queued.
     public var oldestPendingSince: Date?
-    /// The most recent changes given up, newest first (change id, user, error, when).
-    public var recentFailures: [(changeID: Int64, userID: String, error: String, at: Date)] = []
+    /// The most recent changes given up, newest first.
+    public var recentFailures: [DeliveryFailure] = []
     /// When the configured URL answered 410 Gone, if it did.
     public var goneAt: Date?
 
     public init() {}
-
-    public static func == (lhs: DeliveryStatus, rhs: DeliveryStatus) -> Bool {
-        lhs.pending == rhs.pending && lhs.due == rhs.due && lhs.delivered == rhs.delivered
-            && lhs.failed == rhs.failed && lhs.oldestPendingSince == rhs.oldestPendingSince && lhs.goneAt == rhs.goneAt
-            && lhs.recentFailures.map(\.changeID) == rhs.recentFailures.map(\.changeID)
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(pending)
-        hasher.combine(delivered)
-        hasher.combine(failed)
-    }
 }
 
 /// The durable side of webhooks: changes queued with their check, claimed with a lease, each

@@ -37,6 +37,7 @@ struct DeliverCommand: AsyncParsableCommand {
     var now: String?
 
     @OptionGroup var webhook: WebhookOptions
+    @OptionGroup var metrics: MetricsOptions
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
 
@@ -71,29 +72,67 @@ struct DeliverCommand: AsyncParsableCommand {
             configuration.concurrency = concurrency
             configuration.requestTimeout = .milliseconds(Int64(timeout * 1000))
             configuration.maxAge = maxAgeHours * 3600
-            let owner = "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)-deliver"
-            let outcome = try await WebhookDelivery.withHTTPClient(connections: concurrency) { client in
-                try await WebhookDelivery(
-                    configuration: configuration, store: outbox, client: client, owner: owner, logger: logger,
-                    now: clock
-                ).deliverDue()
+            let host = ProcessInfo.processInfo.hostName
+            let owner = "\(host)-\(ProcessInfo.processInfo.processIdentifier)-deliver"
+            // Its own Pushgateway group (command=deliver), so it never replaces a run's metrics.
+            let metricsOutput = metrics.output(host: host, group: [("command", "deliver")])
+            let runMetrics = metricsOutput.isEnabled ? RunMetrics(command: "deliver", checksReceipts: false) : nil
+            let warn: @Sendable (String) -> Void = {
+                logger.warning("Metrics not delivered", metadata: ["error": "\($0)"])
             }
-            let left = try await outbox.deliveryStatus(now: clock())
-            print(
-                """
-                delivered \(outcome.delivered), retried \(outcome.retried), failed \(outcome.failed); \
-                \(left.pending) pending (\(left.due) due now)
-                """)
-            if outcome.gone {
-                throw ConfigurationError(
-                    """
-                    The webhook endpoint answered 410 Gone: nothing more is delivered to it. Set a new \
-                    RENEWAL_WEBHOOK_URL (changes wait in the outbox), or delete its row from webhook_endpoints to \
-                    resume.
-                    """)
+            let startedAt = Date()
+            let exitCode: Int32
+            do {
+                exitCode = try await metricsOutput.around(runMetrics, warn: warn) {
+                    try await deliver(configuration, outbox: outbox, owner: owner, metrics: runMetrics, logger: logger)
+                }
+            } catch {
+                if let runMetrics {
+                    runMetrics.finish(
+                        exitCode: ExitMapping.classify(error).0, startedAt: startedAt, finishedAt: Date())
+                    await metricsOutput.write(runMetrics, warn: warn)
+                }
+                throw error
             }
-            if outcome.failed > 0 || outcome.retried > 0 || outcome.breakerOpened { throw ExitCode(3) }
+            if let runMetrics {
+                runMetrics.finish(exitCode: exitCode, startedAt: startedAt, finishedAt: Date())
+                await metricsOutput.write(runMetrics, warn: warn)
+            }
+            if exitCode != 0 { throw ExitCode(exitCode) }
         }
+    }
+
+    /// One pass over the due outbox; prints the summary and returns the exit code (0, or 3 when some
+    /// change was not delivered); throws a configuration error when the endpoint answered 410.
+    private func deliver(
+        _ configuration: WebhookDelivery.Configuration, outbox: any WebhookOutboxStore, owner: String,
+        metrics: RunMetrics?, logger: Logger
+    ) async throws -> Int32 {
+        let clock = self.clock
+        let outcome = try await WebhookDelivery.withHTTPClient(connections: concurrency) { client in
+            try await WebhookDelivery(
+                configuration: configuration, store: outbox, client: client, owner: owner, logger: logger,
+                now: clock
+            ).deliverDue()
+        }
+        let left = try await outbox.deliveryStatus(now: clock())
+        metrics?.webhooksDelivered(outcome)
+        metrics?.webhookOutbox(
+            oldestUndeliveredSeconds: left.oldestPendingSince.map { max(0, clock().timeIntervalSince($0)) } ?? 0)
+        print(
+            """
+            delivered \(outcome.delivered), retried \(outcome.retried), failed \(outcome.failed); \
+            \(left.pending) pending (\(left.due) due now)
+            """)
+        if outcome.gone {
+            throw ConfigurationError(
+                """
+                The webhook endpoint answered 410 Gone: nothing more is delivered to it. Set a new \
+                RENEWAL_WEBHOOK_URL (changes wait in the outbox), or delete its row from webhook_endpoints to \
+                resume.
+                """)
+        }
+        return outcome.failed > 0 || outcome.retried > 0 || outcome.breakerOpened ? 3 : 0
     }
 
     static func printStatus(_ status: DeliveryStatus, json: Bool, now: Date) async throws {

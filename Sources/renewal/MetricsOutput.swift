@@ -11,17 +11,23 @@ struct MetricsOutput: Sendable {
     var pushgateway: String?
     var interval: Double
     var instance: String
+    /// Grouping labels after `instance` (`deliver` pushes with `command=deliver`).
+    var group: [(String, String)] = []
 
     var isEnabled: Bool { textfile != nil || pushgateway != nil }
 
-    /// `{base}/metrics/job/renewal/instance/{host}`: a PUT there replaces the group's metrics.
+    /// `{base}/metrics/job/renewal/instance/{host}` (then `/{label}/{value}` for each of `group`): a
+    /// PUT there replaces that group's metrics, and only those.
     var pushURL: String? {
         guard let pushgateway else { return nil }
         let base = pushgateway.hasSuffix("/") ? String(pushgateway.dropLast()) : pushgateway
-        let host =
-            instance.addingPercentEncoding(
-                withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? "unknown"
-        return "\(base)/metrics/job/renewal/instance/\(host)"
+        let segment = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))
+        var url =
+            "\(base)/metrics/job/renewal/instance/\(instance.addingPercentEncoding(withAllowedCharacters: segment) ?? "unknown")"
+        for (label, value) in group {
+            url += "/\(label)/\(value.addingPercentEncoding(withAllowedCharacters: segment) ?? "unknown")"
+        }
+        return url
     }
 
     /// Writes the textfile: a temporary file beside it, renamed into place, so the collector never
@@ -60,6 +66,19 @@ struct MetricsOutput: Sendable {
             throw MetricsOutputError(
                 description: "the Pushgateway at \(pushgateway ?? url) answered HTTP \(response.status.code): \(detail)"
             )
+        }
+    }
+
+    /// Writes the textfile and pushes once more at the end; failures are warnings, never the
+    /// command's exit code.
+    func write(_ metrics: RunMetrics, warn: @escaping @Sendable (String) -> Void) async {
+        let text = metrics.text()
+        do { try writeTextfile(text) } catch { warn("\(error)") }
+        guard pushURL != nil else { return }
+        do {
+            try await HTTPClient.withHTTPClient { client in try await push(text, client: client) }
+        } catch {
+            warn("\(error)")
         }
     }
 

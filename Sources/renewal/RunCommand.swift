@@ -83,10 +83,7 @@ struct JobRunner {
                 ])
             let budget = FleetRequestBudget(store: store, rates: serverAPI.rates, logger: logger)
             let clock = options.clock
-            let metricsOutput = MetricsOutput(
-                textfile: options.metricsTextfile, pushgateway: options.resolvedPushgateway,
-                interval: options.pushInterval,
-                instance: options.resolvedMetricsInstance ?? resolved.host)
+            let metricsOutput = options.metrics.output(host: resolved.host)
             let metrics = metricsOutput.isEnabled ? RunMetrics(command: command.name) : nil
             resolved.metrics = metrics
             resolved.progress = TerminalProgress.make(quiet: options.quiet)
@@ -137,7 +134,7 @@ struct JobRunner {
                         startedAt: startedAt, finishedAt: clock(),
                         dueAtStart: nil, dueLeft: nil,
                         lastSuccess: try? await (store as? any RunHistoryStore)?.lastSuccess())
-                    await Self.deliver(metrics, to: metricsOutput, warn: warn)
+                    await metricsOutput.write(metrics, warn: warn)
                 }
                 throw error
             }
@@ -147,7 +144,7 @@ struct JobRunner {
                     finishedAt: clock(),
                     dueAtStart: outcome.counts.dueAtStart, dueLeft: command == .run ? outcome.counts.dueLeft : nil,
                     lastSuccess: try? await (store as? any RunHistoryStore)?.lastSuccess())
-                await Self.deliver(metrics, to: metricsOutput, warn: warn)
+                await metricsOutput.write(metrics, warn: warn)
             }
             if let html = options.htmlReport {
                 if configuration.dryRun {
@@ -189,20 +186,6 @@ struct JobRunner {
                         .utf8))
             }
             if outcome.status.exitCode != 0 { throw ExitCode(outcome.status.exitCode) }
-        }
-    }
-
-    /// Writes the textfile and pushes once more; failures are warnings, never the run's exit code.
-    static func deliver(_ metrics: RunMetrics, to output: MetricsOutput, warn: @escaping @Sendable (String) -> Void)
-        async
-    {
-        let text = metrics.text()
-        do { try output.writeTextfile(text) } catch { warn("\(error)") }
-        guard output.pushURL != nil else { return }
-        do {
-            try await HTTPClient.withHTTPClient { client in try await output.push(text, client: client) }
-        } catch {
-            warn("\(error)")
         }
     }
 

@@ -73,35 +73,7 @@ struct RunOptions: ParsableArguments {
             valueName: "file"))
     var reportHtml: String?
 
-    @Option(
-        name: .long,
-        help: ArgumentHelp(
-            "Write Prometheus metrics here at the end of the run, atomically (node_exporter's textfile collector).",
-            valueName: "path"))
-    var metricsTextfile: String?
-
-    @Option(
-        name: .long,
-        help: ArgumentHelp(
-            """
-            Push Prometheus metrics to this Pushgateway (job=renewal, instance=host) during and at the end of the \
-            run. Env: RENEWAL_PUSHGATEWAY_URL.
-            """,
-            valueName: "url"))
-    var pushgateway: String?
-
-    @Option(name: .long, help: ArgumentHelp("Seconds between pushes during a run.", valueName: "seconds"))
-    var pushInterval: Double = 30
-
-    @Option(
-        name: .long,
-        help: ArgumentHelp(
-            """
-            The Pushgateway's instance label (use a stable name where hosts come and go, e.g. Kubernetes pods). \
-            Env: RENEWAL_METRICS_INSTANCE. Default: the host name.
-            """,
-            valueName: "name"))
-    var metricsInstance: String?
+    @OptionGroup var metrics: MetricsOptions
 
     @Flag(
         name: .long,
@@ -134,14 +106,6 @@ struct RunOptions: ParsableArguments {
         reportHtml ?? report.flatMap { $0.lowercased().hasSuffix(".html") ? $0 : nil }
     }
 
-    var resolvedPushgateway: String? {
-        pushgateway ?? Environment.value("RENEWAL_PUSHGATEWAY_URL")
-    }
-
-    var resolvedMetricsInstance: String? {
-        metricsInstance ?? Environment.value("RENEWAL_METRICS_INSTANCE")
-    }
-
     func validate() throws {
         guard (1...512).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 512.") }
         if let limit, limit < 1 { throw ValidationError("--limit must be at least 1.") }
@@ -158,22 +122,6 @@ struct RunOptions: ParsableArguments {
         }
         guard (0...600).contains(webhookSeconds) else {
             throw ValidationError("--webhook-seconds must be between 0 and 600.")
-        }
-        guard pushInterval >= 1 else { throw ValidationError("--push-interval must be at least 1 second.") }
-        if let url = resolvedPushgateway {
-            guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil
-            else {
-                throw ValidationError(
-                    """
-                    --pushgateway \(url) is not an http(s) URL; give the Pushgateway's base URL, e.g. \
-                    http://pushgateway:9091.
-                    """
-                )
-            }
-        }
-        if let instance = resolvedMetricsInstance, instance.isEmpty || instance.contains("/") {
-            throw ValidationError(
-                "--metrics-instance \"\(instance)\" must be a non-empty name without '/', e.g. renewal-worker-0.")
         }
         if let now, Timestamp.date(now) == nil {
             throw ValidationError("--now must be an RFC 3339 time like 2026-01-31T12:00:00Z.")

@@ -606,7 +606,7 @@ struct DeployFilesTests {
         #expect(sql.count >= 8, "SQL panels over the views: \(sql.count)")
 
         try await ObservedRun.with { observed in
-            let run = try await CLI.run(["run"], environment: observed.environment)
+            let run = try await CLI.run(["run"], environment: try Self.webhookToNowhere(observed))
             #expect(run.status == 3, "\(run.stderr.suffix(1_000))")
             var rows: [String] = []
             for (title, query) in sql {
@@ -623,6 +623,11 @@ struct DeployFilesTests {
         }
     }
 
+    /// The run's environment with webhooks to a closed port, so the outbox (and its panel) has rows.
+    static func webhookToNowhere(_ observed: ObservedRun) throws -> [String: String] {
+        try WebhookTests.environment(observed, url: "http://127.0.0.1:9/hooks", secret: WebhookTests.secret())
+    }
+
     @Test(
         "Grafana: every SQL panel runs on PostgreSQL after a real run",
         .enabled(if: PostgresKillEnvironment.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
@@ -635,7 +640,7 @@ struct DeployFilesTests {
         let url = base + (base.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)"
         let (_, sql) = try Self.dashboardPanels()
         try await ObservedRun.with(database: url) { observed in
-            let run = try await CLI.run(["run"], environment: observed.environment)
+            let run = try await CLI.run(["run"], environment: try Self.webhookToNowhere(observed))
             #expect(run.status == 3, "\(run.stderr.suffix(1_000))")
             var rows: [String] = []
             for (title, query) in sql {

@@ -13,14 +13,24 @@ import Testing
 /// arrives at least once), nothing is marked delivered without a 2xx.
 @Suite("kill -9 while delivering webhooks")
 struct WebhookKillTests {
-    @Test("run and deliver killed mid-delivery: every change arrives, none is marked delivered without a 2xx")
-    func killedWhileDelivering() async throws {
+    @Test(
+        "run and deliver killed mid-delivery: every change arrives, none is marked delivered without a 2xx",
+        arguments: FeedKillTests.backends)
+    func killedWhileDelivering(backend: String) async throws {
         try await CLI.withDirectoryAndSimulator(secret: KillLoopTests.secret) { directory, state, _, endpoints in
             let secret = WebhookTests.secret()
             try secret.write(toFile: directory + "/webhook-secret", atomically: true, encoding: .utf8)
             let receiver = WebhookReceiver(secret: secret)
+            let target: KillLoopTests.Target
+            if backend == "postgres" {
+                let base = try #require(PostgresKillEnvironment.baseURL)
+                target = try .postgres(base: base, psql: try #require(PostgresKillTests.psqlPath))
+            } else {
+                target = .sqlite(directory + "/renewal.sqlite")
+            }
+            defer { target.drop() }
             try await receiver.serve { url in
-                let database = directory + "/renewal.sqlite"
+                let database = target.database
                 let environment = [
                     "APPSTORE_SHARED_SECRET": KillLoopTests.secret,
                     "APPSTORE_VERIFY_RECEIPT_URL": endpoints.productionURL,
@@ -55,7 +65,6 @@ struct WebhookKillTests {
                     ["deliver", "--now", Timestamp.string(Date().addingTimeInterval(7200))], environment: environment)
                 #expect(finish.status == 0, "\(finish.stdout)\(finish.stderr)")
 
-                let target = KillLoopTests.Target.sqlite(database)
                 let changes = try await target.count("SELECT COUNT(*) FROM entitlement_changes")
                 let queued = try await target.count("SELECT COUNT(*) FROM webhook_outbox")
                 #expect(changes > 25 && queued == changes, "\(queued) queued of \(changes) changes")
@@ -66,7 +75,7 @@ struct WebhookKillTests {
                         .compactMap { Int($0) })
                 #expect(delivered.count == changes, "every change delivered in the end")
                 #expect(delivered.isSubset(of: accepted), "marked delivered without a 2xx")
-                print("webhook kill figures: \(receiver.received.count) requests for \(changes) changes")
+                print("webhook kill figures (\(backend)): \(receiver.received.count) requests for \(changes) changes")
             }
         }
     }

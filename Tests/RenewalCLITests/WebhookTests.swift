@@ -52,13 +52,21 @@ struct WebhookTests {
                 #expect(
                     !failedIDs.isEmpty && failedIDs.count <= Set(changes.compactMap { $0["user_id"] as? String }).count)
 
-                // It recovers; past the backoff, everything arrives.
+                // It recovers; past the backoff, everything arrives. deliver writes its own metrics.
                 receiver.mode = .ok
                 let later = Timestamp.string(Date().addingTimeInterval(6 * 3600))
-                let delivered = try await CLI.run(["deliver", "--now", later], environment: environment)
+                let textfile = observed.directory + "/deliver.prom"
+                let instance = "renewal-deliver-test-" + UUID().uuidString.prefix(8).lowercased()
+                var metricsFlags = ["--metrics-textfile", textfile]
+                if let gateway = ObservabilityTools.pushgateway {
+                    metricsFlags += ["--pushgateway", gateway, "--metrics-instance", instance]
+                }
+                let delivered = try await CLI.run(["deliver", "--now", later] + metricsFlags, environment: environment)
                 #expect(delivered.status == 0, "\(delivered.stdout)\(delivered.stderr)")
                 let arrived = receiver.received.filter { $0.answered == 204 }
                 #expect(arrived.count == changes.count, "\(arrived.count) of \(changes.count)")
+                try await Self.expectDeliverMetrics(
+                    textfile: textfile, instance: instance, delivered: arrived.count, observed: observed)
                 #expect(arrived.allSatisfy { $0.signatureValid })
                 #expect(Set(arrived.map(\.id)).count == arrived.count, "each change once")
                 #expect(failedIDs.isSubset(of: Set(arrived.map(\.id))), "a redelivery carries the same webhook-id")
@@ -96,6 +104,35 @@ struct WebhookTests {
                 #expect(again.status == 0 && receiver.received.count == failedIDs.count + changes.count)
             }
         }
+    }
+
+    /// deliver's textfile passes promtool and counts what it delivered under `command="deliver"`, with
+    /// none of the receipt-checking families; on the Pushgateway it is a group of its own.
+    static func expectDeliverMetrics(textfile: String, instance: String, delivered: Int, observed: ObservedRun)
+        async throws
+    {
+        let text = try String(contentsOfFile: textfile, encoding: .utf8)
+        #expect(text.contains(#"renewal_webhook_deliveries_total{command="deliver",result="delivered"} \#(delivered)"#))
+        #expect(text.contains(#"renewal_webhook_deliveries_total{command="deliver",result="retried"} 0"#))
+        #expect(text.contains(#"renewal_webhook_oldest_undelivered_seconds{command="deliver"} 0"#))
+        #expect(text.contains(#"renewal_last_run_exit_code{command="deliver"} 0"#))
+        #expect(!text.contains("renewal_receipts_checked_total"), "deliver checks no receipt:\n\(text)")
+        MetricsAndLogsTests.expectNoIdentifiers(in: text, observed: observed, what: "deliver's textfile")
+        if let promtool = ObservabilityTools.promtool {
+            let lint = try? await toolOffPool(promtool, ["check", "metrics"], stdin: text)
+            #expect(lint != nil, "promtool check metrics failed on:\n\(text)")
+        }
+        guard let gateway = ObservabilityTools.pushgateway else { return }
+        let pushed = try await ObservabilityTools.get(gateway + "/metrics")
+        let line = pushed.split(separator: "\n").first {
+            $0.hasPrefix("renewal_webhook_deliveries_total{") && $0.contains(#"instance="\#(instance)""#)
+                && $0.contains(#"result="delivered""#)
+        }
+        #expect(
+            line?.contains(#"command="deliver""#) == true && line?.hasSuffix(" \(delivered)") == true,
+            "\(line ?? "none")")
+        // Its own group: job, instance and command=deliver.
+        #expect(pushed.contains(#"push_time_seconds{command="deliver",instance="\#(instance)",job="renewal"}"#))
     }
 
     @Test("410 Gone stops delivery to the URL (exit 78, listed by --status); a slow endpoint trips the breaker")

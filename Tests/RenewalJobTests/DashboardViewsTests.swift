@@ -150,4 +150,71 @@ struct DashboardViewsTests {
             #expect(conflicts.first.flatMap { Self.text($0, "run_id") } == first.runID)
         }
     }
+
+    @Test(
+        "webhook_deliveries: the outbox by state after a run that queued changes and deliveries that went three ways",
+        arguments: Backend.available)
+    func webhookDeliveriesView(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            try await h.importReceipts([
+                ("renew", h.receipt("renew", .renewal, daysAgo: 40)),
+                ("refund", h.receipt("refund", .refund, daysAgo: 20)),
+                ("retry", h.receipt("retry", .billingRetry, daysAgo: 33)),
+                ("grace", h.receipt("grace", .gracePeriod, daysAgo: 2)),
+            ])
+            let first = try await h.run { $0.queueWebhooks = true }
+            h.state.advance(by: 30 * 86_400)
+            let second = try await h.run { $0.queueWebhooks = true }
+            let queued = first.counts.changed + second.counts.changed
+            #expect(queued >= 4, "the scenarios change something: \(queued)")
+            let outbox = try #require(h.store as? any WebhookOutboxStore)
+
+            func states() async throws -> [String: SQLRow] {
+                var byState: [String: SQLRow] = [:]
+                for row in try await Self.query(h, "SELECT * FROM webhook_deliveries") {
+                    byState[Self.text(row, "state") ?? "-"] = row
+                }
+                return byState
+            }
+            var view = try await states()
+            #expect(Set(view.keys) == ["queued"])
+            #expect(view["queued"].flatMap { Self.int($0, "changes") } == queued)
+            #expect(view["queued"].flatMap { Self.int($0, "max_attempts") } == 0)
+            #expect((view["queued"].flatMap { Self.double($0, "oldest_age_seconds") } ?? -1) >= 0)
+
+            // One per user is claimed; the first delivered 90 s after it was queued, the second retried, the
+            // third given up; the fourth user's change stays queued.
+            let now = Date()
+            let claimed = try await outbox.claimDeliveries(
+                owner: "w", now: now, leaseExpiresAt: now.addingTimeInterval(60), limit: 3)
+            #expect(claimed.count == 3)
+            try await outbox.recordDeliveries(
+                [
+                    DeliveryRecord(
+                        changeID: claimed[0].changeID, outcome: .delivered,
+                        at: claimed[0].createdAt.addingTimeInterval(90)),
+                    DeliveryRecord(
+                        changeID: claimed[1].changeID,
+                        outcome: .retry(error: "HTTP 500", next: now.addingTimeInterval(30)), at: now),
+                    DeliveryRecord(changeID: claimed[2].changeID, outcome: .failed(error: "gave up"), at: now),
+                ], owner: "w")
+            view = try await states()
+            let status = try await outbox.deliveryStatus(now: now)
+            #expect(Set(view.keys) == ["queued", "retrying", "delivered", "failed"], "\(view.keys)")
+            #expect(view["delivered"].flatMap { Self.int($0, "changes") } == status.delivered)
+            #expect(view["failed"].flatMap { Self.int($0, "changes") } == status.failed)
+            #expect(
+                (view["queued"].flatMap { Self.int($0, "changes") } ?? 0)
+                    + (view["retrying"].flatMap { Self.int($0, "changes") } ?? 0) == status.pending)
+            #expect(view["retrying"].flatMap { Self.int($0, "max_attempts") } == 1)
+            #expect(view["delivered"].flatMap { Self.double($0, "avg_delivery_seconds") } == 90)
+            #expect(view["delivered"].flatMap { Self.double($0, "max_delivery_seconds") } == 90)
+            #expect(view["delivered"].flatMap { Self.double($0, "oldest_age_seconds") } == nil)
+            let oldest = try #require(status.oldestPendingSince)
+            let pendingOldest = [view["queued"], view["retrying"]].compactMap { $0 }.compactMap {
+                Self.int($0, "oldest_queued_at_ms")
+            }.min()
+            #expect(pendingOldest == Int(AppleDateFormat.milliseconds(oldest)))
+        }
+    }
 }

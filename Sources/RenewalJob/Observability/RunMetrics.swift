@@ -25,9 +25,13 @@ public final class RunMetrics: AppStoreObserver, Sendable {
     /// Apple answers' latency buckets, in seconds: from a fast loopback to past Apple's slow tail.
     static let latencyBuckets: [Double] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
 
-    public init(command: String) {
+    /// `checksReceipts: false` (for `deliver`) leaves out the families about checking receipts,
+    /// which such a command would only ever report as zero.
+    public init(command: String, checksReceipts: Bool = true) {
         self.command = command
         let labels = [("command", command)]
+        // A command that checks no receipt registers those families in a registry nobody reads.
+        let registry = checksReceipts ? self.registry : PrometheusCollectorRegistry()
         checked = registry.makeCounter(
             descriptor: Self.name("receipts_checked", "total", "Receipts Apple was asked about in this run."),
             labels: labels)
@@ -51,8 +55,10 @@ public final class RunMetrics: AppStoreObserver, Sendable {
                 "apple_request_duration", "seconds", "Time of one HTTP request to Apple's verifyReceipt, answer read."),
             labels: labels, buckets: Self.latencyBuckets)
         // Families that exist before their first event, so dashboards and alerts see zeros, not gaps.
-        _ = changes(kind: "renewed")
-        _ = failures(reason: .timeout)
+        if checksReceipts {
+            _ = changes(kind: "renewed")
+            _ = failures(reason: .timeout)
+        }
     }
 
     static func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
@@ -135,7 +141,7 @@ public final class RunMetrics: AppStoreObserver, Sendable {
     }
 
     /// Webhook attempts of the run by result: `delivered`, `retried`, `failed` (given up).
-    func webhooksDelivered(_ outcome: WebhookDelivery.Outcome) {
+    public func webhooksDelivered(_ outcome: WebhookDelivery.Outcome) {
         for (result, count) in [
             ("delivered", outcome.delivered), ("retried", outcome.retried), ("failed", outcome.failed),
         ] {
@@ -148,7 +154,7 @@ public final class RunMetrics: AppStoreObserver, Sendable {
     }
 
     /// How long the oldest change not yet delivered has waited (0 when the outbox is empty).
-    func webhookOutbox(oldestUndeliveredSeconds: Double) {
+    public func webhookOutbox(oldestUndeliveredSeconds: Double) {
         registry.makeGauge(
             descriptor: Self.name(
                 "webhook_oldest_undelivered", "seconds",
@@ -166,25 +172,7 @@ public final class RunMetrics: AppStoreObserver, Sendable {
         lastSuccess: Date?
     ) {
         let labels = [("command", command)]
-        registry.makeGauge(
-            descriptor: Self.name("run_duration", "seconds", "Wall time of the last run."), labels: labels
-        )
-        .set(to: finishedAt.timeIntervalSince(startedAt))
-        registry.makeGauge(
-            descriptor: Self.name("last_run", "timestamp_seconds", "When the last run ended (Unix time)."),
-            labels: labels
-        )
-        .set(to: finishedAt.timeIntervalSince1970)
-        registry.makeGauge(
-            descriptor: Self.name(
-                "last_run_exit_code", "",
-                """
-                Exit code of the last run (0 all due work done, 3 some receipts not verified, 4 Apple \
-                unavailable, 75 lock held, 78 configuration, 1 internal).
-                """
-            ), labels: labels
-        )
-        .set(to: Double(exitCode))
+        finish(exitCode: exitCode, startedAt: startedAt, finishedAt: finishedAt)
         // One-hot over every status a run can end with (`RunStatus.endings`), so the set of series is stable.
         for known in RunStatus.endings + (RunStatus.endings.contains(status) ? [] : [status]) {
             registry.makeGauge(
@@ -208,6 +196,32 @@ public final class RunMetrics: AppStoreObserver, Sendable {
         if let dueLeft {
             registry.makeGauge(descriptor: due, labels: [("command", command), ("at", "end")]).set(Double(dueLeft))
         }
+    }
+
+    /// The gauges every command ends with: its wall time, when it ended, its exit code. `deliver`
+    /// sets only these (with its webhook counts); `run` and `backfill` set them through the other
+    /// `finish`.
+    public func finish(exitCode: Int32, startedAt: Date, finishedAt: Date) {
+        let labels = [("command", command)]
+        registry.makeGauge(
+            descriptor: Self.name("run_duration", "seconds", "Wall time of the last run."), labels: labels
+        )
+        .set(to: finishedAt.timeIntervalSince(startedAt))
+        registry.makeGauge(
+            descriptor: Self.name("last_run", "timestamp_seconds", "When the last run ended (Unix time)."),
+            labels: labels
+        )
+        .set(to: finishedAt.timeIntervalSince1970)
+        registry.makeGauge(
+            descriptor: Self.name(
+                "last_run_exit_code", "",
+                """
+                Exit code of the last run (0 all due work done, 3 some receipts not verified, 4 Apple \
+                unavailable, 75 lock held, 78 configuration, 1 internal).
+                """
+            ), labels: labels
+        )
+        .set(to: Double(exitCode))
     }
 
     /// The Prometheus text exposition of every metric.
