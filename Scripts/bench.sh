@@ -34,7 +34,9 @@
 #
 # env: BIN (a folder holding renewal and appstore-simulator; default: build the release),
 #      SIMULATOR_CPUS / JOB_CPUS (taskset lists, e.g. 1 and 0: each process on its own core),
-#      KEEP=1 keeps the scratch folder.
+#      KEEP=1 keeps the scratch folder,
+#      RUN_FLAGS (verify: more flags for the measured run, e.g. "--webhook-seconds 2"; with
+#      RENEWAL_WEBHOOK_URL and RENEWAL_WEBHOOK_SECRET_FILE set, the run queues and delivers webhooks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-verify}
@@ -109,7 +111,8 @@ bench_verify() {
   local before_requests before_cpu
   before_requests=$(requests)
   before_cpu=$(simulator_cpu)
-  measure run "$BIN/renewal" run --concurrency "$concurrency" --metrics-textfile "$dir/metrics.prom"
+  # shellcheck disable=SC2086 # RUN_FLAGS is a list of flags
+  measure run "$BIN/renewal" run --concurrency "$concurrency" --metrics-textfile "$dir/metrics.prom" ${RUN_FLAGS:-}
   local sent sim_cpu
   sent=$(($(requests) - before_requests))
   sim_cpu=$(python3 -c "print(round($(simulator_cpu) - $before_cpu, 2))")
