@@ -167,7 +167,6 @@ let package = Package(
             dependencies: [
                 "AppStoreSimulator",
                 .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 "RenewalAppStore",
                 "RenewalCore",
                 "RenewalJob",

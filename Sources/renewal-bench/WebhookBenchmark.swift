@@ -1,3 +1,4 @@
+import AppStoreSimulator
 import ArgumentParser
 import Foundation
 import Hummingbird
@@ -6,7 +7,6 @@ import RenewalCore
 import RenewalJob
 import RenewalSQLite
 import RenewalStorage
-import ServiceLifecycle
 
 /// Webhook delivery: changes per second to a receiver that answers after a fixed latency, and what an
 /// endpoint that is down costs the delivery a run makes.
@@ -101,20 +101,8 @@ struct WebhookBenchmark: AsyncParsableCommand {
             try await Task.sleep(for: latency)
             return Response(status: .noContent)
         }
-        let (listening, continuation) = AsyncStream.makeStream(of: Int.self)
-        let application = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in
-                continuation.yield(channel.localAddress?.port ?? 0)
-                continuation.finish()
-            }, logger: logger)
-        let group = ServiceGroup(configuration: .init(services: [application], logger: logger))
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            var iterator = listening.makeAsyncIterator()
-            let port = await iterator.next() ?? 0
+        try await withLoopbackServer(router, logger: logger) { port in
             try await body("http://127.0.0.1:\(port)/hooks")
-            await group.triggerGracefulShutdown()
         }
     }
 }

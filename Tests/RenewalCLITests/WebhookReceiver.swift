@@ -1,9 +1,9 @@
+import AppStoreSimulator
 import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
-import ServiceLifecycle
 import Synchronization
 
 /// A webhook receiver on loopback, as an app's server would run one: it checks each request's
@@ -77,29 +77,9 @@ final class WebhookReceiver: Sendable {
             if mode == .slow { try await Task.sleep(for: .milliseconds(50)) }
             return Response(status: status)
         }
-        let (listening, continuation) = AsyncStream.makeStream(of: Int.self)
         let logger = Logger(label: "receiver", factory: { _ in SwiftLogNoOpLogHandler() })
-        let application = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in
-                continuation.yield(channel.localAddress?.port ?? 0)
-                continuation.finish()
-            }, logger: logger)
-        let group = ServiceGroup(configuration: .init(services: [application], logger: logger))
-        return try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            var iterator = listening.makeAsyncIterator()
-            let port = await iterator.next() ?? 0
-            do {
-                let result = try await body("http://127.0.0.1:\(port)/hooks")
-                await group.triggerGracefulShutdown()
-                tasks.cancelAll()
-                return result
-            } catch {
-                await group.triggerGracefulShutdown()
-                tasks.cancelAll()
-                throw error
-            }
+        return try await withLoopbackServer(router, logger: logger) { port in
+            try await body("http://127.0.0.1:\(port)/hooks")
         }
     }
 }
