@@ -8,9 +8,10 @@ import Synchronization
 
 /// A webhook receiver on loopback, as an app's server would run one: it checks each request's
 /// Standard Webhooks signature with the shared secret, records what arrived, and answers as the
-/// test sets it (`ok`, `slow`: ok after 50 ms, `fail` with 500, `gone` with 410, `hang` past the sender's timeout).
+/// test sets it (`ok`, `slow`: ok after 50 ms, `fail` with 500, `gone` with 410, `hang` past the sender's timeout,
+/// `redirect`: 307 to `/elsewhere`, which counts what reaches it and answers 204).
 final class WebhookReceiver: Sendable {
-    enum Mode: Sendable { case ok, slow, fail, gone, hang }
+    enum Mode: Sendable { case ok, slow, fail, gone, hang, redirect }
 
     struct Received: Sendable {
         var id: String
@@ -27,6 +28,7 @@ final class WebhookReceiver: Sendable {
     private struct State {
         var mode: Mode = .ok
         var received: [Received] = []
+        var redirected = 0
     }
 
     private let state = Mutex(State())
@@ -42,6 +44,9 @@ final class WebhookReceiver: Sendable {
     }
 
     var received: [Received] { state.withLock { $0.received } }
+
+    /// Requests that followed a redirect to `/elsewhere`.
+    var redirected: Int { state.withLock { $0.redirected } }
 
     /// The receiver's own check, written as the README tells app developers to.
     func verify(id: String, timestamp: String, body: Data, signatures: String) -> Bool {
@@ -68,6 +73,7 @@ final class WebhookReceiver: Sendable {
                 case .fail: .internalServerError
                 case .gone: .gone
                 case .hang: .noContent
+                case .redirect: .temporaryRedirect
                 }
             state.withLock {
                 $0.received.append(
@@ -75,7 +81,12 @@ final class WebhookReceiver: Sendable {
             }
             if mode == .hang { try await Task.sleep(for: .seconds(12)) }
             if mode == .slow { try await Task.sleep(for: .milliseconds(50)) }
+            if mode == .redirect { return Response(status: status, headers: [.location: "/elsewhere"]) }
             return Response(status: status)
+        }
+        router.post("elsewhere") { [self] _, _ -> Response in
+            state.withLock { $0.redirected += 1 }
+            return Response(status: .noContent)
         }
         let logger = Logger(label: "receiver", factory: { _ in SwiftLogNoOpLogHandler() })
         return try await withLoopbackServer(router, logger: logger) { port in

@@ -174,7 +174,11 @@ struct WebhookTests {
         }
     }
 
-    @Test("check sends a signed webhook.test event the receiver verifies; a receiver that refuses it is exit 78")
+    @Test(
+        """
+        check sends a signed webhook.test event the receiver verifies; a receiver that refuses it, or redirects it, \
+        is exit 78
+        """)
     func checkSendsATestEvent() async throws {
         try await ObservedRun.with { observed in
             let secret = Self.secret()
@@ -189,7 +193,37 @@ struct WebhookTests {
                 let wrong = try Self.environment(observed, url: url, secret: Self.secret())
                 let refused = try await CLI.run(["check"], environment: wrong)
                 #expect(refused.status == 78 && refused.stderr.contains("HTTP 401"), "\(refused.stderr)")
+                // A redirect is not followed: the event does not reach where it points.
+                receiver.mode = .redirect
+                let redirected = try await CLI.run(["check"], environment: environment)
+                #expect(redirected.status == 78 && redirected.stderr.contains("HTTP 307"), "\(redirected.stderr)")
+                #expect(receiver.redirected == 0, "the redirect was followed")
             }
+        }
+    }
+
+    @Test(
+        """
+        An https endpoint whose certificate the system does not trust gets no request: check exits 78 naming TLS, \
+        deliver keeps the changes
+        """)
+    func untrustedCertificate() async throws {
+        try await ObservedRun.with { observed in
+            let server = try UntrustedTLSServer(directory: observed.directory)
+            defer { server.stop() }
+            let environment = try Self.environment(
+                observed, url: "https://127.0.0.1:\(server.port)/hooks", secret: Self.secret())
+            let check = try await CLI.run(["check"], environment: environment)
+            #expect(check.status == 78 && check.stderr.contains("TLS"), "\(check.stdout)\(check.stderr)")
+            #expect(!check.stderr.contains("127.0.0.1:\(server.port)"), "the URL stays out of the reason")
+            print("untrusted certificate: \(check.stderr.split(separator: "\n").last ?? "")")
+            let run = try await CLI.run(["run", "--webhook-seconds", "2"], environment: environment)
+            #expect(run.status == 3, "\(run.stderr.suffix(1_000))")
+            let status = try await CLI.run(["deliver", "--status", "--json"], environment: environment)
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
+            #expect((object["pending"] as? Int ?? 0) > 0 && object["delivered"] as? Int == 0, "\(object)")
+            #expect(server.requests == 0, "a request passed an untrusted certificate")
         }
     }
 
@@ -243,5 +277,63 @@ struct WebhookTests {
                 print("three deliver workers: \(results.map { $0.stdout.prefix(14) })")
             }
         }
+    }
+}
+
+/// An HTTPS server (Python's ssl module) with a self-signed certificate made by `openssl` for
+/// 127.0.0.1: a client that verifies TLS must refuse it before sending anything. It counts the
+/// requests that reach it.
+final class UntrustedTLSServer: Sendable {
+    let process: Process
+    let port: Int
+    let log: String
+
+    init(directory: String) throws {
+        let key = directory + "/tls-key.pem"
+        let certificate = directory + "/tls-cert.pem"
+        log = directory + "/tls-requests"
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = [
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1",
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+        ]
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+        try #require(openssl.terminationStatus == 0, "openssl could not make a certificate")
+        let script = """
+            import http.server, ssl, sys
+            class Handler(http.server.BaseHTTPRequestHandler):
+                def do_POST(self):
+                    self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                    with open(sys.argv[3], "a") as f: f.write("request\\n")
+                    self.send_response(204); self.end_headers()
+                def log_message(self, *args): pass
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(sys.argv[1], sys.argv[2])
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+            print(server.server_address[1], flush=True)
+            server.serve_forever()
+            """
+        let output = Pipe()
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script, certificate, key, log]
+        process.standardOutput = output
+        try process.run()
+        let line = output.fileHandleForReading.availableData
+        port = try #require(Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+    }
+
+    var requests: Int {
+        ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").count
+    }
+
+    /// SIGKILL: the test process's threads block SIGTERM, and a spawned child inherits that mask.
+    func stop() {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
     }
 }

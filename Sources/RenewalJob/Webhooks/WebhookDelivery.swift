@@ -257,10 +257,18 @@ public struct WebhookDelivery: Sendable {
         }
     }
 
-    /// An error's kind, never its text (which may carry the URL and its credentials).
+    /// An error's kind, never its text (which may carry the URL and its credentials); a TLS failure
+    /// says so, with the TLS library's reason (which names no URL).
     static func describe(_ error: any Error) -> String {
         if let error = error as? HTTPClientError { return "\(error)".prefix(60).description }
-        return String(describing: type(of: error))
+        let kind = String(describing: type(of: error))
+        if kind.contains("SSL") {
+            return """
+                TLS handshake failed: the endpoint's certificate is not trusted by this host or not for its name; \
+                \(kind): \("\(error)".prefix(200))
+                """
+        }
+        return kind
     }
 
     /// The URL without user and password, for the database and logs.
