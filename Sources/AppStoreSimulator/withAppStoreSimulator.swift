@@ -22,35 +22,9 @@ public func withAppStoreSimulator<T>(
     logger: Logger,
     _ body: (SimulatorEndpoints) async throws -> T
 ) async throws -> T {
-    let (listening, continuation) = AsyncStream.makeStream(of: SimulatorEndpoints.self)
-    let application = buildSimulator(configuration: configuration, logger: logger) { endpoints in
-        continuation.yield(endpoints)
-        continuation.finish()
-    }
-    let serviceGroup = ServiceGroup(configuration: .init(services: [application], logger: logger))
-    return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask {
-            defer { continuation.finish() }
-            try await serviceGroup.run()
-        }
-        var iterator = listening.makeAsyncIterator()
-        guard let endpoints = await iterator.next() else {
-            // The server stopped before listening: surface its error.
-            try await group.waitForAll()
-            throw SimulatorStartupError(
-                description:
-                    "The App Store simulator stopped before listening on \(configuration.host):\(configuration.port).")
-        }
-        let result: T
-        do {
-            result = try await body(endpoints)
-        } catch {
-            await serviceGroup.triggerGracefulShutdown()
-            try? await group.waitForAll()
-            throw error
-        }
-        await serviceGroup.triggerGracefulShutdown()
-        try await group.waitForAll()
-        return result
-    }
+    try await withListeningService(
+        logger: logger, abandonInFlight: false,
+        stoppedEarly:
+            "The App Store simulator stopped before listening on \(configuration.host):\(configuration.port).",
+        { listening in buildSimulator(configuration: configuration, logger: logger) { listening($0) } }, body)
 }

@@ -3,41 +3,61 @@ import Logging
 import ServiceLifecycle
 
 /// Serves `router` on a free loopback port for the length of `body`, which gets the port once the
-/// server listens; the server always shuts down afterwards. For the small receivers tests and
-/// benchmarks stand up (webhook endpoints); the simulator itself uses `withAppStoreSimulator`.
+/// server listens. Requests still in flight when `body` ends are abandoned, so a receiver that
+/// hangs on purpose does not hold the caller. For the small receivers tests and benchmarks stand
+/// up (webhook endpoints); the simulator itself uses `withAppStoreSimulator`.
 public func withLoopbackServer<T>(
     _ router: Router<BasicRequestContext>,
     logger: Logger,
     _ body: (Int) async throws -> T
 ) async throws -> T {
-    let (listening, continuation) = AsyncStream.makeStream(of: Int.self)
-    let application = Application(
-        router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-        onServerRunning: { channel in
-            continuation.yield(channel.localAddress?.port ?? 0)
-            continuation.finish()
-        }, logger: logger)
-    let serviceGroup = ServiceGroup(configuration: .init(services: [application], logger: logger))
+    try await withListeningService(
+        logger: logger, abandonInFlight: true, stoppedEarly: "A loopback server stopped before listening.",
+        { listening in
+            Application(
+                router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                onServerRunning: { channel in listening(channel.localAddress?.port ?? 0) }, logger: logger)
+        }, body)
+}
+
+/// Runs the service `make` builds for the length of `body`, which starts once the service has called
+/// the callback it was given (when it listens) and gets what it passed. Afterwards the service shuts
+/// down gracefully and is waited for (its error, if any, is thrown), or with `abandonInFlight` it is
+/// cancelled after the graceful shutdown starts. If it stops before listening, its error, else
+/// `SimulatorStartupError(stoppedEarly)`, is thrown.
+func withListeningService<Started: Sendable, T>(
+    logger: Logger, abandonInFlight: Bool, stoppedEarly: @autoclosure () -> String,
+    _ make: (@escaping @Sendable (Started) -> Void) -> any Service,
+    _ body: (Started) async throws -> T
+) async throws -> T {
+    let (listening, continuation) = AsyncStream.makeStream(of: Started.self)
+    let service = make { started in
+        continuation.yield(started)
+        continuation.finish()
+    }
+    let serviceGroup = ServiceGroup(configuration: .init(services: [service], logger: logger))
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask {
             defer { continuation.finish() }
             try await serviceGroup.run()
         }
         var iterator = listening.makeAsyncIterator()
-        guard let port = await iterator.next(), port > 0 else {
+        guard let started = await iterator.next() else {
             try await group.waitForAll()
-            throw SimulatorStartupError(description: "A loopback server stopped before listening.")
+            throw SimulatorStartupError(description: stoppedEarly())
+        }
+        func stop() async throws {
+            await serviceGroup.triggerGracefulShutdown()
+            if abandonInFlight { group.cancelAll() } else { try await group.waitForAll() }
         }
         let result: T
         do {
-            result = try await body(port)
+            result = try await body(started)
         } catch {
-            await serviceGroup.triggerGracefulShutdown()
-            group.cancelAll()
+            try? await stop()
             throw error
         }
-        await serviceGroup.triggerGracefulShutdown()
-        group.cancelAll()
+        try await stop()
         return result
     }
 }
