@@ -109,16 +109,13 @@ struct DeliverCommand: AsyncParsableCommand {
         metrics: RunMetrics?, logger: Logger
     ) async throws -> Int32 {
         let clock = self.clock
-        let outcome = try await WebhookDelivery.withHTTPClient(connections: concurrency) { client in
-            try await WebhookDelivery(
-                configuration: configuration, store: outbox, client: client, owner: owner, logger: logger,
-                now: clock
-            ).deliverDue()
+        let (outcome, left) = try await WebhookDelivery.withHTTPClient(connections: concurrency) { client in
+            let delivery = WebhookDelivery(
+                configuration: configuration, store: outbox, client: client, owner: owner, logger: logger, now: clock)
+            let outcome = try await delivery.deliverDue()
+            metrics?.webhooksDelivered(outcome)
+            return (outcome, try await delivery.outboxStatus(metrics: metrics).0)
         }
-        let left = try await outbox.deliveryStatus(now: clock())
-        metrics?.webhooksDelivered(outcome)
-        metrics?.webhookOutbox(
-            oldestUndeliveredSeconds: left.oldestPendingSince.map { max(0, clock().timeIntervalSince($0)) } ?? 0)
         print(
             """
             delivered \(outcome.delivered), retried \(outcome.retried), failed \(outcome.failed); \

@@ -304,25 +304,29 @@ extension WebhookDelivery {
     func deliverForRun(logger: Logger, metrics: RunMetrics?) async -> RunDelivery {
         var result = RunDelivery()
         do {
+            // deliverDue logs a 410 and an open breaker itself.
             let outcome = try await deliverDue()
             result.delivered = outcome.delivered
             result.failed = outcome.retried + outcome.failed
-            if outcome.gone {
-                logger.error(
-                    "The webhook endpoint answered 410 Gone: changes wait in the outbox until a new URL is set")
-            }
             metrics?.webhooksDelivered(outcome)
         } catch {
             logger.warning(
                 "Webhook delivery stopped; the outbox keeps the changes for renewal deliver and the next run",
                 metadata: [LogKey.webhookError: "\(error)"])
         }
-        let at = now()
-        if let status = try? await store.deliveryStatus(now: at) {
-            let oldest = status.oldestPendingSince.map { max(0, at.timeIntervalSince($0)) } ?? 0
+        if let (_, oldest) = try? await outboxStatus(metrics: metrics) {
             result.oldestUndeliveredSeconds = (oldest * 1000).rounded() / 1000
-            metrics?.webhookOutbox(oldestUndeliveredSeconds: oldest)
         }
         return result
+    }
+
+    /// The outbox now, and how long its oldest undelivered change has waited (0 when none), which
+    /// `metrics` is told too.
+    public func outboxStatus(metrics: RunMetrics?) async throws -> (DeliveryStatus, oldestUndeliveredSeconds: Double) {
+        let at = now()
+        let status = try await store.deliveryStatus(now: at)
+        let oldest = status.oldestPendingSince.map { max(0, at.timeIntervalSince($0)) } ?? 0
+        metrics?.webhookOutbox(oldestUndeliveredSeconds: oldest)
+        return (status, oldest)
     }
 }
