@@ -20,6 +20,10 @@ struct FeedPull: Sendable {
     let overlap: TimeInterval
     let runID: String?
     let logger: Logger
+    /// The run's clock. A receipt a notification names is made due at the time it is marked, not at
+    /// the run's start: a worker that started after the start of this read, found nothing to do and
+    /// ended before this run claimed the receipt must not count it as left for the next run.
+    let clock: @Sendable () -> Date
 
     struct Outcome {
         var notifications = 0
@@ -118,7 +122,7 @@ struct FeedPull: Sendable {
                         uuid: $0.uuid, environment: environment, type: $0.type, subtype: $0.subtype,
                         originalTransactionID: $0.originalTransactionID, signedAt: $0.signedDate)
                 }
-                let recorded = try await store.recordFeedNotifications(records, runID: runID, now: now)
+                let recorded = try await store.recordFeedNotifications(records, runID: runID, now: clock())
                 outcome.notifications += recorded.new
                 outcome.unmatched += recorded.unmatched.count
                 outcome.madeDue += recorded.madeDue

@@ -82,7 +82,8 @@ public struct RenewalRun: Sendable {
         if !configuration.dryRun {
             if case .run = configuration.command, let feed = configuration.feed {
                 feedOutcome = try await FeedPull(
-                    feed: feed, store: store, overlap: configuration.feedOverlap, runID: runID, logger: logger
+                    feed: feed, store: store, overlap: configuration.feedOverlap, runID: runID, logger: logger,
+                    clock: now
                 ).pull(environments: AppStoreEnvironment.feedEnvironments, now: startedAt)
             }
             let health = try await FeedHealth.assess(
@@ -105,9 +106,11 @@ public struct RenewalRun: Sendable {
                 configuration.metrics?.feedHealth(healthy: health.fallbacks.isEmpty)
             }
         }
+        // Due rows are those due once the feed was read: it may have made some due after `startedAt`.
+        let dueAsOf = max(startedAt, now())
         var dueAtStart: Int?
         if case .run = configuration.command, !configuration.dryRun {
-            dueAtStart = try await store.countDue(asOf: startedAt, unleasedAt: startedAt)
+            dueAtStart = try await store.countDue(asOf: dueAsOf, unleasedAt: dueAsOf)
             record.counts.dueAtStart = dueAtStart
         }
         var report: ReportWriter?
@@ -116,7 +119,7 @@ public struct RenewalRun: Sendable {
                 path: reportPath, runID: runID, command: command, dryRun: configuration.dryRun, startedAt: startedAt)
         }
 
-        var loop = RunExecution(run: run, runID: runID, logger: logger, report: report, startedAt: startedAt)
+        var loop = RunExecution(run: run, runID: runID, logger: logger, report: report, dueAsOf: dueAsOf)
         loop.counts.recoveredLeases = recovered.releasedLeases
         loop.counts.notifications = feedOutcome?.notifications ?? 0
         loop.counts.notificationsUnmatched = feedOutcome?.unmatched ?? 0

@@ -14,7 +14,8 @@ struct RunExecution {
     let runID: String
     let logger: Logger
     let report: ReportWriter?
-    let startedAt: Date
+    /// A `run` takes the receipts due at this time (its start, or the end of its feed read).
+    let dueAsOf: Date
     var counts = RenewalCounts()
     var machine: RunStateMachine
     /// Outage failures not yet written: if the streak opens the breaker they are dropped and their
@@ -27,12 +28,12 @@ struct RunExecution {
     var configuration: RenewalRun.Configuration { run.configuration }
     var leaseOwner: String? { configuration.dryRun ? nil : configuration.workerID }
 
-    init(run: RenewalRun, runID: String, logger: Logger, report: ReportWriter?, startedAt: Date) {
+    init(run: RenewalRun, runID: String, logger: Logger, report: ReportWriter?, dueAsOf: Date) {
         self.run = run
         self.runID = runID
         self.logger = logger
         self.report = report
-        self.startedAt = startedAt
+        self.dueAsOf = dueAsOf
         let configuration = run.configuration
         let dueRun = if case .run = configuration.command { true } else { false }
         let leases = !configuration.dryRun
@@ -62,7 +63,7 @@ struct RunExecution {
     mutating func process() async throws -> RenewalOutcome.Status {
         let selection: ReceiptSelection
         switch configuration.command {
-        case .run: selection = .due(asOf: startedAt)
+        case .run: selection = .due(asOf: dueAsOf)
         case .backfill(let selector): selection = .backfill(selector)
         }
         // Claim small batches so a lease never runs out while its rows wait their turn.
@@ -79,6 +80,13 @@ struct RunExecution {
         let verifier = run.verifier
         let logger = self.logger
         let drainTimeout = configuration.drainTimeout
+
+        /// Another pass over the due rows, after writing what is pending.
+        func rescan() async throws {
+            try await flush()
+            try await probeForDeadWorkers(every: 0)
+            source = makeSource()
+        }
 
         try await withThrowingTaskGroup(of: Event.self) { group in
             group.addTask {
@@ -106,9 +114,7 @@ struct RunExecution {
                     startWriting(in: &group)
                     continue
                 case .rescan:
-                    try await flush()
-                    try await probeForDeadWorkers(every: 0)
-                    source = makeSource()
+                    try await rescan()
                     continue
                 case .scheduleFlush:
                     group.addTask {
@@ -117,7 +123,12 @@ struct RunExecution {
                     }
                     continue
                 case .finish:
-                    break loop
+                    guard machine.limits.mayRescan, machine.stop == nil, !machine.draining,
+                        try await run.store.countDue(asOf: dueAsOf, unleasedAt: run.now()) > 0,
+                        machine.dueRowsRemain() == .rescan
+                    else { break loop }
+                    try await rescan()
+                    continue
                 case .scheduleDrainDeadline, .cancelInFlight:
                     // Answers to events, performed where the event is handled.
                     continue
@@ -191,7 +202,7 @@ struct RunExecution {
                 "Shutdown requested; in-flight receipts finished or released, the rest is left for the next run")
         }
         if machine.stop == nil, !machine.draining, machine.limits.mayRescan {
-            counts.dueLeft = try await run.store.countDue(asOf: startedAt, unleasedAt: run.now())
+            counts.dueLeft = try await run.store.countDue(asOf: dueAsOf, unleasedAt: run.now())
             if counts.dueLeft > 0 {
                 logger.warning(
                     "Due receipts are left that this run could have taken; the next run starts with them",

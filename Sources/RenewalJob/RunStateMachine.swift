@@ -120,6 +120,21 @@ struct RunStateMachine {
         return .wait
     }
 
+    /// The run was about to finish, and due rows no lease holds are still in the database: made due,
+    /// or released, by another worker after this run's pass went by them (the change feed's reader
+    /// marks receipts due while the others are already scanning). Another pass takes them, within the
+    /// same limit on passes; `.finish` when no pass is left or the run may not rescan.
+    mutating func dueRowsRemain() -> Action {
+        guard stop == nil, !draining, limits.mayRescan, inFlight == 0, !writing, rescans < limits.maximumRescans
+        else { return .finish }
+        rescans += 1
+        claimedThisPass = 0
+        exhausted = false
+        pending = 0
+        phase = .claiming
+        return .rescan
+    }
+
     // MARK: Claims
 
     mutating func claimed() {

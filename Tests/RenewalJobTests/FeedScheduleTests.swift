@@ -231,12 +231,16 @@ struct FeedWorkersTests {
                 _ = try await h.run(.run, verifier: router) { $0.feed = client }
                 h.state.advance(by: 6 * 86_400)
                 let requests = h.state.feedRequests
+                // The workers' clock moves on in real time, as it does in production: a worker that starts
+                // after the reader began, finds nothing and ends before the reader claims what the feed made due
+                // must not report those rows as left (it once did: "incomplete", exit 3).
+                let clock = RunClock.ticking(from: h.state.now)
                 let outcomes = try await withThrowingTaskGroup(of: RenewalOutcome.self) { group in
                     for worker in ["feed-a", "feed-b", "feed-c"] {
                         let store = try PostgresSubscriptionStore.open(url: url)
                         group.addTask {
                             try await store.withRunLock(owner: worker) {
-                                try await h.run(.run, store: store, verifier: router) {
+                                try await h.run(.run, store: store, verifier: router, clock: clock) {
                                     $0.feed = client
                                     $0.workerID = worker
                                 }
@@ -247,7 +251,10 @@ struct FeedWorkersTests {
                 }
                 // Production and the sandbox, one page each, read once between the three.
                 #expect(h.state.feedRequests - requests == 2, "\(h.state.feedRequests - requests) feed requests")
-                #expect(outcomes.allSatisfy { $0.status == .completed }, "\(outcomes.map(\.status))")
+                #expect(
+                    outcomes.allSatisfy { $0.status == .completed },
+                    "\(outcomes.map { "\($0.status) checked \($0.counts.checked) dueLeft \($0.counts.dueLeft) dueAtStart \(String(describing: $0.counts.dueAtStart)) notifications \($0.counts.notifications)" })"
+                )
                 #expect(outcomes.allSatisfy { $0.counts.feedFallback == [:] }, "\(outcomes.map(\.counts))")
                 let recorded = outcomes.map(\.counts.notifications).reduce(0, +)
                 let rows = try await DashboardViewsTests.query(h, "SELECT COUNT(*) AS n FROM feed_notifications")

@@ -123,18 +123,19 @@ struct JobHarness {
             configuration: configuration, budget: LocalRequestBudget(rates: rates), body)
     }
 
-    /// A run over `store` (default the harness's) asking `verifier`.
+    /// A run over `store` (default the harness's) asking `verifier`, on the simulator's clock (`clock`:
+    /// another, e.g. one that moves on in real time).
     func run(
         _ command: RenewalRun.Command = .run, store: (any SubscriptionStore)? = nil, verifier: any ReceiptVerifier,
-        configure: (inout RenewalRun.Configuration) -> Void = { _ in }
+        clock: RunClock? = nil, configure: (inout RenewalRun.Configuration) -> Void = { _ in }
     ) async throws -> RenewalOutcome {
         var configuration = RenewalRun.Configuration(command: command)
         configuration.concurrency = 4
         configure(&configuration)
         let state = self.state
+        let now = clock ?? RunClock { state.now }
         return try await RenewalRun(
-            configuration: configuration, store: store ?? self.store, verifier: verifier, logger: logger,
-            now: { state.now }
+            configuration: configuration, store: store ?? self.store, verifier: verifier, logger: logger, now: now.now
         ).run()
     }
 
@@ -196,5 +197,16 @@ struct JobHarness {
         let path = try #require(outcome.reportPath)
         let data = try #require(FileManager.default.contents(atPath: path))
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+}
+
+/// A clock for a harness run other than the simulator's fixed one.
+struct RunClock: Sendable {
+    let now: @Sendable () -> Date
+
+    /// Starts at `origin` and moves on in real time, as production clocks do while a run goes.
+    static func ticking(from origin: Date) -> RunClock {
+        let realStart = Date()
+        return RunClock { origin.addingTimeInterval(Date().timeIntervalSince(realStart)) }
     }
 }

@@ -151,6 +151,32 @@ struct RunStateMachineTests {
 
     @Test(
         """
+        due rows another worker made due after the pass went by them get another pass, within the same limit; \
+        never after a shutdown, never for a backfill
+        """
+    )
+    func leftoversGetAnotherPass() {
+        var machine = Self.machine(concurrency: 2)
+        #expect(Self.pass(&machine, receipts: 0) == .finish)
+        #expect(machine.dueRowsRemain() == .rescan)
+        #expect(Self.pass(&machine, receipts: 1) == .rescan, "the pass found the row")
+        #expect(Self.pass(&machine, receipts: 0) == .finish)
+        #expect(machine.dueRowsRemain() == .rescan)
+        #expect(Self.pass(&machine, receipts: 0) == .finish)
+        #expect(machine.dueRowsRemain() == .finish, "three extra passes at most, whatever asked for them")
+
+        var stopping = Self.machine(concurrency: 2)
+        #expect(Self.pass(&stopping, receipts: 0) == .finish)
+        _ = stopping.shutdownRequested()
+        #expect(stopping.dueRowsRemain() == .finish)
+
+        var backfill = Self.machine(concurrency: 2, mayRescan: false)
+        #expect(Self.pass(&backfill, receipts: 0) == .finish)
+        #expect(backfill.dueRowsRemain() == .finish)
+    }
+
+    @Test(
+        """
         a shutdown stops the claims and releases answers that are not evidence; the drain deadline cancels what \
         is in flight
         """
