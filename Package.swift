@@ -241,7 +241,8 @@ let package = Package(
         .testTarget(
             name: "RenewalCLITests",
             dependencies: [
-                "renewal", "appstore-simulator", "AppStoreSimulator", "RenewalSQLite", "RenewalStorage",
+                "renewal", "appstore-simulator", "AppStoreSimulator", "RenewalSQLite", "RenewalPostgres",
+                "RenewalStorage",
                 "RenewalTesting",
                 "RenewalServerAPI",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -78,7 +78,7 @@ extension SimulatedReceipt {
     func legacyAnswer(at now: Date) -> LegacyVerifyReceiptAnswer {
         let originalID = SimulatedIdentifier.id(account)
         let transaction = LegacyVerifyReceiptAnswer.Transaction(
-            bundleID: Self.bundleID, productID: productID, transactionID: originalID,
+            bundleID: bundleIdentifier, productID: productID, transactionID: originalID,
             originalTransactionID: originalID, webOrderLineItemID: SimulatedIdentifier.id(account, "line", "", "0"),
             purchaseDate: start, originalPurchaseDate: start, expiresDate: start.addingTimeInterval(period))
         let expired = now >= start.addingTimeInterval(period)

@@ -103,7 +103,7 @@ extension SimulatedNotification {
         let environment = receipt.scenario == .sandbox ? "Sandbox" : "Production"
         let response = receipt.response(at: signedDate)
         var data: [String: Any] = [
-            "environment": environment, "bundleId": SimulatedReceipt.bundleID, "appAppleId": 1_234_567_890,
+            "environment": environment, "bundleId": receipt.bundleIdentifier, "appAppleId": 1_234_567_890,
             "bundleVersion": "1",
         ]
         if let item = receipt.lastTransaction(

@@ -37,7 +37,7 @@ extension SimulatedReceipt {
                     ])))
         }
         let payload = DERWriter.set(
-            [DERWriter.attribute(2, DERWriter.utf8(Self.bundleID))] + purchases
+            [DERWriter.attribute(2, DERWriter.utf8(bundleIdentifier))] + purchases
                 + [
                     DERWriter.sequence([
                         DERWriter.integer(Self.simulatorAttribute), DERWriter.integer(1), DERWriter.octets(Array(json)),

@@ -35,7 +35,7 @@ extension SimulatedReceipt {
         let environment = scenario == .sandbox ? "Sandbox" : "Production"
         let payload: [String: Any] = [
             "transactionId": originalTransactionID, "originalTransactionId": originalTransactionID,
-            "bundleId": Self.bundleID, "productId": productID, "environment": environment,
+            "bundleId": bundleIdentifier, "productId": productID, "environment": environment,
             "purchaseDate": SimulatedReceipt.ms(start), "originalPurchaseDate": SimulatedReceipt.ms(start),
             "expiresDate": SimulatedReceipt.ms(start.addingTimeInterval(period)),
             "signedDate": SimulatedReceipt.ms(start), "type": "Auto-Renewable Subscription",

@@ -189,7 +189,7 @@ extension SimulatedReceipt {
             latestReceiptInfo: rows,
             pendingRenewalInfo: pending,
             receipt: ReceiptInfo(
-                receiptType: isSandbox ? "ProductionSandbox" : "Production", bundleID: Self.bundleID,
+                receiptType: isSandbox ? "ProductionSandbox" : "Production", bundleID: bundleIdentifier,
                 inApp: rows))
     }
 

@@ -15,6 +15,11 @@ public struct SimulatedReceipt: Codable, Sendable, Hashable {
     public var productID: String
     /// How many renewals this receipt already knows about; every `latest_receipt` bumps it.
     public var generation: Int
+    /// The app the receipt is of; nil for the simulated app, `SimulatedReceipt.bundleID`.
+    public var bundle: String?
+
+    /// The receipt's bundle id.
+    public var bundleIdentifier: String { bundle ?? Self.bundleID }
 
     /// Creates a receipt.
     /// - Parameters:
@@ -26,8 +31,9 @@ public struct SimulatedReceipt: Codable, Sendable, Hashable {
     ///   - generation: default 0 (the receipt of the original purchase).
     public init(
         account: String, scenario: Scenario, start: Date, period: TimeInterval = 30 * 86_400,
-        productID: String = "com.example.pro.monthly", generation: Int = 0
+        productID: String = "com.example.pro.monthly", generation: Int = 0, bundle: String? = nil
     ) {
+        self.bundle = bundle
         self.account = account
         self.scenario = scenario
         self.start = start

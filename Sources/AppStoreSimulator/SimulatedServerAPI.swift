@@ -11,6 +11,11 @@ public struct SimulatedServerAPI: Sendable {
     public let issuerID: String
     /// The API key clients sign their tokens with; the simulator checks tokens with its public half.
     public let apiKey: P256.Signing.PrivateKey
+    /// Further API keys accepted, by key id (all of the same issuer): a team may hold several.
+    public var otherKeys: [String: P256.Signing.PublicKey] = [:]
+    /// The apps the API answers for (a token's `bid`); any accepted key may sign for any of them,
+    /// as a team's key does. A token for another bundle is refused (401). Default: the simulated app.
+    public var bundleIDs: Set<String> = [SimulatedReceipt.bundleID]
 
     public init(chain: SigningChain, keyID: String, issuerID: String, apiKey: P256.Signing.PrivateKey) {
         self.chain = chain
@@ -29,10 +34,11 @@ public struct SimulatedServerAPI: Sendable {
     /// The API key as a .p8 file holds it (PKCS#8 PEM).
     public var privateKeyPEM: String { apiKey.pemRepresentation }
 
-    /// Whether `authorization` carries a token Apple would accept from this key: ES256 by the key,
-    /// `kid`, `iss`, `aud` = `appstoreconnect-v1`, `bid` = the app, not expired, at most an hour long.
-    func accepts(authorization: String?, now: Date = Date()) -> Bool {
-        guard let authorization, authorization.hasPrefix("Bearer ") else { return false }
+    /// The app (`bid`) of the token `authorization` carries, when Apple would accept it: ES256 by an
+    /// accepted key named by `kid`, `iss`, `aud` = `appstoreconnect-v1`, `bid` = one of `bundleIDs`,
+    /// not expired, at most an hour long. Nil: refused.
+    func acceptedBundle(authorization: String?, now: Date = Date()) -> String? {
+        guard let authorization, authorization.hasPrefix("Bearer ") else { return nil }
         let parts = authorization.dropFirst(7).split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = Base64URL.decode(parts[0]),
             let claimsData = Base64URL.decode(parts[1]),
@@ -40,16 +46,18 @@ public struct SimulatedServerAPI: Sendable {
             let header = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any],
             let claims = (try? JSONSerialization.jsonObject(with: claimsData)) as? [String: Any],
             let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
-            apiKey.publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
-        else { return false }
-        guard header["alg"] as? String == "ES256", header["kid"] as? String == keyID,
+            let kid = header["kid"] as? String,
+            let key = kid == keyID ? apiKey.publicKey : otherKeys[kid],
+            key.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
+        else { return nil }
+        guard header["alg"] as? String == "ES256",
             claims["iss"] as? String == issuerID, claims["aud"] as? String == "appstoreconnect-v1",
-            claims["bid"] as? String == SimulatedReceipt.bundleID,
+            let bundle = claims["bid"] as? String, bundleIDs.contains(bundle),
             let issued = (claims["iat"] as? NSNumber)?.doubleValue,
             let expires = (claims["exp"] as? NSNumber)?.doubleValue
-        else { return false }
+        else { return nil }
         let wall = now.timeIntervalSince1970
-        return expires > wall && expires - issued <= 3_600 && issued <= wall + 60
+        return expires > wall && expires - issued <= 3_600 && issued <= wall + 60 ? bundle : nil
     }
 }
 
@@ -102,7 +110,7 @@ extension SimulatedReceipt {
             ])
         }
         let body: [String: Any] = [
-            "environment": environment, "bundleId": Self.bundleID, "appAppleId": 1_234_567_890,
+            "environment": environment, "bundleId": bundleIdentifier, "appAppleId": 1_234_567_890,
             "data": order.map { ["subscriptionGroupIdentifier": $0, "lastTransactions": groups[$0] ?? []] },
         ]
         let data = Self.json(body)
@@ -150,7 +158,7 @@ extension SimulatedReceipt {
 
     private func transactionPayload(_ row: LatestReceiptInfo, environment: String, now: Date) -> [String: Any] {
         var payload: [String: Any] = [
-            "bundleId": Self.bundleID, "environment": environment, "signedDate": Self.ms(now), "quantity": 1,
+            "bundleId": bundleIdentifier, "environment": environment, "signedDate": Self.ms(now), "quantity": 1,
             "type": "Auto-Renewable Subscription", "storefront": "USA", "storefrontId": "143441",
             "inAppOwnershipType": row.inAppOwnershipType ?? "PURCHASED",
             "transactionReason": row.transactionID == row.originalTransactionID ? "PURCHASE" : "RENEWAL",

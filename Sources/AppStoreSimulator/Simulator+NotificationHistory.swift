@@ -13,7 +13,7 @@ extension SimulatorRoutes {
     func notificationHistory(_ request: Request, sandbox: Bool) async throws -> Response {
         state.countFeedRequest()
         guard let serverAPI = configuration.serverAPI,
-            serverAPI.accepts(authorization: request.headers[.authorization])
+            serverAPI.acceptedBundle(authorization: request.headers[.authorization]) != nil
         else {
             return raw(status: 401, contentType: "text/plain", data: Data("Unauthenticated\n".utf8))
         }

@@ -96,7 +96,7 @@ struct SimulatorRoutes: Sendable {
         // Like Apple, the secret can only be checked on a receipt that can be read: an unreadable
         // one answers 21002 whatever the password.
         guard verifyRequest != nil, let receipt else { return respond(.status(.malformedOrTemporary)) }
-        if let secret = configuration.sharedSecret, verifyRequest?.password != secret {
+        if !configuration.accepts(password: verifyRequest?.password, for: receipt.bundleIdentifier) {
             return respond(.status(.sharedSecretRejected))
         }
         if let script = state.scripted(account: receipt.account) {
@@ -114,7 +114,7 @@ struct SimulatorRoutes: Sendable {
                 status: 500, contentType: "application/json",
                 data: Data(#"{"errorCode":5000000,"errorMessage":"No signing chain."}"#.utf8))
         }
-        guard serverAPI.accepts(authorization: request.headers[.authorization]) else {
+        guard let bundle = serverAPI.acceptedBundle(authorization: request.headers[.authorization]) else {
             state.countServerAPI(.unauthorized)
             return raw(status: 401, contentType: "text/plain", data: Data("Unauthenticated\n".utf8))
         }
@@ -132,7 +132,8 @@ struct SimulatorRoutes: Sendable {
         case .status21005:
             return serverAPIError(500, code: 5_000_001, message: "An unknown error occurred. Please try again.")
         }
-        guard let receipt = state.registered(transactionID: id) else {
+        // A transaction of another app is unknown to this app's key, as at Apple.
+        guard let receipt = state.registered(transactionID: id), receipt.bundleIdentifier == bundle else {
             state.countServerAPI(.notFound)
             return serverAPIError(404, code: 4_040_010, message: "Transaction id not found.")
         }

@@ -4,8 +4,12 @@ public struct SimulatorConfiguration: Sendable {
     public var host: String
     /// The port to bind. Default 0: any free port (`withAppStoreSimulator` reports the one chosen).
     public var port: Int
-    /// When set, a request whose `password` differs answers `{"status":21004}`. Default nil: not checked.
+    /// The account's primary shared secret: when set, a request whose `password` differs (and is not
+    /// the receipt's app-specific secret) answers `{"status":21004}`. Default nil: not checked.
     public var sharedSecret: String?
+    /// App-specific shared secrets, by bundle id: a receipt of such an app is accepted with its own
+    /// secret (or the primary one), and answers 21004 with any other. Default none.
+    public var appSecrets: [String: String] = [:]
     /// A delay before every verifyReceipt answer, added to `state.latency`. Default zero.
     public var latency: Duration
     /// How long the `slow` scenario waits before answering. Default 10 seconds.
@@ -30,6 +34,15 @@ public struct SimulatorConfiguration: Sendable {
         self.latency = latency
         self.slowDelay = slowDelay
         self.state = state
+    }
+}
+
+extension SimulatorConfiguration {
+    /// Whether verifyReceipt accepts `password` for a receipt of `bundleID`, as Apple does: the
+    /// app's own secret or the account's primary one; anything when neither is configured.
+    func accepts(password: String?, for bundleID: String) -> Bool {
+        let accepted = [sharedSecret, appSecrets[bundleID]].compactMap { $0 }
+        return accepted.isEmpty || accepted.contains { $0 == password }
     }
 }
 

@@ -47,11 +47,14 @@ public struct ReceiptCheck: Sendable, Hashable {
     public var environment: AppStoreEnvironment?
     /// The API that read the receipt last; nil when it was never read.
     public var source: CheckSource?
+    /// The app the row belongs to (imported with it, or learnt from an earlier answer); nil when unknown.
+    public var bundleID: String?
 
     public init(
         receipt: String?, originalTransactionID: String? = nil, subscriptionIDs: [String] = [],
-        environment: AppStoreEnvironment? = nil, source: CheckSource? = nil
+        environment: AppStoreEnvironment? = nil, source: CheckSource? = nil, bundleID: String? = nil
     ) {
+        self.bundleID = bundleID
         self.receipt = receipt
         self.originalTransactionID = originalTransactionID
         self.subscriptionIDs = subscriptionIDs

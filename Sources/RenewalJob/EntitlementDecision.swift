@@ -39,8 +39,12 @@ public struct EntitlementDecision: Sendable, Hashable {
     public struct Rules: Sendable, Hashable {
         /// When to check next, and the bounds of the renewal-pending and rejection rules.
         public var schedule: SchedulePolicy
-        /// The app's bundle id and products; answers about anything else change nothing.
+        /// The app's bundle id and products; answers about anything else change nothing. With
+        /// several apps (`apps`), unused.
         public var identity: AppIdentity
+        /// Several apps (the apps file), by bundle id: an answer must name one of them, and is
+        /// screened with that app's products. Empty: one app, `identity`.
+        public var apps: [String: AppIdentity] = [:]
         /// Environments whose change feed is healthy this run: a subscription there that the App
         /// Store Server API answered for is scheduled on the feed's schedule (`SchedulePolicy.Mode`).
         public var feedEnvironments: Set<AppStoreEnvironment>
@@ -60,6 +64,40 @@ public struct EntitlementDecision: Sendable, Hashable {
 
     public var changes: [SubscriptionEvent] { update.changes }
     public var failure: CheckFailure? { update.failure }
+}
+
+extension EntitlementDecision.Rules {
+    /// `evidence` limited to the receipt's app. Fails when the answer names a bundle other than the
+    /// one the receipt is pinned to, a bundle the apps file does not list, or only unknown products.
+    public func screen(_ evidence: AppleEvidence, of receipt: StoredReceipt) -> Result<
+        AppleEvidence, AppIdentity.ScreeningFailure
+    > {
+        if let pinned = receipt.bundleID, let found = evidence.bundleID, found != pinned {
+            return .failure(
+                AppIdentity.ScreeningFailure(
+                    reason: .wrongBundle,
+                    message:
+                        """
+                        Apple's answer is for bundle \(found), but the receipt belongs to \(pinned) (its stored \
+                        bundle_id); nothing was changed. Re-import the row with the right bundle_id.
+                        """
+                ))
+        }
+        guard !apps.isEmpty else { return identity.screen(evidence) }
+        guard let bundleID = evidence.bundleID ?? receipt.bundleID, let app = apps[bundleID] else {
+            let named = evidence.bundleID.map { "bundle \($0)" } ?? "no bundle"
+            return .failure(
+                AppIdentity.ScreeningFailure(
+                    reason: .wrongBundle,
+                    message:
+                        """
+                        Apple's answer is for \(named), which the apps file does not list; nothing was changed. \
+                        Add the app to the apps file if it is yours.
+                        """
+                ))
+        }
+        return app.screen(evidence)
+    }
 }
 
 extension EntitlementDecision {
@@ -86,7 +124,7 @@ extension EntitlementDecision {
 
         switch answer {
         case .verified(let evidence):
-            switch rules.identity.screen(evidence) {
+            switch rules.screen(evidence, of: receipt) {
             case .failure(let screening):
                 self = fail(screening.checkFailure, outage: false)
             case .success(let evidence):
@@ -171,6 +209,8 @@ extension EntitlementDecision {
             update.newLatestReceipt = latest
         }
         update.source = evidence.source
+        // The first valid answer pins a receipt to its app; a pinned receipt keeps its app.
+        update.bundleID = receipt.bundleID ?? evidence.bundleID
         update.originalTransactionID = evidence.lookupTransactionID ?? receipt.originalTransactionID
         update.migrated = evidence.source == .serverAPI && receipt.source != .serverAPI
         // The feed announces changes only of what the Server API answers for (verifyReceipt-only rows

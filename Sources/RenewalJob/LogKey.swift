@@ -22,6 +22,8 @@ enum LogKey {
     static let abandonedPID = "renewal.abandoned_pid"
     static let abandonedRunID = "renewal.abandoned_run_id"
     static let abandonedWorker = "renewal.abandoned_worker"
+    static let app = "appstore.app"
+    static let appsStopped = "renewal.apps_stopped"
     static let appstoreBundleID = "appstore.bundle_id"
     static let changed = "renewal.changed"
     static let changes = "renewal.changes"

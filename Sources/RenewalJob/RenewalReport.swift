@@ -40,10 +40,28 @@ struct ReportChange: Encodable {
     var ownershipType: String?
     /// The API whose answer made the change; omitted when unknown (changes stored before schema v5).
     var source: String?
+    /// The receipt's app; omitted when not known yet.
+    var bundleID: String?
+
+    init(userID: String, event: SubscriptionEvent, ownershipType: String?, source: String?, bundleID: String?) {
+        self.userID = userID
+        self.event = event
+        self.ownershipType = ownershipType
+        self.source = source
+        self.bundleID = bundleID
+    }
+
+    /// A change as the database recorded it.
+    init(_ recorded: RecordedChange) {
+        self.init(
+            userID: recorded.userID, event: recorded.event, ownershipType: recorded.ownershipType,
+            source: recorded.source, bundleID: recorded.bundleID)
+    }
 
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: ReportKey.self)
         try c.encode(userID, forKey: ReportKey("user_id"))
+        try c.encodeIfPresent(bundleID, forKey: ReportKey("bundle_id"))
         try c.encode(event.originalTransactionID, forKey: ReportKey("original_transaction_id"))
         try c.encode(event.productID, forKey: ReportKey("product_id"))
         try c.encode(event.kind.rawValue, forKey: ReportKey("kind"))
@@ -63,10 +81,13 @@ struct ReportFailure: Encodable {
     var userID: String
     var receiptID: Int64
     var failure: CheckFailure
+    /// The receipt's app; omitted when not known yet.
+    var bundleID: String?
 
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: ReportKey.self)
         try c.encode(userID, forKey: ReportKey("user_id"))
+        try c.encodeIfPresent(bundleID, forKey: ReportKey("bundle_id"))
         try c.encode(failure.reason, forKey: ReportKey("reason"))
         try c.encode(failure.message, forKey: ReportKey("message"))
         try c.encode(receiptID, forKey: ReportKey("receipt_id"))

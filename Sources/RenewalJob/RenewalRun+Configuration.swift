@@ -28,9 +28,16 @@ extension RenewalRun {
         public var schedule = SchedulePolicy()
         /// The app's bundle id and products (`APPSTORE_BUNDLE_ID`, `--products`). Default: any.
         public var identity = AppIdentity()
+        /// Several apps (the apps file): each receipt is checked with its own app's credentials and
+        /// screened with its app's identity; a rejected secret or key stops that app's rows only.
+        /// Nil: one app, `identity` and the run's verifier.
+        public var apps: AppCatalogue?
         /// The policies every decision of this run follows.
         var rules: EntitlementDecision.Rules {
-            EntitlementDecision.Rules(schedule: schedule, identity: identity, feedEnvironments: feedEnvironments)
+            var rules = EntitlementDecision.Rules(
+                schedule: schedule, identity: identity, feedEnvironments: feedEnvironments)
+            rules.apps = apps?.identities ?? [:]
+            return rules
         }
         /// The environments whose feed the run found healthy (set by the run once it has read the feed).
         var feedEnvironments: Set<AppStoreEnvironment> = []

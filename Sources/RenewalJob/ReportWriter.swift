@@ -42,13 +42,15 @@ final class ReportWriter {
         main.add(try ReportJSON.head(runID: runID, command: command, dryRun: dryRun, startedAt: startedAt))
     }
 
-    func append(changes: [SubscriptionEvent], userID: String, ownership: [String: String], source: CheckSource?)
-        async throws
-    {
+    func append(
+        changes: [SubscriptionEvent], userID: String, bundleID: String?, ownership: [String: String],
+        source: CheckSource?
+    ) async throws {
         for event in changes {
             let change = ReportChange(
                 userID: userID, event: event,
-                ownershipType: event.originalTransactionID.flatMap { ownership[$0] }, source: source?.rawValue)
+                ownershipType: event.originalTransactionID.flatMap { ownership[$0] }, source: source?.rawValue,
+                bundleID: bundleID)
             main.add(ReportJSON.separator(first: firstChange))
             main.add(try encoder.encode(change))
             firstChange = false
@@ -56,8 +58,10 @@ final class ReportWriter {
         try await flush(main)
     }
 
-    func append(failure: CheckFailure, userID: String, receiptID: Int64) async throws {
-        failures.addElement(try encoder.encode(ReportFailure(userID: userID, receiptID: receiptID, failure: failure)))
+    func append(failure: CheckFailure, userID: String, receiptID: Int64, bundleID: String?) async throws {
+        failures.addElement(
+            try encoder.encode(
+                ReportFailure(userID: userID, receiptID: receiptID, failure: failure, bundleID: bundleID)))
         try await flush(failures)
     }
 

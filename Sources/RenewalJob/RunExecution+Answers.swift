@@ -66,9 +66,12 @@ extension RunExecution {
             counts.failed += 1
             configuration.metrics?.receiptChecked(changes: [], failure: failure.reason, conflicts: 0)
             configuration.progress?.receiptDone(counts: counts)
-            try await report?.append(failure: failure, userID: receipt.userID, receiptID: receipt.id)
+            try await report?.append(
+                failure: failure, userID: receipt.userID, receiptID: receipt.id, bundleID: receipt.bundleID)
             failures.append(
-                RecordedFailure(receiptID: receipt.id, userID: receipt.userID, failure: failure, occurredAt: now))
+                RecordedFailure(
+                    receiptID: receipt.id, userID: receipt.userID, failure: failure, occurredAt: now,
+                    bundleID: receipt.bundleID))
         }
         guard !configuration.dryRun, !failures.isEmpty else { return }
         counts.leaseLost += try await run.store.recordFailures(failures, runID: runID, releasingLeasesOf: leaseOwner)
@@ -96,7 +99,7 @@ extension RunExecution {
     /// The subscriptions of a valid answer this receipt does not hold yet: their owner is settled in
     /// the transaction that writes the result.
     func claims(_ receipt: StoredReceipt, _ evidence: AppleEvidence) -> [String] {
-        guard case .success(let screened) = configuration.rules.identity.screen(evidence) else { return [] }
+        guard case .success(let screened) = configuration.rules.screen(evidence, of: receipt) else { return [] }
         let held = Set(receipt.subscriptions.map(\.snapshot.originalTransactionID))
         return screened.originalTransactionIDs.filter { !held.contains($0) }
     }

@@ -21,6 +21,9 @@ struct RunExecution {
     /// Outage failures not yet written: if the streak opens the breaker they are dropped and their
     /// rows stay exactly as they were; any usable answer from Apple writes them.
     var heldOutages: [(StoredReceipt, EntitlementDecision)] = []
+    /// Apps (of several) whose credentials Apple rejected in this run, with why: their rows are
+    /// left untouched from then on.
+    var stoppedApps: [String: String] = [:]
     private var lastProbe: Date?
     /// Results decided but not yet written: written together, one transaction per batch.
     var pending: [PendingResult] = []
@@ -47,7 +50,8 @@ struct RunExecution {
 
     /// What the task group's children report: an answer from Apple, or a step of a graceful shutdown.
     private enum Event: Sendable {
-        case answer(StoredReceipt, AppleAnswer)
+        /// `app`: the app whose credentials asked (several apps); nil with one app.
+        case answer(StoredReceipt, AppleAnswer, app: String?)
         /// SIGTERM/SIGINT: stop claiming; in-flight requests get `drainTimeout` to finish.
         case shutdownRequested
         /// The drain time is over: in-flight requests are cancelled, their receipts released untouched.
@@ -105,9 +109,21 @@ struct RunExecution {
                         machine.sourceExhausted()
                         continue
                     }
+                    if let app = receipt.bundleID, stoppedApps[app] != nil {
+                        try await release(receipt)
+                        continue
+                    }
                     machine.claimed()
-                    group.addTask {
-                        .answer(receipt, await verifier.verify(receipt.check, logger: logger))
+                    if let apps = configuration.apps {
+                        let stopped = Set(stoppedApps.keys)
+                        group.addTask {
+                            let (answer, app) = await apps.verify(receipt.check, skipping: stopped, logger: logger)
+                            return .answer(receipt, answer, app: app)
+                        }
+                    } else {
+                        group.addTask {
+                            .answer(receipt, await verifier.verify(receipt.check, logger: logger), app: nil)
+                        }
                     }
                     continue
                 case .write:
@@ -123,7 +139,8 @@ struct RunExecution {
                     }
                     continue
                 case .finish:
-                    guard machine.limits.mayRescan, machine.stop == nil, !machine.draining,
+                    // Rows of a stopped app stay due: another pass would only claim and release them.
+                    guard machine.limits.mayRescan, machine.stop == nil, !machine.draining, stoppedApps.isEmpty,
                         try await run.store.countDue(asOf: dueAsOf, unleasedAt: run.now()) > 0,
                         machine.dueRowsRemain() == .rescan
                     else { break loop }
@@ -164,7 +181,14 @@ struct RunExecution {
                             LogKey.inFlight: "\(machine.inFlight)"
                         ])
                     group.cancelAll()
-                case .answer(let receipt, let answer):
+                case .answer(let receipt, let answer, let app):
+                    if case .misconfigured(let failure) = answer, let app, let apps = configuration.apps,
+                        stopApp(app, failure: failure, of: apps)
+                    {
+                        try await release(receipt)
+                        machine.answerDropped()
+                        continue
+                    }
                     if case .misconfigured(let failure) = answer, machine.stop == nil {
                         logger.error(
                             "Apple says the configuration is wrong; stopping before writing anything else",
@@ -201,7 +225,8 @@ struct RunExecution {
             logger.warning(
                 "Shutdown requested; in-flight receipts finished or released, the rest is left for the next run")
         }
-        if machine.stop == nil, !machine.draining, machine.limits.mayRescan {
+        if !stoppedApps.isEmpty { counts.appsStopped = stoppedApps }
+        if machine.stop == nil, !machine.draining, machine.limits.mayRescan, stoppedApps.isEmpty {
             counts.dueLeft = try await run.store.countDue(asOf: dueAsOf, unleasedAt: run.now())
             if counts.dueLeft > 0 {
                 logger.warning(
@@ -211,7 +236,29 @@ struct RunExecution {
                     ])
             }
         }
-        return machine.outcome(dueLeft: counts.dueLeft, failed: counts.failed)
+        let outcome = machine.outcome(dueLeft: counts.dueLeft, failed: counts.failed)
+        if !stoppedApps.isEmpty, [.completed, .completedWithFailures, .incomplete].contains(outcome) {
+            return .appsStopped
+        }
+        return outcome
+    }
+
+    /// Apple rejected `app`'s credentials (several apps): its rows are left untouched from now on,
+    /// the other apps' go on. Returns false when every app is stopped: then the whole run stops,
+    /// as with one app.
+    private mutating func stopApp(_ app: String, failure: CheckFailure, of apps: AppCatalogue) -> Bool {
+        let reason =
+            failure.reason == .appleStatus(.sharedSecretRejected) ? "shared_secret_rejected" : "credentials_rejected"
+        if stoppedApps[app] == nil {
+            stoppedApps[app] = reason
+            logger.error(
+                "Apple rejected this app's credentials; its receipts are left untouched, the other apps' go on",
+                metadata: [
+                    LogKey.app: "\(app)", LogKey.reason: "\(failure.reason)",
+                    LogKey.appsStopped: "\(stoppedApps.count)/\(apps.apps.count)",
+                ])
+        }
+        return stoppedApps.count < apps.apps.count
     }
 
     /// At most this many extra passes over the due rows (each pass must still be finding work).
@@ -268,6 +315,6 @@ extension StoredReceipt {
         ReceiptCheck(
             receipt: latestReceipt, originalTransactionID: originalTransactionID,
             subscriptionIDs: subscriptions.map(\.snapshot.originalTransactionID), environment: environment,
-            source: source)
+            source: source, bundleID: bundleID)
     }
 }

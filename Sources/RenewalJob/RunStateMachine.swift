@@ -156,6 +156,14 @@ struct RunStateMachine {
         if stop == nil { stop = status }
     }
 
+    /// An answer released unexamined because Apple rejected its app's credentials (several apps, the
+    /// others go on): it tells the breaker nothing and writes nothing.
+    mutating func answerDropped() {
+        inFlight -= 1
+        window = max(1, limits.concurrency)
+        phase = .claiming
+    }
+
     /// An answer arrived: `evidence` when it is a valid answer; `outage` tells, when asked, whether a
     /// failure says Apple is unavailable (it is asked only when the answer is not released
     /// unexamined). The window opens to the full concurrency after the first answer.

@@ -6,14 +6,22 @@ import Synchronization
 public struct RequestBucket: Sendable, Hashable, CustomStringConvertible {
     public var endpoint: String
     public var environment: AppStoreEnvironment
+    /// The app whose budget it is, when several apps share the database (Apple's limits are per
+    /// app); nil for one app, whose key stays as it always was.
+    public var app: String?
 
-    public init(endpoint: String, environment: AppStoreEnvironment) {
+    public init(endpoint: String, environment: AppStoreEnvironment, app: String? = nil) {
         self.endpoint = endpoint
         self.environment = environment
+        self.app = app
     }
 
-    /// The key budgets are stored under.
-    public var description: String { "\(endpoint)/\(environment.rawValue.lowercased())" }
+    /// The key budgets are stored under: `subscriptions/production`, or with several apps
+    /// `com.example.app/subscriptions/production`.
+    public var description: String {
+        let key = "\(endpoint)/\(environment.rawValue.lowercased())"
+        return app.map { "\($0)/\(key)" } ?? key
+    }
 }
 
 /// Admits requests at a budgeted rate. Implementations space requests evenly (a token bucket

@@ -42,6 +42,9 @@ extension ServerAPIClient {
         public var tokenLifetime: TimeInterval
         /// HTTP/1.1 connections kept per host. Default 16.
         public var maxConnectionsPerHost: Int
+        /// With several apps in one database, the app whose rate budget requests count against
+        /// (Apple's limits are per app). Default nil: one app, the budget of before.
+        public var budgetApp: String?
 
         public init(
             keyID: String, issuerID: String, bundleID: String, privateKey: P256.Signing.PrivateKey,

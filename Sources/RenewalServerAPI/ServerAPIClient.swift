@@ -160,7 +160,8 @@ public final class ServerAPIClient: Sendable {
                 guard until - .now <= configuration.maxRetryAfter else { return .failure(.rateLimited(until: until)) }
                 try await Task.sleep(until: until, clock: .continuous)
             }
-            try await budget.admit(RequestBucket(endpoint: Self.statusEndpoint, environment: environment))
+            try await budget.admit(
+                RequestBucket(endpoint: Self.statusEndpoint, environment: environment, app: configuration.budgetApp))
         } catch {
             return .failure(.connection("cancelled"))
         }

@@ -15,11 +15,15 @@ public struct ReceiptImport: Sendable, Hashable {
     public var appAccountToken: String?
     /// The environment a verified signed transaction named; the first check asks it first.
     public var environment: AppStoreEnvironment?
+    /// The app the line names (or its verified signed transaction does); nil: learnt from Apple's
+    /// first valid answer.
+    public var bundleID: String?
 
     public init(
         userID: String, latestReceipt: String?, productID: String? = nil, originalTransactionID: String? = nil,
-        appAccountToken: String? = nil, environment: AppStoreEnvironment? = nil
+        appAccountToken: String? = nil, environment: AppStoreEnvironment? = nil, bundleID: String? = nil
     ) {
+        self.bundleID = bundleID
         self.userID = userID
         self.latestReceipt = latestReceipt
         self.productID = productID

@@ -37,6 +37,9 @@ public struct ReceiptUpdate: Sendable, Hashable {
     public var source: CheckSource?
     /// The original transaction id to ask the App Store Server API by from now on.
     public var originalTransactionID: String?
+    /// The receipt's app: recorded with each change and failure, and stored on the receipt when it
+    /// has none yet (a row's app, once known, never changes).
+    public var bundleID: String?
     /// This check moved the receipt to the App Store Server API (`receipts.migrated_at` is set).
     public var migrated = false
     /// Each change is also queued in the webhook outbox, in the same transaction (a webhook URL is set).
@@ -78,6 +81,7 @@ public struct ReceiptUpdate: Sendable, Hashable {
             subscriptions: [], changes: [], failure: nil, conflicts: [], leaseOwner: leaseOwner,
             rejectedSince: receipt.rejectedSince, noSubscriptionSince: receipt.noSubscriptionSince)
         self.originalTransactionID = receipt.originalTransactionID
+        self.bundleID = receipt.bundleID
     }
 }
 

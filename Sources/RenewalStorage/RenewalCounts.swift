@@ -47,6 +47,10 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
     public var deliveryFailed: Int?
     /// How long the oldest change still undelivered after the run has waited, in seconds (0 when none).
     public var oldestUndeliveredSeconds: Double?
+    /// Apps (of several in the apps file) whose credentials Apple rejected in this run, with why
+    /// (`shared_secret_rejected`: 21004; `credentials_rejected`: HTTP 401 from the App Store Server
+    /// API). Their rows were left untouched; the other apps' were checked. Nil when none was stopped.
+    public var appsStopped: [String: String]?
 
     public init() {}
 
@@ -64,6 +68,7 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
         case delivered
         case deliveryFailed = "delivery_failed"
         case oldestUndeliveredSeconds = "oldest_undelivered_seconds"
+        case appsStopped = "apps_stopped"
     }
 }
 
@@ -71,19 +76,27 @@ extension RenewalCounts {
     /// `feedFallback` as `runs.feed_fallback` holds it: `Environment=reason` pairs joined by commas,
     /// sorted (`Production=pull_failed,Sandbox=silent`); empty when healthy everywhere.
     var feedFallbackText: String? {
-        get {
-            feedFallback.map { $0.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",") }
-        }
-        set {
-            feedFallback = newValue.map { text in
-                Dictionary(
-                    text.split(separator: ",").compactMap { pair -> (String, String)? in
-                        let parts = pair.split(separator: "=", maxSplits: 1)
-                        guard parts.count == 2 else { return nil }
-                        return (String(parts[0]), String(parts[1]))
-                    },
-                    uniquingKeysWith: { first, _ in first })
-            }
-        }
+        get { feedFallback.map(Self.pairsText) }
+        set { feedFallback = newValue.map(Self.pairs) }
+    }
+
+    /// `appsStopped` as `runs.apps_stopped` holds it: `bundle=reason` pairs, like `feedFallbackText`.
+    var appsStoppedText: String? {
+        get { appsStopped.map(Self.pairsText) }
+        set { appsStopped = newValue.map(Self.pairs) }
+    }
+
+    private static func pairsText(_ pairs: [String: String]) -> String {
+        pairs.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+    }
+
+    private static func pairs(_ text: String) -> [String: String] {
+        Dictionary(
+            text.split(separator: ",").compactMap { pair -> (String, String)? in
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                guard parts.count == 2 else { return nil }
+                return (String(parts[0]), String(parts[1]))
+            },
+            uniquingKeysWith: { first, _ in first })
     }
 }

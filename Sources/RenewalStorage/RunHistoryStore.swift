@@ -53,11 +53,15 @@ public struct RecordedChange: Sendable, Hashable {
     public var occurredAt: Date
     /// The API whose answer made the change (`verify_receipt`, `server_api`); nil before schema v5.
     public var source: String?
+    /// The app of the receipt; nil when it was not known yet (or before schema v10).
+    public var bundleID: String?
 
     public init(
-        userID: String, event: SubscriptionEvent, ownershipType: String?, occurredAt: Date, source: String? = nil
+        userID: String, event: SubscriptionEvent, ownershipType: String?, occurredAt: Date, source: String? = nil,
+        bundleID: String? = nil
     ) {
         self.source = source
+        self.bundleID = bundleID
         self.userID = userID
         self.event = event
         self.ownershipType = ownershipType
@@ -71,8 +75,11 @@ public struct RecordedFailure: Sendable, Hashable {
     public var userID: String
     public var failure: CheckFailure
     public var occurredAt: Date
+    /// The app of the receipt; nil when it was not known yet (or before schema v10).
+    public var bundleID: String?
 
-    public init(receiptID: Int64, userID: String, failure: CheckFailure, occurredAt: Date) {
+    public init(receiptID: Int64, userID: String, failure: CheckFailure, occurredAt: Date, bundleID: String? = nil) {
+        self.bundleID = bundleID
         self.receiptID = receiptID
         self.userID = userID
         self.failure = failure

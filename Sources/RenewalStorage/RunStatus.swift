@@ -29,6 +29,10 @@ public struct RunStatus: OpenVocabulary {
     /// The App Store Server API refused the API key in both environments (HTTP 401); nothing was
     /// written (exit 78).
     public static let credentialsRejected: RunStatus = "aborted_credentials_rejected"
+    /// Finished, but Apple rejected the credentials of one or more apps of the apps file (21004, or
+    /// HTTP 401 from the App Store Server API): their rows were left untouched, the other apps' were
+    /// checked (exit 5). With one app, or when every app is rejected, the run aborts instead.
+    public static let appsStopped: RunStatus = "completed_apps_stopped"
     /// Failed after it started: the database failed mid-run, or an internal error (exit 1).
     public static let failed: RunStatus = "failed"
     /// Could not start because another run holds the lock (exit 75). Reported in the metrics only: such
@@ -40,7 +44,7 @@ public struct RunStatus: OpenVocabulary {
     /// Every status a process can end a run with, so a one-hot metric keeps a stable set of series.
     public static let endings: [RunStatus] = [
         .completed, .completedWithFailures, .incomplete, .interrupted, .abortedAppleUnavailable, .sharedSecretRejected,
-        .credentialsRejected, .failed, .locked,
+        .credentialsRejected, .appsStopped, .failed, .locked,
     ]
 
     /// The exit code a run that ends with this status gives (README, "Exit codes"); 1 for a status
@@ -50,6 +54,7 @@ public struct RunStatus: OpenVocabulary {
         case .completed: 0
         case .completedWithFailures, .interrupted, .incomplete: 3
         case .abortedAppleUnavailable: 4
+        case .appsStopped: 5
         case .locked: 75
         case .sharedSecretRejected, .credentialsRejected: 78
         default: 1

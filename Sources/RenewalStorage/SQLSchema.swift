@@ -26,6 +26,7 @@ public enum SQLSchema {
         Migration(version: 7, statements: version7),
         Migration(version: 8, statements: version8),
         Migration(version: 9, statements: version9),
+        Migration(version: 10, statements: version10),
     ]
 
     static let createMigrationsTable = """
@@ -286,10 +287,12 @@ extension SQLSchema {
     }
 
     /// Applies every missing migration, each in its own transaction. Returns the versions applied.
-    static func migrate(on connection: any SQLConnection, dialect: SQLDialect, now: Date) throws -> [Int] {
+    static func migrate(
+        on connection: any SQLConnection, dialect: SQLDialect, now: Date, through version: Int = currentVersion
+    ) throws -> [Int] {
         _ = try connection.execute(createMigrationsTable, [])
         var applied: [Int] = []
-        for migration in migrations {
+        for migration in migrations where migration.version <= version {
             let didApply = try connection.transaction { () throws -> Bool in
                 let found = try appliedVersion(on: connection, dialect: dialect)
                 if found > currentVersion {
@@ -460,6 +463,23 @@ extension SQLSchema {
             ) o
             GROUP BY state
             """,
+        ]
+    }
+}
+
+extension SQLSchema {
+    /// Version 10: several apps in one database. `receipts.bundle_id` is the app a receipt belongs
+    /// to: given at import, or learnt from Apple's first valid answer and kept from then on (NULL
+    /// until then). Each change and failure records the app of its receipt at the time, so reports
+    /// and dashboards split by app without a join; `runs.apps_stopped` names the apps whose
+    /// credentials Apple rejected in that run (comma-separated), whose rows it left untouched.
+    /// Columns only: nothing is rewritten, so the migration is quick on a large table.
+    fileprivate static func version10(_ dialect: SQLDialect) -> [String] {
+        [
+            "ALTER TABLE receipts ADD COLUMN bundle_id TEXT",
+            "ALTER TABLE entitlement_changes ADD COLUMN bundle_id TEXT",
+            "ALTER TABLE run_failures ADD COLUMN bundle_id TEXT",
+            "ALTER TABLE runs ADD COLUMN apps_stopped TEXT",
         ]
     }
 }

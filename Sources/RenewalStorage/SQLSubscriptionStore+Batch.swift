@@ -6,7 +6,7 @@ extension SQLSubscriptionStore {
         """
         id, user_id, latest_receipt, imported_product_id, status, environment, next_check_at, last_verified_at, \
         consecutive_failures, consecutive_malformed, rejected_since, no_subscription_since, source, \
-        original_transaction_id
+        original_transaction_id, bundle_id
         """
     }
 
@@ -171,6 +171,7 @@ extension SQLSubscriptionStore {
             noSubscriptionSince: try row.optionalDate("no_subscription_since"),
             source: try row.optionalText("source").flatMap(CheckSource.init(rawValue:)),
             originalTransactionID: try row.optionalText("original_transaction_id"),
+            bundleID: try row.optionalText("bundle_id"),
             subscriptions: []
         )
     }

@@ -143,7 +143,7 @@ extension SQLSubscriptionStore {
         return RecordedChange(
             userID: try row.text("user_id"), event: event,
             ownershipType: try row.optionalText("ownership_type"), occurredAt: try row.date("occurred_at"),
-            source: try row.optionalText("source")
+            source: try row.optionalText("source"), bundleID: try row.optionalText("bundle_id")
         )
     }
 
@@ -152,7 +152,7 @@ extension SQLSubscriptionStore {
             receiptID: try row.int64("receipt_id"), userID: try row.text("user_id"),
             failure: CheckFailure(
                 reason: FailureReason(rawValue: try row.text("reason")), message: try row.text("message")),
-            occurredAt: try row.date("occurred_at")
+            occurredAt: try row.date("occurred_at"), bundleID: try row.optionalText("bundle_id")
         )
     }
 }

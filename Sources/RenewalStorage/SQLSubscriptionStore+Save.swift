@@ -145,25 +145,24 @@ extension SQLSubscriptionStore {
                 }
                 try Self.insert(
                     recorded.failure, runID: runID, receiptID: recorded.receiptID, userID: recorded.userID,
-                    at: recorded.occurredAt, on: connection)
+                    bundleID: recorded.bundleID, at: recorded.occurredAt, on: connection)
             }
             return lost
         }
     }
 
     private static func insert(
-        _ failure: CheckFailure, runID: String?, receiptID: Int64, userID: String, at date: Date,
+        _ failure: CheckFailure, runID: String?, receiptID: Int64, userID: String, bundleID: String?, at date: Date,
         on connection: any SQLConnection
     ) throws {
         _ = try connection.execute(
             """
-            INSERT INTO run_failures (run_id, receipt_id, user_id, reason, message, occurred_at)
-            VALUES ($1, $2, $3, $4, $5, $6)
+            INSERT INTO run_failures (run_id, receipt_id, user_id, reason, message, occurred_at, bundle_id)
+            VALUES ($1, $2, $3, $4, $5, $6, $7)
             """,
             [
                 SQLValue(runID), .int64(receiptID), .text(userID), .text(failure.reason.rawValue),
-                .text(failure.message),
-                SQLValue(date),
+                .text(failure.message), SQLValue(date), SQLValue(bundleID),
             ])
     }
 
@@ -186,7 +185,7 @@ extension SQLSubscriptionStore {
         if let failure = write.failure {
             try Self.insert(
                 failure, runID: write.runID, receiptID: write.receiptID, userID: write.userID,
-                at: write.checkedAt, on: connection)
+                bundleID: write.bundleID, at: write.checkedAt, on: connection)
         }
         for conflict in write.conflicts {
             _ = try connection.execute(
@@ -240,6 +239,9 @@ extension SQLSubscriptionStore {
         if write.migrated {
             assignments.append("migrated_at = \(binds.add(SQLValue(write.checkedAt)))")
         }
+        if let bundleID = write.bundleID {
+            assignments.append("bundle_id = COALESCE(bundle_id, \(binds.add(.text(bundleID))))")
+        }
         var condition = "id = \(id)"
         if let owner = write.leaseOwner {
             // Fenced: written (and the lease released) only while this worker holds the lease.
@@ -284,8 +286,8 @@ extension SQLSubscriptionStore {
         let inserted = try connection.execute(
             """
             INSERT INTO entitlement_changes (run_id, user_id, original_transaction_id, product_id, kind, from_state,
-                to_state, old_expires_at, new_expires_at, environment, ownership_type, occurred_at, source)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                to_state, old_expires_at, new_expires_at, environment, ownership_type, occurred_at, source, bundle_id)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
             RETURNING id
             """,
             [
@@ -294,6 +296,7 @@ extension SQLSubscriptionStore {
                 .text(change.kind.rawValue), .text(change.fromState.rawValue), .text(change.toState.rawValue),
                 SQLValue(change.oldExpiresAt), SQLValue(change.newExpiresAt), SQLValue(change.environment?.rawValue),
                 SQLValue(ownershipType), SQLValue(write.checkedAt), SQLValue(write.source?.rawValue),
+                SQLValue(write.bundleID),
             ]
         )
         guard let id = try inserted.first?.int64("id") else {
@@ -342,7 +345,7 @@ extension SQLSubscriptionStore {
         id, command, started_at, finished_at, status, exit_code, checked, changed, unchanged, failed, conflicts, \
         host, process_id, worker_id, lease_lost, receipts_changed, invalid, skipped, recovered_leases, due_at_start, \
         due_left, migrated, notifications, notifications_unmatched, feed_lag_ms, feed_fallback, webhooks_delivered, \
-        webhooks_failed, webhook_oldest_undelivered_ms
+        webhooks_failed, webhook_oldest_undelivered_ms, apps_stopped
         """
     }
 
@@ -360,6 +363,7 @@ extension SQLSubscriptionStore {
             run.counts.feedLagSeconds.map { SQLValue.int64(Int64(($0 * 1000).rounded())) } ?? .null,
             SQLValue(run.counts.feedFallbackText), SQLValue(run.counts.delivered), SQLValue(run.counts.deliveryFailed),
             run.counts.oldestUndeliveredSeconds.map { SQLValue.int64(Int64(($0 * 1000).rounded())) } ?? .null,
+            SQLValue(run.counts.appsStoppedText),
         ]
     }
 

@@ -48,6 +48,7 @@ extension SQLSubscriptionStore {
                     s.environment AS environment, s.grace_period_expires_at AS grace_period_expires_at,
                     s.last_verified_at AS last_verified_at, s.next_check_at AS next_check_at,
                     s.ownership_type AS ownership_type, r.last_failure_reason AS last_failure, r.source AS source,
+                    r.bundle_id AS bundle_id,
                     \(Self.lastNotification("f.original_transaction_id = s.original_transaction_id"))
                 FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
                 \(inBranch.isEmpty ? "" : "WHERE " + inBranch)
@@ -58,6 +59,7 @@ extension SQLSubscriptionStore {
                     CASE WHEN r.status = 'verified' AND r.no_subscription_since IS NOT NULL THEN 'no_subscription'
                         WHEN r.status = 'verified' THEN 'expired' ELSE r.status END, 0, NULL, NULL,
                     r.environment, NULL, r.last_verified_at, r.next_check_at, NULL, r.last_failure_reason, r.source,
+                    r.bundle_id,
                     \(Self.lastNotification("f.receipt_id = r.id"))
                 FROM receipts r WHERE NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.receipt_id = r.id)
                 \(inBranch.isEmpty ? "" : "AND " + inBranch)
@@ -89,7 +91,8 @@ extension SQLSubscriptionStore {
                         StatusRow.LastNotification(
                             type: type, subtype: try row.optionalText("last_notification_subtype"),
                             signedAt: try row.date("last_notification_at"))
-                    }
+                    },
+                    bundleID: try row.optionalText("bundle_id")
                 )
             }
         }
@@ -140,6 +143,7 @@ extension SQLSubscriptionStore: RunHistoryStore {
         record.counts.notificationsUnmatched = try row.int("notifications_unmatched")
         record.counts.feedLagSeconds = try row.optionalInt("feed_lag_ms").map { Double($0) / 1000 }
         record.counts.feedFallbackText = try row.optionalText("feed_fallback")
+        record.counts.appsStoppedText = try row.optionalText("apps_stopped")
         record.counts.delivered = try row.optionalInt("webhooks_delivered")
         record.counts.deliveryFailed = try row.optionalInt("webhooks_failed")
         record.counts.oldestUndeliveredSeconds = try row.optionalInt("webhook_oldest_undelivered_ms").map {

@@ -19,11 +19,17 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
     // MARK: - Schema
 
     public func migrate() async throws -> [Int] {
+        try await migrate(through: SQLSchema.currentVersion)
+    }
+
+    /// Applies the missing migrations up to `version` only: tests build the database an earlier
+    /// release left, then upgrade it.
+    func migrate(through version: Int) async throws -> [Int] {
         let dialect = database.dialect
         let now = Date()
         return try await Self.mappingErrors {
             try await database.withMigrationLock { connection in
-                try SQLSchema.migrate(on: connection, dialect: dialect, now: now)
+                try SQLSchema.migrate(on: connection, dialect: dialect, now: now, through: version)
             }
         }
     }
@@ -68,13 +74,13 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
                 """
                 INSERT INTO receipts (user_id, latest_receipt, imported_product_id, status, next_check_at,
                     consecutive_failures, consecutive_malformed, created_at, updated_at, original_transaction_id,
-                    app_account_token, environment, source)
-                VALUES ($1, $2, $3, 'unverified', $4, 0, 0, $4, $4, $5, $6, $7, $8)
+                    app_account_token, environment, source, bundle_id)
+                VALUES ($1, $2, $3, 'unverified', $4, 0, 0, $4, $4, $5, $6, $7, $8, $9)
                 """,
                 [
                     .text(item.userID), .text(receipt), SQLValue(item.productID), SQLValue(now),
                     SQLValue(item.originalTransactionID), SQLValue(item.appAccountToken),
-                    SQLValue(item.environment?.rawValue), source,
+                    SQLValue(item.environment?.rawValue), source, SQLValue(item.bundleID),
                 ]
             )
             return .inserted
@@ -88,10 +94,14 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
                 """
                 UPDATE receipts SET next_check_at = $2, updated_at = $2,
                     imported_product_id = COALESCE($3, imported_product_id),
-                    app_account_token = COALESCE($4, app_account_token)
+                    app_account_token = COALESCE($4, app_account_token),
+                    bundle_id = COALESCE($5, bundle_id)
                 WHERE id = $1
                 """,
-                [.int64(id), SQLValue(now), SQLValue(item.productID), SQLValue(item.appAccountToken)]
+                [
+                    .int64(id), SQLValue(now), SQLValue(item.productID), SQLValue(item.appAccountToken),
+                    SQLValue(item.bundleID),
+                ]
             )
             return .unchanged
         }
@@ -106,6 +116,7 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
                 original_transaction_id = COALESCE($5, original_transaction_id),
                 app_account_token = COALESCE($6, app_account_token),
                 environment = COALESCE($7, environment),
+                bundle_id = COALESCE($8, bundle_id),
                 source = CASE WHEN COALESCE($2, latest_receipt) = '' THEN 'server_api' ELSE source END,
                 status = CASE WHEN status = 'invalid' THEN 'unverified' ELSE status END,
                 consecutive_failures = 0, consecutive_malformed = 0, last_failure_reason = NULL,
@@ -115,7 +126,7 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
             [
                 .int64(id), SQLValue(item.latestReceipt), SQLValue(now), SQLValue(item.productID),
                 SQLValue(item.originalTransactionID), SQLValue(item.appAccountToken),
-                SQLValue(item.environment?.rawValue),
+                SQLValue(item.environment?.rawValue), SQLValue(item.bundleID),
             ]
         )
         return .replaced

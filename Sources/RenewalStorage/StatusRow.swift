@@ -32,6 +32,8 @@ public struct StatusRow: Sendable, Hashable {
     /// The last notification Apple's change feed brought about this subscription (for a receipt
     /// without subscriptions: about the receipt); nil when none has.
     public var lastNotification: LastNotification?
+    /// The receipt's app (`receipts.bundle_id`); nil until it is known.
+    public var bundleID: String?
 
     public struct LastNotification: Sendable, Hashable {
         public var type: String
@@ -49,8 +51,9 @@ public struct StatusRow: Sendable, Hashable {
         userID: String, originalTransactionID: String?, productID: String?, state: SubscriptionState, entitled: Bool,
         expiresAt: Date?, autoRenew: Bool?, environment: AppStoreEnvironment?, gracePeriodExpiresAt: Date?,
         lastVerifiedAt: Date?, nextCheckAt: Date?, ownershipType: String?, lastFailure: String?, source: String? = nil,
-        lastNotification: LastNotification? = nil
+        lastNotification: LastNotification? = nil, bundleID: String? = nil
     ) {
+        self.bundleID = bundleID
         self.source = source
         self.lastNotification = lastNotification
         self.userID = userID

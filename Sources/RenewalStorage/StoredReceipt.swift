@@ -24,14 +24,19 @@ public struct StoredReceipt: Sendable, Hashable {
     public var source: CheckSource?
     /// The original transaction id the App Store Server API is asked by, once known.
     public var originalTransactionID: String?
+    /// The app the receipt belongs to: given at import or learnt from Apple's first valid answer;
+    /// nil until then.
+    public var bundleID: String?
     public var subscriptions: [StoredSubscription]
 
     public init(
         id: Int64, userID: String, latestReceipt: String?, importedProductID: String?, status: ReceiptStatus,
         environment: AppStoreEnvironment?, nextCheckAt: Date, lastVerifiedAt: Date?, consecutiveFailures: Int,
         consecutiveMalformed: Int, rejectedSince: Date? = nil, noSubscriptionSince: Date? = nil,
-        source: CheckSource? = nil, originalTransactionID: String? = nil, subscriptions: [StoredSubscription]
+        source: CheckSource? = nil, originalTransactionID: String? = nil, bundleID: String? = nil,
+        subscriptions: [StoredSubscription]
     ) {
+        self.bundleID = bundleID
         self.source = source
         self.originalTransactionID = originalTransactionID
         self.id = id

@@ -115,7 +115,7 @@ enum ImportLine {
     /// The members a line is read for.
     private static let keys = JSONKeys([
         "user_id", "latest_receipt", "product_id", "original_transaction_id", "signed_transaction",
-        "app_account_token",
+        "app_account_token", "bundle_id",
     ])
 
     static func parse(_ line: ImportLineBytes) -> Parsed {
@@ -224,6 +224,17 @@ enum ImportLine {
             }
             appAccountToken = uuid.uuidString.lowercased()
         }
+        var bundleID: String?
+        if let value = fields[6], value.kind != .null {
+            guard value.kind == .string, let text = value.string, isBundleID(text) else {
+                return .failure(
+                    """
+                    bundle_id must be the app's bundle id, such as "com.example.app" (letters, digits, dots and \
+                    hyphens) (user \(userID)); leave it out to learn it from Apple's first answer
+                    """)
+            }
+            bundleID = text
+        }
         guard receipt != nil || transactionID != nil || signedTransaction != nil else {
             return .failure(
                 """
@@ -234,8 +245,17 @@ enum ImportLine {
         return .success(
             ReceiptImport(
                 userID: userID, latestReceipt: receipt, productID: productID, originalTransactionID: transactionID,
-                appAccountToken: appAccountToken),
+                appAccountToken: appAccountToken, bundleID: bundleID),
             signedTransaction: signedTransaction)
+    }
+
+    /// A bundle id as App Store Connect allows it: letters, digits, dots and hyphens, at most 155.
+    static func isBundleID(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 155
+            && text.utf8.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == 0x2E || byte == 0x2D
+            }
     }
 
     /// Apple's transaction ids are decimal digits (16 today); 1 to 32 are accepted.

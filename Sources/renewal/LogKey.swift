@@ -1,5 +1,6 @@
 /// Logging metadata keys the executable writes, each declared here once.
 enum LogKey {
+    static let apps = "appstore.apps"
     static let appstoreClient = "appstore.client"
     static let appstoreServerAPI = "appstore.server_api"
     static let appstoreSource = "appstore.source"

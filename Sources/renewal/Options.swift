@@ -66,10 +66,30 @@ struct AppStoreOptions: ParsableArguments {
         help: "Also allow every product id already in the database (subscriptions and imported product ids).")
     var productsFromDatabase = false
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            """
+            JSON file listing several apps in one database, each with its bundle id, shared secret file, \
+            optional Server API key and products (README: "Several apps"). Env: RENEWAL_APPS_FILE. Default: one \
+            app, from the APPSTORE_* variables.
+            """,
+            valueName: "file"))
+    var apps: String?
+
+    /// `--apps`, else `RENEWAL_APPS_FILE`.
+    var resolvedAppsFile: String? {
+        apps ?? Environment.value("RENEWAL_APPS_FILE")
+    }
+
     func validate() throws {
         guard timeout > 0, timeout.isFinite else { throw ValidationError("--timeout must be a number of seconds > 0.") }
         guard (1...20).contains(maxAttempts) else { throw ValidationError("--max-attempts must be between 1 and 20.") }
         guard maxResponseBytes >= 1024 else { throw ValidationError("--max-response-bytes must be at least 1024.") }
+        if apps != nil, bundleID != nil || !products.isEmpty {
+            throw ValidationError(
+                "--apps lists each app's bundle id and products; drop --bundle-id and --products, or drop --apps.")
+        }
         for (flag, value) in [("--production-url", resolvedProductionURL), ("--sandbox-url", resolvedSandboxURL)] {
             guard let url = URL(string: value), let scheme = url.scheme, ["http", "https"].contains(scheme),
                 url.host != nil

@@ -49,38 +49,16 @@ struct JobRunner {
         try await ExitMapping.run {
             let logger = logging.makeLogger()
             var resolved = try options.configuration(command: command)
-            let mode = serverAPI.resolvedSource ?? .auto
-            let serverAPIConfiguration = try serverAPI.configuration(
-                bundleID: appStore.resolvedBundleID, timeout: appStore.timeout, maxAttempts: appStore.maxAttempts,
-                connections: resolved.concurrency)
-            if mode == .serverAPI, serverAPIConfiguration == nil {
-                throw ConfigurationError(
-                    """
-                    --source server-api needs APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and \
-                    APPSTORE_PRIVATE_KEY_FILE.
-                    """
-                )
-            }
-            // verifyReceipt needs the shared secret unless every check goes to the Server API, or
-            // the Server API is configured and the secret is not (a team that finished migrating).
-            let secret =
-                mode == .serverAPI || (serverAPIConfiguration != nil && !SharedSecret.isSet)
-                ? nil : try SharedSecret.load()
-            let clientConfiguration = AppStoreClient.Configuration(
-                productionURL: appStore.resolvedProductionURL, sandboxURL: appStore.resolvedSandboxURL,
-                sharedSecret: secret, requestTimeout: .milliseconds(Int64(appStore.timeout * 1000)),
-                maxResponseBytes: appStore.maxResponseBytes, maxAttempts: appStore.maxAttempts,
-                maxConnectionsPerHost: resolved.concurrency)
+            var apple = try AppleSetup.resolve(
+                appStore: appStore, serverAPI: serverAPI, concurrency: resolved.concurrency, logger: logger)
+            let clientConfiguration = apple.verifyReceipt
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
-            resolved.identity = try await appStore.identity(store: store)
-            logger.info(
-                "Configuration",
-                metadata: [
-                    LogKey.dbBackend: "\(store.backendName)", LogKey.appstoreClient: "\(clientConfiguration)",
-                    LogKey.appstoreSource: "\(mode.rawValue)",
-                    LogKey.appstoreServerAPI: "\(serverAPIConfiguration.map { "\($0)" } ?? "not configured")",
-                ])
+            resolved.identity = try await apple.resolveIdentities(appStore: appStore, store: store)
+            var metadata = apple.logMetadata
+            metadata[LogKey.dbBackend] = "\(store.backendName)"
+            logger.info("Configuration", metadata: metadata)
+            let setup = apple
             let budget = FleetRequestBudget(store: store, rates: serverAPI.rates, logger: logger)
             let clock = options.clock
             let metricsOutput = options.metrics.output(host: resolved.host)
@@ -101,14 +79,10 @@ struct JobRunner {
                         connectionsPerHost: clientConfiguration.maxConnectionsPerHost,
                         observer: metrics
                     ) { transport in
-                        let client = AppStoreClient(transport: transport, configuration: clientConfiguration)
-                        let serverAPIClient = serverAPIConfiguration.map {
-                            ServerAPIClient(transport: transport, configuration: $0, budget: budget)
-                        }
-                        let verifier = SourceRouter(mode: mode, verifyReceipt: client, serverAPI: serverAPIClient)
+                        let (verifier, feed, catalogue) = setup.makeVerifier(transport: transport, budget: budget)
                         var withFeed = configuration
-                        // The change feed comes with the Server API; verify-receipt asks only verifyReceipt.
-                        withFeed.feed = mode == .verifyReceipt ? nil : serverAPIClient
+                        withFeed.feed = feed
+                        withFeed.apps = catalogue
                         return try await options.withWebhooks(
                             store: store, owner: withFeed.workerID, logger: logger, clock: clock
                         ) {
@@ -166,7 +140,26 @@ struct JobRunner {
                 }
             }
             print(Self.summary(outcome, dryRun: configuration.dryRun, html: options.htmlReport))
-            if outcome.status == .sharedSecretRejected {
+            if outcome.status == .appsStopped, let stopped = outcome.counts.appsStopped {
+                let named = stopped.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value))" }
+                FileHandle.standardError.write(
+                    Data(
+                        """
+                        renewal: Apple rejected the credentials of \(named.joined(separator: ", ")); their receipts \
+                        were left untouched and the other apps' were checked. Fix each one's shared_secret_file \
+                        (21004) or Server API key (401) in the apps file.\n
+                        """
+                        .utf8))
+            }
+            if outcome.status == .sharedSecretRejected, setup.apps != nil {
+                FileHandle.standardError.write(
+                    Data(
+                        """
+                        renewal: Apple rejected the shared secret (21004) of every app in the apps file; nothing was \
+                        changed. Point each app's shared_secret_file at its App Store Connect shared secret.\n
+                        """
+                        .utf8))
+            } else if outcome.status == .sharedSecretRejected {
                 FileHandle.standardError.write(
                     Data(
                         """
@@ -195,6 +188,7 @@ struct JobRunner {
         line += "changes \(c.changed), unchanged \(c.unchanged), failed \(c.failed), invalid \(c.invalid), "
         line += "conflicts \(c.conflicts), skipped \(c.skipped)"
         if c.migrated > 0 { line += ", migrated \(c.migrated)" }
+        if let stopped = c.appsStopped { line += ", apps stopped \(stopped.keys.sorted().joined(separator: ","))" }
         if let report = outcome.reportPath { line += "; report: \(report)" }
         if let html, !dryRun { line += "; html: \(html)" }
         return line

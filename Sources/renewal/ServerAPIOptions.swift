@@ -113,11 +113,22 @@ struct ServerAPIOptions: ParsableArguments {
                 """
             )
         }
+        return try configuration(
+            keyID: keyID, issuerID: issuerID, keyFile: keyFile, keyFileSetting: "APPSTORE_PRIVATE_KEY_FILE",
+            bundleID: bundleID, timeout: timeout, maxAttempts: maxAttempts, connections: connections)
+    }
+
+    /// The client configuration for one app's key (`keyFileSetting` names where the key file was
+    /// given, for the error).
+    func configuration(
+        keyID: String, issuerID: String, keyFile: String, keyFileSetting: String, bundleID: String, timeout: Double,
+        maxAttempts: Int, connections: Int
+    ) throws -> ServerAPIClient.Configuration {
         let key: P256.Signing.PrivateKey
         do {
             key = try ServerAPICredentials.privateKey(file: keyFile)
         } catch {
-            throw ConfigurationError("APPSTORE_PRIVATE_KEY_FILE: \(error)")
+            throw ConfigurationError("\(keyFileSetting): \(error)")
         }
         let roots = try Self.trustedRoots()
         let urls = resolvedURLs

@@ -86,6 +86,17 @@ struct SignedTransactionImport {
             }
             completed.appAccountToken = token
         }
+        if let bundle = transaction.bundleId {
+            if let given = item.bundleID, given != bundle {
+                return .failure(
+                    LineError(
+                        """
+                        bundle_id \(given) differs from the signed transaction's \(bundle) (user \(item.userID)); \
+                        leave bundle_id out, the signed transaction names it
+                        """))
+            }
+            completed.bundleID = bundle
+        }
         completed.environment = transaction.environment == "Sandbox" ? .sandbox : .production
         return .success(completed)
     }

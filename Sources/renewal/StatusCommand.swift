@@ -11,8 +11,8 @@ struct StatusCommand: AsyncParsableCommand {
         discussion: """
             --json prints a JSON array of objects with user_id, original_transaction_id, product_id, state, \
             entitled, expires_at, auto_renew, environment, grace_period_expires_at, last_verified_at, \
-            next_check_at (RFC 3339 UTC or null), ownership_type, last_failure and source (verify_receipt, \
-            server_api, or null before the first valid answer). Rows are streamed, so it \
+            next_check_at (RFC 3339 UTC or null), ownership_type, last_failure, source (verify_receipt, \
+            server_api, or null before the first valid answer) and bundle_id (the app; null until known). Rows are streamed, so it \
             works on any table size.
             """)
 
@@ -113,6 +113,7 @@ struct StatusJSON: Encodable {
         case gracePeriodExpiresAt = "grace_period_expires_at", lastVerifiedAt = "last_verified_at"
         case nextCheckAt = "next_check_at", ownershipType = "ownership_type", lastFailure = "last_failure", source
         case lastNotification = "last_notification"
+        case bundleID = "bundle_id"
     }
 
     /// `{"type", "subtype", "signed_at"}` of the last notification the change feed brought.
@@ -149,5 +150,6 @@ struct StatusJSON: Encodable {
         try c.encode(row.lastFailure, forKey: .lastFailure)
         try c.encode(row.source, forKey: .source)
         try c.encode(row.lastNotification.map(LastNotificationJSON.init), forKey: .lastNotification)
+        try c.encode(row.bundleID, forKey: .bundleID)
     }
 }

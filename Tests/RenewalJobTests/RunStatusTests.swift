@@ -10,7 +10,7 @@ struct RunStatusTests {
     func exitCodes() {
         let expected: [RunStatus: Int32] = [
             .completed: 0, .completedWithFailures: 3, .incomplete: 3, .interrupted: 3, .abortedAppleUnavailable: 4,
-            .sharedSecretRejected: 78, .credentialsRejected: 78, .failed: 1, .locked: 75,
+            .sharedSecretRejected: 78, .credentialsRejected: 78, .appsStopped: 5, .failed: 1, .locked: 75,
         ]
         #expect(Set(expected.keys) == Set(RunStatus.endings))
         for (status, code) in expected { #expect(status.exitCode == code, "\(status)") }

@@ -6,10 +6,16 @@ public struct AppIdentity: Sendable, Hashable {
     /// The products the app sells (`--products`, `RENEWAL_PRODUCTS`, or those seen in the
     /// database); nil accepts any product.
     public var productIDs: Set<String>?
+    /// Where the bundle and products are set, for messages. Default the single-app settings.
+    public var configuredIn: String
 
-    public init(bundleID: String? = nil, productIDs: Set<String>? = nil) {
+    public init(
+        bundleID: String? = nil, productIDs: Set<String>? = nil,
+        configuredIn: String = "APPSTORE_BUNDLE_ID, --products / RENEWAL_PRODUCTS"
+    ) {
         self.bundleID = bundleID
         self.productIDs = productIDs
+        self.configuredIn = configuredIn
     }
 
     /// The evidence limited to this app: subscriptions of unknown products are dropped. Fails when the
@@ -21,8 +27,8 @@ public struct AppIdentity: Sendable, Hashable {
                     reason: .wrongBundle,
                     message:
                         """
-                        Apple's answer is for bundle \(found), not \(expected) (APPSTORE_BUNDLE_ID); nothing was \
-                        changed. Import the receipt into that app's database, or fix APPSTORE_BUNDLE_ID.
+                        Apple's answer is for bundle \(found), not \(expected) (\(configuredIn)); nothing was \
+                        changed. Import the receipt into that app's database, or fix the bundle id.
                         """
                 ))
         }
@@ -39,7 +45,7 @@ public struct AppIdentity: Sendable, Hashable {
                     message:
                         """
                         Apple's answer only lists products this app does not sell (\(unknown)); nothing was \
-                        changed. Add them to --products / RENEWAL_PRODUCTS if they are this app's.
+                        changed. Add them to the products (\(configuredIn)) if they are this app's.
                         """
                 ))
         }
@@ -50,6 +56,11 @@ public struct AppIdentity: Sendable, Hashable {
     public struct ScreeningFailure: Error, Sendable, Hashable {
         public var reason: FailureReason
         public var message: String
+
+        public init(reason: FailureReason, message: String) {
+            self.reason = reason
+            self.message = message
+        }
 
         public var checkFailure: CheckFailure { CheckFailure(reason: reason, message: message) }
     }

@@ -65,6 +65,12 @@ public struct FailureReason: OpenVocabulary, Codable {
     /// Every subscription in the answer is of a product this app does not sell.
     public static let unknownProducts: FailureReason = "unknown_products"
 
+    // Several apps (the apps file).
+    /// The row's `bundle_id` names an app the apps file does not list: nothing to ask Apple with.
+    public static let appNotConfigured: FailureReason = "app_not_configured"
+    /// A row of unknown app: every configured app's credentials were tried and Apple refused each.
+    public static let noAppAccepted: FailureReason = "no_app_accepted"
+
     /// A check that ended without an answer or a named failure (should not happen; recorded so it shows).
     public static let unknown: FailureReason = "unknown"
 }

@@ -23,9 +23,7 @@ extension StoredReport {
         var firstChange = true
         try await forEachChangePage(of: run.id) { page in
             for change in page {
-                let element = ReportChange(
-                    userID: change.userID, event: change.event, ownershipType: change.ownershipType,
-                    source: change.source)
+                let element = ReportChange(change)
                 try await output.write(ReportJSON.separator(first: firstChange) + Self.json(element))
                 firstChange = false
             }
@@ -35,7 +33,8 @@ extension StoredReport {
         try await forEachFailurePage(of: run.id) { page in
             for failure in page {
                 let element = ReportFailure(
-                    userID: failure.userID, receiptID: failure.receiptID, failure: failure.failure)
+                    userID: failure.userID, receiptID: failure.receiptID, failure: failure.failure,
+                    bundleID: failure.bundleID)
                 try await output.write(ReportJSON.separator(first: firstFailure) + Self.json(element))
                 firstFailure = false
             }
@@ -155,9 +154,7 @@ struct LineChange: Encodable {
     var change: RecordedChange
 
     func encode(to encoder: any Encoder) throws {
-        try ReportChange(
-            userID: change.userID, event: change.event, ownershipType: change.ownershipType, source: change.source
-        ).encode(to: encoder)
+        try ReportChange(change).encode(to: encoder)
         var c = encoder.container(keyedBy: ReportKey.self)
         try c.encode(runID, forKey: ReportKey("run_id"))
         try c.encode(Timestamp.string(change.occurredAt), forKey: ReportKey("occurred_at"))

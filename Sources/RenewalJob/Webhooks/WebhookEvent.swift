@@ -50,9 +50,7 @@ enum WebhookEvent {
         let body = Body(
             id: id(of: delivery), timestamp: occurredAt,
             data: ChangeData(
-                change: ReportChange(
-                    userID: change.userID, event: change.event, ownershipType: change.ownershipType,
-                    source: change.source),
+                change: ReportChange(change),
                 runID: delivery.runID, occurredAt: occurredAt))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
