@@ -36,7 +36,10 @@ public func buildSimulator(
     router.post("_simulator/receipts") { request, _ in try await routes.registerReceipts(request) }
     router.get("_simulator/server-api/stats") { _, _ in routes.json(configuration.state.serverAPIStats) }
     router.get("_simulator/server-api/arrivals") { _, _ in
-        routes.json(["arrivals_ms": configuration.state.serverAPIArrivals.map(AppleDateFormat.milliseconds)])
+        let byApp = configuration.state.serverAPIArrivalsByApp.mapValues { $0.map(AppleDateFormat.milliseconds) }
+        return routes.json(
+            Arrivals(
+                arrivalsMS: configuration.state.serverAPIArrivals.map(AppleDateFormat.milliseconds), byApp: byApp))
     }
     router.post("_simulator/server-api/rate-limit") { request, _ in try await routes.changeRateLimit(request) }
     router.get("_simulator/clock") { _, _ in routes.clock() }
@@ -118,7 +121,7 @@ struct SimulatorRoutes: Sendable {
             state.countServerAPI(.unauthorized)
             return raw(status: 401, contentType: "text/plain", data: Data("Unauthenticated\n".utf8))
         }
-        if let until = state.recordServerAPIRequest(sandbox: sandbox) {
+        if let until = state.recordServerAPIRequest(sandbox: sandbox, app: bundle) {
             var response = serverAPIError(429, code: 4_290_000, message: "Rate limit exceeded.")
             response.headers[.retryAfter] = String(AppleDateFormat.milliseconds(until))
             return response
@@ -283,5 +286,17 @@ struct SimulatorRoutes: Sendable {
         encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
         // The simulator's own types always encode.
         return (try? encoder.encode(value)) ?? Data(#"{"status":21005}"#.utf8)
+    }
+}
+
+/// The body of `GET /_simulator/server-api/arrivals`: every Server API request's arrival (UNIX ms),
+/// oldest first, and the same by app (the bundle id its token named).
+struct Arrivals: Encodable {
+    var arrivalsMS: [Int64]
+    var byApp: [String: [Int64]]
+
+    enum CodingKeys: String, CodingKey {
+        case arrivalsMS = "arrivals_ms"
+        case byApp = "arrivals_by_app"
     }
 }

@@ -77,8 +77,10 @@ public final class SimulatorState: Sendable {
         var registry: [String: SimulatedReceipt] = [:]
         var serverAPIStats = ServerAPIStats()
         var serverAPIAttempts: [String: Int] = [:]
-        var arrivals: [ContinuousClock.Instant] = []
+        /// Per app (the token's `bid`): Apple's limits are per app.
+        var arrivals: [String: [ContinuousClock.Instant]] = [:]
         var arrivalDates: [Date] = []
+        var arrivalsByApp: [String: [Date]] = [:]
         var serverAPIRateLimit: Int?
         var notificationDelay: TimeInterval = 0
         var feedFault: FeedFault = .none
@@ -238,15 +240,21 @@ public final class SimulatorState: Sendable {
         storage.withLock { $0.arrivalDates }
     }
 
-    /// Apple's limit, simulated: more than this many Server API requests in any second are answered
-    /// HTTP 429 with `Retry-After` in UNIX milliseconds. Nil (the default): no limit.
+    /// `serverAPIArrivals` by app (the bundle id the request's token named).
+    public var serverAPIArrivalsByApp: [String: [Date]] {
+        storage.withLock { $0.arrivalsByApp }
+    }
+
+    /// Apple's limit, simulated: more than this many Server API requests of one app in any second are
+    /// answered HTTP 429 with `Retry-After` in UNIX milliseconds. Nil (the default): no limit.
     public var serverAPIRateLimit: Int? {
         get { storage.withLock { $0.serverAPIRateLimit } }
         set { storage.withLock { $0.serverAPIRateLimit = newValue } }
     }
 
-    /// Counts one Server API request; returns when a 429 should lift, if this one is over the limit.
-    func recordServerAPIRequest(sandbox: Bool) -> Date? {
+    /// Counts one Server API request of `app`; returns when a 429 should lift, if this one is over
+    /// the app's limit.
+    func recordServerAPIRequest(sandbox: Bool, app: String = SimulatedReceipt.bundleID) -> Date? {
         let now = ContinuousClock.now
         let wall = Date()
         return storage.withLock { storage -> Date? in
@@ -254,16 +262,22 @@ public final class SimulatorState: Sendable {
             if sandbox { storage.serverAPIStats.sandbox += 1 } else { storage.serverAPIStats.production += 1 }
             storage.arrivalDates.append(wall)
             if storage.arrivalDates.count > 100_000 { storage.arrivalDates.removeFirst(10_000) }
+            storage.arrivalsByApp[app, default: []].append(wall)
+            if storage.arrivalsByApp[app, default: []].count > 100_000 {
+                storage.arrivalsByApp[app, default: []].removeFirst(10_000)
+            }
             if let limit = storage.serverAPIRateLimit {
                 let windowStart = now - .seconds(1)
-                let recent = storage.arrivals.reversed().prefix { $0 > windowStart }
+                let recent = storage.arrivals[app, default: []].reversed().prefix { $0 > windowStart }
                 if recent.count >= limit, let oldest = recent.last {
                     storage.serverAPIStats.rateLimited += 1
                     return wall.addingTimeInterval((oldest + .seconds(1) - now).seconds)
                 }
             }
-            storage.arrivals.append(now)
-            if storage.arrivals.count > 100_000 { storage.arrivals.removeFirst(10_000) }
+            storage.arrivals[app, default: []].append(now)
+            if storage.arrivals[app, default: []].count > 100_000 {
+                storage.arrivals[app, default: []].removeFirst(10_000)
+            }
             return nil
         }
     }

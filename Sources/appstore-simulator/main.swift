@@ -68,6 +68,15 @@ extension AppStoreSimulatorCommand {
                 """,
                 valueName: "file"))
         var register: [String] = []
+        @Option(
+            name: .customLong("app"),
+            help: ArgumentHelp(
+                """
+                A further app (bundle id) the Server API answers for, with the same key (a team key); \
+                repeatable. com.example.app always is.
+                """,
+                valueName: "bundle-id"))
+        var apps: [String] = []
 
         func validate() throws {
             guard (0...65_535).contains(port) else { throw ValidationError("--port must be 0...65535, got \(port).") }
@@ -81,10 +90,11 @@ extension AppStoreSimulatorCommand {
             var logger = Logger(label: "appstore-simulator")
             logger.logLevel = .info
             let secret = ProcessInfo.processInfo.environment["APPSTORE_SHARED_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
-            let configuration = SimulatorConfiguration(
+            var configuration = SimulatorConfiguration(
                 host: host, port: port, sharedSecret: secret,
                 latency: .milliseconds(latencyMS), slowDelay: .milliseconds(slowDelayMS),
                 state: SimulatorState(offset: clockOffsetSeconds))
+            configuration.serverAPI?.bundleIDs.formUnion(apps)
             logger.info("Starting App Store simulator", metadata: ["configuration": "\(configuration)"])
             for file in register {
                 let receipts = try Self.receipts(inImportFile: file)

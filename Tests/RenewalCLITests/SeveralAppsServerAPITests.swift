@@ -1,0 +1,255 @@
+import AppStoreSimulator
+import Crypto
+import Foundation
+import Logging
+import RenewalServerAPI
+import Testing
+
+/// Several apps on the App Store Server API: each app's own key and bundle in its token, a refused
+/// key stopping its app only, and each app's own rate budget shared by a fleet of workers.
+@Suite("Several apps on the App Store Server API (real binary)")
+struct SeveralAppsServerAPITests {
+    static let phone = SeveralAppsTests.phone
+    static let mac = SeveralAppsTests.mac
+
+    /// The in-process simulator answering for both apps, the iPhone app's key and a second key for
+    /// the Mac app, and an apps file naming each app's key (`macKeyAccepted` false: the Mac app's
+    /// key is one the simulator does not know, as after a revoked key).
+    static func withApps(
+        _ backend: String, macKeyAccepted: Bool,
+        _ body: (_ directory: String, _ database: String, SimulatorState, _ environment: [String: String]) async throws
+            -> Void
+    ) async throws {
+        let directory = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let database = try await StoreKit2ImportTests.database(backend, directory: directory, name: "apps-api")
+        defer { database.drop() }
+        let state = SimulatorState()
+        var configuration = SimulatorConfiguration(state: state)
+        var serverAPI = try #require(configuration.serverAPI)
+        let macKey = P256.Signing.PrivateKey()
+        if macKeyAccepted { serverAPI.otherKeys["SIMKEY0002"] = macKey.publicKey }
+        serverAPI.bundleIDs = [phone, mac]
+        configuration.serverAPI = serverAPI
+        try serverAPI.privateKeyPEM.write(toFile: directory + "/phone.p8", atomically: true, encoding: .utf8)
+        try macKey.pemRepresentation.write(toFile: directory + "/mac.p8", atomically: true, encoding: .utf8)
+        try serverAPI.chain.rootPEM().write(toFile: directory + "/root.pem", atomically: true, encoding: .utf8)
+        let apps: [[String: Any]] = [
+            [
+                "bundle_id": phone, "key_id": serverAPI.keyID, "issuer_id": serverAPI.issuerID,
+                "private_key_file": directory + "/phone.p8",
+            ],
+            [
+                "bundle_id": mac, "key_id": "SIMKEY0002", "issuer_id": serverAPI.issuerID,
+                "private_key_file": directory + "/mac.p8",
+            ],
+        ]
+        try JSONSerialization.data(withJSONObject: ["apps": apps]).write(
+            to: URL(fileURLWithPath: directory + "/apps.json"))
+        let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
+        try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
+            let environment = [
+                "RENEWAL_APPS_FILE": directory + "/apps.json", "APPSTORE_ROOT_CERTIFICATES": directory + "/root.pem",
+                "APPSTORE_SERVER_API_URL": endpoints.serverAPIURL,
+                "APPSTORE_SANDBOX_SERVER_API_URL": endpoints.sandboxServerAPIURL,
+                "APPSTORE_VERIFY_RECEIPT_URL": endpoints.productionURL,
+                "APPSTORE_SANDBOX_VERIFY_RECEIPT_URL": endpoints.sandboxURL,
+            ]
+            try await body(directory, database.url, state, environment)
+        }
+    }
+
+    /// StoreKit 2 rows (a transaction id, no receipt) of both apps, registered with the simulator;
+    /// rows whose number is below `unnamed` do not name their app.
+    static func storeKit2Rows(_ state: SimulatorState, perApp: Int, unnamed: Int) -> (
+        lines: String, appOf: [String: String]
+    ) {
+        var lines: [String] = []
+        var appOf: [String: String] = [:]
+        for app in [phone, mac] {
+            let prefix = app == phone ? "phone" : "mac"
+            for n in 0..<perApp {
+                let receipt = SimulatedReceipt(
+                    account: "\(prefix)-sk2-\(n)-\(UUID().uuidString.prefix(8))", scenario: .renewal,
+                    start: Date().addingTimeInterval(-3 * 86_400),
+                    productID: app == phone ? SeveralAppsTests.phoneProduct : SeveralAppsTests.macProduct,
+                    bundle: app == phone ? nil : app)
+                state.register([receipt])
+                let user = "\(prefix)-sk2-user-\(n)"
+                appOf[user] = app
+                let named = n >= unnamed ? #", "bundle_id": "\#(app)""# : ""
+                lines.append(
+                    #"{"user_id": "\#(user)", "original_transaction_id": "\#(receipt.originalTransactionID)"\#(named)}"#
+                )
+            }
+        }
+        return (lines.joined(separator: "\n") + "\n", appOf)
+    }
+
+    @Test(
+        """
+        Each app is asked with its own key and bundle; a transaction id of unknown app is tried with each app's \
+        key until one knows it, and pinned
+        """,
+        arguments: SeveralAppsTests.backends)
+    func eachAppItsOwnKey(_ backend: String) async throws {
+        try await Self.withApps(backend, macKeyAccepted: true) { directory, database, state, environment in
+            let (lines, appOf) = Self.storeKit2Rows(state, perApp: 5, unnamed: 2)
+            try lines.write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
+            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
+            let imported = try await CLI.run(["import", directory + "/lines.jsonl", "--database", database])
+            #expect(imported.status == 0, "\(imported.stderr)")
+            let run = try await CLI.run(["run", "--database", database], environment: environment)
+            #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            let status = try await SeveralAppsTests.status(database, environment: environment)
+            for (user, app) in appOf {
+                #expect(status[user] == ["\(app) active nil"], "\(user): \(status[user] ?? [])")
+            }
+            // The two Mac rows of unknown app were first asked with the iPhone app's key: Apple's 404 in
+            // both environments, then found with the Mac app's.
+            let stats = state.serverAPIStats
+            #expect(stats.unauthorized == 0 && stats.notFound == 2 * 2, "\(stats)")
+        }
+    }
+
+    @Test(
+        """
+        A refused API key (401 in production and sandbox) stops its app only: the other app's rows are checked, \
+        the stopped app's stay as they were, exit 5 with credentials_rejected
+        """,
+        arguments: SeveralAppsTests.backends)
+    func refusedKeyStopsOneApp(_ backend: String) async throws {
+        try await Self.withApps(backend, macKeyAccepted: false) { directory, database, state, environment in
+            let (lines, appOf) = Self.storeKit2Rows(state, perApp: 4, unnamed: 0)
+            try lines.write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
+            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
+            #expect(try await CLI.run(["import", directory + "/lines.jsonl", "--database", database]).status == 0)
+            let run = try await CLI.run(
+                ["run", "--database", database, "--report", directory + "/run.json", "--concurrency", "2"],
+                environment: environment)
+            #expect(run.status == 5, "\(run.stdout)\n\(run.stderr)")
+            #expect(run.stderr.contains("com.example.mac (credentials_rejected)"), "\(run.stderr)")
+            let status = try await SeveralAppsTests.status(database, environment: environment)
+            for (user, app) in appOf {
+                let expected = app == Self.phone ? "\(app) active nil" : "\(app) unverified nil"
+                #expect(status[user] == [expected], "\(user): \(status[user] ?? [])")
+            }
+        }
+    }
+
+    @Test(
+        """
+        Three PostgreSQL workers checking two apps keep each app's own request budget: no app's second holds \
+        more than its budget, no 429, and the budget is kept under each app's key
+        """,
+        .enabled(if: PostgresKillEnvironment.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
+    func perAppBudgetsWithThreeWorkers() async throws {
+        let base = try #require(PostgresKillEnvironment.baseURL)
+        let psql = try #require(PostgresKillTests.psqlPath, "psql is needed to create the test schema")
+        let schema = "renewal_apps_budget_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try await PostgresKillTests.sqlOffPool("CREATE SCHEMA \(schema)", url: base, psql: psql)
+        defer { _ = try? PostgresKillTests.sql("DROP SCHEMA \(schema) CASCADE", url: base, psql: psql) }
+        let url = base + (base.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)"
+        let directory = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let budget = 15
+        let perApp = 60
+
+        let start = Date().addingTimeInterval(-3 * 86_400)
+        var lines: [String] = []
+        for app in [Self.phone, Self.mac] {
+            for n in 0..<perApp {
+                let receipt = SimulatedReceipt(
+                    account: "\(app)-budget-\(n)", scenario: .renewal, start: start,
+                    bundle: app == Self.phone ? nil : app)
+                lines.append(
+                    #"{"user_id": "\#(app)-\#(n)", "latest_receipt": "\#(receipt.encoded)", "bundle_id": "\#(app)"}"#)
+            }
+        }
+        try (lines.joined(separator: "\n") + "\n").write(
+            toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
+        // A simulator process of its own, so its arrival times are not stalled by the test runner.
+        let simulator = Process()
+        simulator.executableURL = CLI.binary.deletingLastPathComponent().appendingPathComponent("appstore-simulator")
+        simulator.arguments = [
+            "serve", "--port", "0", "--latency-ms", "30", "--export-dir", directory + "/credentials", "--register",
+            directory + "/lines.jsonl", "--app", Self.mac,
+        ]
+        simulator.environment = ["PATH": "/usr/bin:/bin"]
+        FileManager.default.createFile(atPath: directory + "/simulator.log", contents: nil)
+        let simulatorLog = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/simulator.log"))
+        simulator.standardOutput = simulatorLog
+        simulator.standardError = simulatorLog
+        try simulator.run()
+        defer {
+            simulator.terminate()
+            simulator.waitUntilExit()
+        }
+        let ready = await poll(timeout: 30) {
+            ((try? String(contentsOfFile: directory + "/simulator.log", encoding: .utf8)) ?? "").contains(
+                "credentials: " + directory)
+        }
+        try #require(ready, "the simulator did not start")
+        var exported: [String: String] = [:]
+        for line in try String(contentsOfFile: directory + "/credentials/server-api.env", encoding: .utf8).split(
+            separator: "\n")
+        {
+            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+            if parts.count == 2 { exported[parts[0]] = parts[1] }
+        }
+        // One team key for both apps.
+        let apps: [[String: Any]] = [Self.phone, Self.mac].map {
+            [
+                "bundle_id": $0, "key_id": exported["APPSTORE_KEY_ID"] ?? "",
+                "issuer_id": exported["APPSTORE_ISSUER_ID"] ?? "",
+                "private_key_file": exported["APPSTORE_PRIVATE_KEY_FILE"] ?? "",
+            ]
+        }
+        try JSONSerialization.data(withJSONObject: ["apps": apps]).write(
+            to: URL(fileURLWithPath: directory + "/apps.json"))
+        let environment = [
+            "RENEWAL_APPS_FILE": directory + "/apps.json",
+            "APPSTORE_ROOT_CERTIFICATES": exported["APPSTORE_ROOT_CERTIFICATES"] ?? "",
+            "APPSTORE_SERVER_API_URL": exported["APPSTORE_SERVER_API_URL"] ?? "",
+            "APPSTORE_SANDBOX_SERVER_API_URL": exported["APPSTORE_SANDBOX_SERVER_API_URL"] ?? "",
+        ]
+        let control = (exported["APPSTORE_SERVER_API_URL"] ?? "") + "/_simulator"
+        // Apple's limit per app, simulated at the budget: a burst over it would be answered 429.
+        _ = try await ServerAPIMigrationTests.http(
+            control + "/server-api/rate-limit", post: #"{"per_second": \#(budget)}"#)
+        #expect(try await CLI.run(["migrate", "--database", url]).status == 0)
+        #expect(try await CLI.run(["import", directory + "/lines.jsonl", "--database", url]).status == 0)
+
+        let arguments = [
+            "run", "--database", url, "--concurrency", "16", "--server-api-rate", "\(budget)", "--source", "server-api",
+        ]
+        let workers = try (0..<3).map {
+            try PostgresKillTests.start(arguments, environment: environment, log: directory + "/worker-\($0).log")
+        }
+        var reasons: [Process.TerminationReason] = []
+        for worker in workers { reasons.append(await PostgresKillTests.waitForExit(worker)) }
+        for (index, worker) in workers.enumerated() {
+            let log = (try? String(contentsOfFile: directory + "/worker-\(index).log", encoding: .utf8)) ?? ""
+            #expect(reasons[index] == .exit && worker.terminationStatus == 0, "worker \(index): \(log)")
+        }
+        let answer = try await ServerAPIMigrationTests.http(control + "/server-api/arrivals")
+        let byApp = try #require(answer["arrivals_by_app"] as? [String: [Int64]], "\(answer.keys)")
+        for app in [Self.phone, Self.mac] {
+            let arrivals = (byApp[app] ?? []).sorted()
+            #expect(arrivals.count == perApp, "\(app): one request per receipt, got \(arrivals.count)")
+            var busiest = 0
+            var low = 0
+            for high in arrivals.indices {
+                while arrivals[high] - arrivals[low] >= 1_000 { low += 1 }
+                busiest = max(busiest, high - low + 1)
+            }
+            #expect(busiest <= budget, "\(app): busiest second held \(busiest) requests; the budget is \(budget)")
+        }
+        let stats = try await ServerAPIMigrationTests.http(control + "/server-api/stats")
+        #expect(stats["rateLimited"] as? Int == 0, "\(stats)")
+        let keys = try await PostgresKillTests.sqlOffPool(
+            "SELECT string_agg(bucket, ',' ORDER BY bucket) FROM \(schema).api_request_budget", url: base, psql: psql)
+        #expect(
+            keys == "com.example.app/subscriptions/production,com.example.mac/subscriptions/production", "\(keys)")
+    }
+}
