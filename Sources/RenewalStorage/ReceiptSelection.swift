@@ -22,11 +22,14 @@ public struct BackfillSelector: Sendable, Hashable {
     public var expiredSince: Date?
     /// Receipts whose last answer came from this environment.
     public var environment: AppStoreEnvironment?
+    /// Receipts of these apps (`receipts.bundle_id`); a receipt whose app is not known yet is none of them.
+    public var bundleIDs: [String]
 
     public init(
         all: Bool = false, userIDs: [String] = [], productIDs: [String] = [], states: [SubscriptionState] = [],
-        expiredSince: Date? = nil, environment: AppStoreEnvironment? = nil
+        expiredSince: Date? = nil, environment: AppStoreEnvironment? = nil, bundleIDs: [String] = []
     ) {
+        self.bundleIDs = bundleIDs
         self.all = all
         self.userIDs = userIDs
         self.productIDs = productIDs
@@ -38,6 +41,7 @@ public struct BackfillSelector: Sendable, Hashable {
     /// True when nothing narrows the selection and `all` was not given.
     public var isEmpty: Bool {
         !all && userIDs.isEmpty && productIDs.isEmpty && states.isEmpty && expiredSince == nil && environment == nil
+            && bundleIDs.isEmpty
     }
 }
 

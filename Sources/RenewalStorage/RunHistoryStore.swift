@@ -28,16 +28,20 @@ public protocol RunHistoryStore: SubscriptionStore {
     func lastSuccess() async throws -> Date?
     /// The `limit` runs that started last at or before `upTo`, newest first.
     func recentRuns(upTo: Date, limit: Int) async throws -> [RunRecord]
-    /// Up to `limit` of a run's changes with an id above `afterID`, in insertion order.
-    func changes(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(id: Int64, change: RecordedChange)]
-    /// Up to `limit` of a run's failures with an id above `afterID`, in insertion order.
-    func failures(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(
+    /// Up to `limit` of a run's changes with an id above `afterID`, in insertion order; with `app`,
+    /// only the changes of that app's receipts.
+    func changes(ofRun runID: String, app: String?, afterID: Int64, limit: Int) async throws -> [(
+        id: Int64, change: RecordedChange
+    )]
+    /// Up to `limit` of a run's failures with an id above `afterID`, in insertion order; with `app`,
+    /// only that app's.
+    func failures(ofRun runID: String, app: String?, afterID: Int64, limit: Int) async throws -> [(
         id: Int64, failure: RecordedFailure
     )]
-    /// How many changes of each kind a run recorded.
-    func changeCounts(ofRun runID: String) async throws -> [String: Int]
-    /// How many failures of each reason a run recorded.
-    func failureCounts(ofRun runID: String) async throws -> [String: Int]
+    /// How many changes of each kind a run recorded (of `app` only, when given).
+    func changeCounts(ofRun runID: String, app: String?) async throws -> [String: Int]
+    /// How many failures of each reason a run recorded (of `app` only, when given).
+    func failureCounts(ofRun runID: String, app: String?) async throws -> [String: Int]
     /// Entitled subscriptions per product now (`active` and `grace_period`).
     func entitledNow() async throws -> [String: Int]
     /// For each run that started at or after `since`: the net change it made to entitled

@@ -126,6 +126,9 @@ extension SQLSubscriptionStore {
         if let environment = selector.environment {
             conditions.append("r.environment = \(binds.add(.text(environment.rawValue)))")
         }
+        if !selector.bundleIDs.isEmpty {
+            conditions.append("r.bundle_id IN (\(binds.list(selector.bundleIDs.map { .text($0) })))")
+        }
         return conditions
     }
 

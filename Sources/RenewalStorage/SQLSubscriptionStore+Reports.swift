@@ -54,36 +54,44 @@ extension SQLSubscriptionStore {
         }
     }
 
-    public func changes(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(
+    public func changes(ofRun runID: String, app: String?, afterID: Int64, limit: Int) async throws -> [(
         id: Int64, change: RecordedChange
     )] {
-        try await onConnection { connection in
+        let ofApp = app == nil ? "" : "AND bundle_id = $4"
+        let binds: [SQLValue] = [.text(runID), .int64(afterID), .int64(Int64(limit))] + (app.map { [.text($0)] } ?? [])
+        return try await onConnection { connection in
             try connection.execute(
-                "SELECT * FROM entitlement_changes WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3",
-                [.text(runID), .int64(afterID), .int64(Int64(limit))]
+                "SELECT * FROM entitlement_changes WHERE run_id = $1 AND id > $2 \(ofApp) ORDER BY id LIMIT $3", binds
             ).map { row in (try row.int64("id"), try Self.recordedChange(row)) }
         }
     }
 
-    public func failures(ofRun runID: String, afterID: Int64, limit: Int) async throws -> [(
+    public func failures(ofRun runID: String, app: String?, afterID: Int64, limit: Int) async throws -> [(
         id: Int64, failure: RecordedFailure
     )] {
-        try await onConnection { connection in
+        let ofApp = app == nil ? "" : "AND bundle_id = $4"
+        let binds: [SQLValue] = [.text(runID), .int64(afterID), .int64(Int64(limit))] + (app.map { [.text($0)] } ?? [])
+        return try await onConnection { connection in
             try connection.execute(
-                "SELECT * FROM run_failures WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3",
-                [.text(runID), .int64(afterID), .int64(Int64(limit))]
+                "SELECT * FROM run_failures WHERE run_id = $1 AND id > $2 \(ofApp) ORDER BY id LIMIT $3", binds
             ).map { row in (try row.int64("id"), try Self.recordedFailure(row)) }
         }
     }
 
-    public func changeCounts(ofRun runID: String) async throws -> [String: Int] {
+    public func changeCounts(ofRun runID: String, app: String?) async throws -> [String: Int] {
         try await counts(
-            "SELECT kind AS name, COUNT(*) AS n FROM entitlement_changes WHERE run_id = $1 GROUP BY kind", runID)
+            """
+            SELECT kind AS name, COUNT(*) AS n FROM entitlement_changes \
+            WHERE run_id = $1 \(app == nil ? "" : "AND bundle_id = $2") GROUP BY kind
+            """, runID, app)
     }
 
-    public func failureCounts(ofRun runID: String) async throws -> [String: Int] {
+    public func failureCounts(ofRun runID: String, app: String?) async throws -> [String: Int] {
         try await counts(
-            "SELECT reason AS name, COUNT(*) AS n FROM run_failures WHERE run_id = $1 GROUP BY reason", runID)
+            """
+            SELECT reason AS name, COUNT(*) AS n FROM run_failures \
+            WHERE run_id = $1 \(app == nil ? "" : "AND bundle_id = $2") GROUP BY reason
+            """, runID, app)
     }
 
     public func entitledNow() async throws -> [String: Int] {
@@ -120,10 +128,11 @@ extension SQLSubscriptionStore {
         }
     }
 
-    private func counts(_ sql: String, _ runID: String) async throws -> [String: Int] {
-        try await onConnection { connection in
+    private func counts(_ sql: String, _ runID: String, _ app: String?) async throws -> [String: Int] {
+        let binds: [SQLValue] = [.text(runID)] + (app.map { [.text($0)] } ?? [])
+        return try await onConnection { connection in
             var result: [String: Int] = [:]
-            for row in try connection.execute(sql, [.text(runID)]) { result[try row.text("name")] = try row.int("n") }
+            for row in try connection.execute(sql, binds) { result[try row.text("name")] = try row.int("n") }
             return result
         }
     }

@@ -12,7 +12,7 @@ struct BackfillCommand: AsyncParsableCommand {
             Selectors combine (all must match): --all alone takes every receipt. Examples: \
             `renewal backfill --product com.example.pro.monthly` (every subscriber of a product), \
             `renewal backfill --user u1 --user u2`, `renewal backfill --expired-within-days 30` (everything \
-            that expired in the last 30 days), `renewal backfill --state billing_retry --dry-run`. \
+            that expired in the last 30 days), `renewal backfill --app com.example.mac --all` (one app), `renewal backfill --state billing_retry --dry-run`. \
             Same options, report and exit codes as `run`.
             """)
 
@@ -38,6 +38,13 @@ struct BackfillCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Receipts last answered by this environment: Production or Sandbox.")
     var environment: String?
 
+    @Option(
+        name: .customLong("app"),
+        help: ArgumentHelp(
+            "Receipts of this app, by bundle id (repeatable); rows whose app is not known yet are not selected.",
+            valueName: "bundle-id"))
+    var bundleIDs: [String] = []
+
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var appStore: AppStoreOptions
     @OptionGroup var serverAPI: ServerAPIOptions
@@ -60,8 +67,8 @@ struct BackfillCommand: AsyncParsableCommand {
         if selector(now: Date()).isEmpty {
             throw ValidationError(
                 """
-                Say which receipts to re-check: --all, --user, --product, --state, --expired-within-days or \
-                --environment.
+                Say which receipts to re-check: --all, --user, --product, --state, --expired-within-days, \
+                --environment or --app.
                 """
             )
         }
@@ -72,7 +79,7 @@ struct BackfillCommand: AsyncParsableCommand {
             all: all, userIDs: users, productIDs: products,
             states: states.compactMap(SubscriptionState.init(rawValue:)),
             expiredSince: expiredWithinDays.map { now.addingTimeInterval(-Double($0) * 86_400) },
-            environment: environment.map(AppStoreEnvironment.init(rawValue:)))
+            environment: environment.map(AppStoreEnvironment.init(rawValue:)), bundleIDs: bundleIDs)
     }
 
     func run() async throws {

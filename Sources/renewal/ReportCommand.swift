@@ -41,6 +41,13 @@ struct ReportCommand: AsyncParsableCommand {
             valueName: "file"))
     var output: String?
 
+    @Option(
+        name: .customLong("app"),
+        help: ArgumentHelp(
+            "Only this app's changes and failures, by bundle id (several apps in one database).",
+            valueName: "bundle-id"))
+    var app: String?
+
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
 
@@ -88,7 +95,7 @@ struct ReportCommand: AsyncParsableCommand {
                 ?? (output == nil && isatty(STDOUT_FILENO) == 1 ? .table : .json)
             let sink = try output.map { try ReportOutput(path: $0) } ?? ReportOutput()
             do {
-                try await StoredReport(store: history).render(selection, format: chosen, to: sink)
+                try await StoredReport(store: history, app: app).render(selection, format: chosen, to: sink)
                 try await sink.finish()
             } catch let error as ReportSelectionError {
                 await sink.discard()

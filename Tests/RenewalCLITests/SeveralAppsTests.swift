@@ -141,11 +141,36 @@ struct SeveralAppsTests {
                 #expect(status[customer.userID] == ["\(customer.app) active nil"], "\(customer.userID)")
             }
 
+            // The dashboard views split by app, and agree with the report.
+            let changesByApp = Dictionary(grouping: changes) { $0["bundle_id"] as? String ?? "" }.mapValues(\.count)
+            for (view, column) in [
+                ("entitlements_by_product", "subscribers"), ("changes_per_day", "changes"),
+                ("receipts_by_source", "receipts"),
+            ] {
+                let sums = try await Self.sumByApp(view: view, column: column, backend: backend, database: database)
+                let expected = view == "changes_per_day" ? changesByApp : [Self.phone: 7, Self.mac: 7]
+                #expect(sums == expected, "\(view): \(sums)")
+            }
+            // report --app: only that app's changes.
+            let macReport = try await CLI.run(["report", "--app", Self.mac, "--format", "json", "--database", database])
+            #expect(macReport.status == 0, "\(macReport.stderr)")
+            let macJSON = try #require(
+                try JSONSerialization.jsonObject(with: Data(macReport.stdout.utf8)) as? [String: Any])
+            let macChanges = macJSON["changes"] as? [[String: Any]] ?? []
+            #expect(
+                macChanges.count == changesByApp[Self.mac]
+                    && macChanges.allSatisfy { $0["bundle_id"] as? String == Self.mac })
+
             // Pinned now: a backfill asks each receipt once, with its own app's secret only.
             let before = state.stats.requests
             let backfill = try await CLI.run(["backfill", "--all", "--database", database], environment: environment)
             #expect(backfill.status == 0, "\(backfill.stdout)\n\(backfill.stderr)")
             #expect(state.stats.requests - before == 14)
+            // backfill --app takes that app's receipts only.
+            let macOnly = try await CLI.run(
+                ["backfill", "--app", Self.mac, "--database", database], environment: environment)
+            #expect(macOnly.status == 0, "\(macOnly.stdout)\n\(macOnly.stderr)")
+            #expect(state.stats.requests - before == 14 + 7)
         }
     }
 
@@ -302,6 +327,23 @@ struct SeveralAppsTests {
             let changes = report["changes"] as? [[String: Any]] ?? []
             #expect(!changes.isEmpty && changes.allSatisfy { $0["bundle_id"] as? String == SimulatedReceipt.bundleID })
         }
+    }
+
+    /// `SUM(column)` of a dashboard view by its `bundle_id`.
+    static func sumByApp(view: String, column: String, backend: String, database: String) async throws -> [String: Int]
+    {
+        let sql = "SELECT bundle_id, SUM(\(column)) AS n FROM \(view) GROUP BY bundle_id"
+        let read: @Sendable (any SQLConnection) throws -> [String: Int] = { connection in
+            var sums: [String: Int] = [:]
+            for row in try connection.execute(sql, []) {
+                sums[try row.optionalText("bundle_id") ?? "NULL"] = try row.int("n")
+            }
+            return sums
+        }
+        if backend == "postgres" {
+            return try await PostgresSubscriptionStore.open(url: database).database.withConnection(read)
+        }
+        return try await SQLiteSubscriptionStore.open(path: database, create: false).database.withConnection(read)
     }
 
     /// A receipt row as schema 9's `import` wrote it.

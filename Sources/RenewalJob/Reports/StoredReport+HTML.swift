@@ -35,8 +35,12 @@ extension StoredReport {
             totals.failed += run.failed
             totals.conflicts += run.conflicts
             totals.unchanged += run.unchanged
-            for (kind, count) in try await store.changeCounts(ofRun: run.id) { kinds[kind, default: 0] += count }
-            for (reason, count) in try await store.failureCounts(ofRun: run.id) { reasons[reason, default: 0] += count }
+            for (kind, count) in try await store.changeCounts(ofRun: run.id, app: app) {
+                kinds[kind, default: 0] += count
+            }
+            for (reason, count) in try await store.failureCounts(ofRun: run.id, app: app) {
+                reasons[reason, default: 0] += count
+            }
         }
         guard let last else { return }
         let entitled = try await entitledSeries(upTo: last.startedAt)

@@ -99,8 +99,12 @@ extension StoredReport {
         var rows: [[String]] = []
         try await forEachRun(selection) { run in
             runs += 1
-            for (kind, count) in try await store.changeCounts(ofRun: run.id) { kinds[kind, default: 0] += count }
-            for (reason, count) in try await store.failureCounts(ofRun: run.id) { reasons[reason, default: 0] += count }
+            for (kind, count) in try await store.changeCounts(ofRun: run.id, app: app) {
+                kinds[kind, default: 0] += count
+            }
+            for (reason, count) in try await store.failureCounts(ofRun: run.id, app: app) {
+                reasons[reason, default: 0] += count
+            }
             // A long range lists its last 200 runs; the totals below count them all.
             if rows.count == 200 { rows.removeFirst() }
             rows.append([

@@ -38,8 +38,11 @@ public struct StoredReport: Sendable {
     let pageSize: Int
     /// The HTML page lists at most this many changes and failures (the CSV and JSON formats have them all).
     let htmlRowLimit: Int
+    /// Only this app's changes and failures (and their counts); nil: every app's.
+    let app: String?
 
-    public init(store: any RunHistoryStore, pageSize: Int = 500, htmlRowLimit: Int = 500) {
+    public init(store: any RunHistoryStore, app: String? = nil, pageSize: Int = 500, htmlRowLimit: Int = 500) {
+        self.app = app
         self.store = store
         self.pageSize = pageSize
         self.htmlRowLimit = htmlRowLimit
@@ -95,7 +98,7 @@ public struct StoredReport: Sendable {
         async throws
     {
         try await forEachPage(
-            limit: limit, fetch: { try await store.changes(ofRun: runID, afterID: $0, limit: $1) }, id: \.id
+            limit: limit, fetch: { try await store.changes(ofRun: runID, app: app, afterID: $0, limit: $1) }, id: \.id
         ) {
             try await body($0.map(\.change))
         }
@@ -106,7 +109,7 @@ public struct StoredReport: Sendable {
         async throws
     {
         try await forEachPage(
-            limit: limit, fetch: { try await store.failures(ofRun: runID, afterID: $0, limit: $1) }, id: \.id
+            limit: limit, fetch: { try await store.failures(ofRun: runID, app: app, afterID: $0, limit: $1) }, id: \.id
         ) {
             try await body($0.map(\.failure))
         }
