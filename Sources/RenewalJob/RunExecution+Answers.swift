@@ -64,7 +64,8 @@ extension RunExecution {
             let failure = decision.failure ?? CheckFailure(reason: .unknown, message: "No usable answer from Apple.")
             counts.checked += 1
             counts.failed += 1
-            configuration.metrics?.receiptChecked(changes: [], failure: failure.reason, conflicts: 0)
+            configuration.metrics?.receiptChecked(
+                changes: [], failure: failure.reason, conflicts: 0, app: receipt.bundleID)
             configuration.progress?.receiptDone(counts: counts)
             try await report?.append(
                 failure: failure, userID: receipt.userID, receiptID: receipt.id, bundleID: receipt.bundleID)

@@ -70,7 +70,8 @@ extension RunExecution {
         var failureReason: FailureReason?
         if case .failed = check.outcome { failureReason = check.failure?.reason ?? .unknown }
         configuration.metrics?.receiptChecked(
-            changes: check.changes.map(\.kind), failure: failureReason, conflicts: check.update.conflicts.count)
+            changes: check.changes.map(\.kind), failure: failureReason, conflicts: check.update.conflicts.count,
+            app: check.update.bundleID)
         configuration.progress?.receiptDone(counts: counts)
         for conflict in check.update.conflicts {
             logger.debug(

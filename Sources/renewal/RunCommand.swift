@@ -62,7 +62,9 @@ struct JobRunner {
             let budget = FleetRequestBudget(store: store, rates: serverAPI.rates, logger: logger)
             let clock = options.clock
             let metricsOutput = options.metrics.output(host: resolved.host)
-            let metrics = metricsOutput.isEnabled ? RunMetrics(command: command.name) : nil
+            let metrics =
+                metricsOutput.isEnabled
+                ? RunMetrics(command: command.name, apps: apple.apps?.compactMap(\.identity.bundleID) ?? []) : nil
             resolved.metrics = metrics
             resolved.progress = TerminalProgress.make(quiet: options.quiet)
             let configuration = resolved

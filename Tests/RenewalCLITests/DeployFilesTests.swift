@@ -521,7 +521,7 @@ struct DeployFilesTests {
         let promtool = try #require(ObservabilityTools.promtool)
         let rules = DeployFiles.root + "/Deploy/prometheus/alerts.yml"
         let check = try await toolOffPool(promtool, ["check", "rules", rules])
-        #expect(check.contains("SUCCESS: 7 rules found"), "\(check)")
+        #expect(check.contains("SUCCESS: 8 rules found"), "\(check)")
         let unitTests = try await toolOffPool(
             promtool, ["test", "rules", DeployFiles.root + "/Deploy/prometheus/alerts.test.yml"])
         #expect(unitTests.contains("SUCCESS"), "\(unitTests)")

@@ -121,8 +121,18 @@ struct SeveralAppsTests {
             #expect(imported.status == 0, "\(imported.stderr)")
 
             let run = try await CLI.run(
-                ["run", "--database", database, "--report", directory + "/run.json"], environment: environment)
+                [
+                    "run", "--database", database, "--report", directory + "/run.json", "--metrics-textfile",
+                    directory + "/metrics.prom",
+                ], environment: environment)
             #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            // The receipt counters by app, bounded by the apps file.
+            let metrics = try String(contentsOfFile: directory + "/metrics.prom", encoding: .utf8)
+            for app in [Self.phone, Self.mac] {
+                #expect(
+                    metrics.contains(#"renewal_receipts_checked_total{command="run",app="\#(app)"} 7"#), "\(metrics)")
+            }
+            #expect(!metrics.contains(#"app="unknown""#))
             // Each of the 14 receipts once with its own app's secret; the 3 Mac receipts of unknown app
             // were first tried with the iPhone app's secret (the file's first), which Apple refused.
             #expect(state.stats.requests == 14 + 3)

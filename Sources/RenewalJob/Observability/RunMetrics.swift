@@ -14,8 +14,10 @@ import RenewalStorage
 public final class RunMetrics: AppStoreObserver, Sendable {
     public let registry = PrometheusCollectorRegistry()
     let command: String
+    /// Several apps (the apps file): the receipt counters carry an `app` label, one of these or
+    /// `unknown` (a receipt whose app is not known yet). Empty: one app, no such label.
+    let apps: Set<String>
 
-    private let checked: Counter
     private let retries: Counter
     private let breakerTrips: Counter
     private let conflicts: Counter
@@ -26,15 +28,14 @@ public final class RunMetrics: AppStoreObserver, Sendable {
     static let latencyBuckets: [Double] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
 
     /// `checksReceipts: false` (for `deliver`) leaves out the families about checking receipts,
-    /// which such a command would only ever report as zero.
-    public init(command: String, checksReceipts: Bool = true) {
+    /// which such a command would only ever report as zero. `apps`: the bundle ids of the apps file,
+    /// which the receipt counters are labelled by (none for one app).
+    public init(command: String, checksReceipts: Bool = true, apps: [String] = []) {
         self.command = command
+        self.apps = Set(apps)
         let labels = [("command", command)]
         // A command that checks no receipt registers those families in a registry nobody reads.
         let registry = checksReceipts ? self.registry : PrometheusCollectorRegistry()
-        checked = registry.makeCounter(
-            descriptor: Self.name("receipts_checked", "total", "Receipts Apple was asked about in this run."),
-            labels: labels)
         retries = registry.makeCounter(
             descriptor: Self.name("apple_retries", "total", "Requests to Apple repeated after a temporary failure."),
             labels: labels)
@@ -56,34 +57,54 @@ public final class RunMetrics: AppStoreObserver, Sendable {
             labels: labels, buckets: Self.latencyBuckets)
         // Families that exist before their first event, so dashboards and alerts see zeros, not gaps.
         if checksReceipts {
-            _ = changes(kind: "renewed")
-            _ = failures(reason: .timeout)
+            let apps: [String?] = self.apps.isEmpty ? [nil] : self.apps.sorted()
+            for app in apps {
+                _ = checked(app: app)
+                _ = changes(kind: "renewed", app: app)
+                _ = failures(reason: .timeout, app: app)
+            }
         }
+    }
+
+    /// The labels of a receipt counter: `command`, then `app` with several apps.
+    private func labels(app: String?, _ more: [(String, String)] = []) -> [(String, String)] {
+        guard !apps.isEmpty else { return [("command", command)] + more }
+        let known = app.flatMap { apps.contains($0) ? $0 : nil } ?? "unknown"
+        return [("command", command), ("app", known)] + more
+    }
+
+    private func checked(app: String?) -> Counter {
+        registry.makeCounter(
+            descriptor: Self.name("receipts_checked", "total", "Receipts Apple was asked about in this run."),
+            labels: labels(app: app))
     }
 
     static func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
         MetricNameDescriptor(namespace: "renewal", metricName: metric, unitName: unit, helpText: help)
     }
 
-    private func changes(kind: String) -> Counter {
+    private func changes(kind: String, app: String?) -> Counter {
         registry.makeCounter(
             descriptor: Self.name("changes", "total", "Entitlement changes recorded, by kind."),
-            labels: [("command", command), ("kind", kind)])
+            labels: labels(app: app, [("kind", kind)]))
     }
 
-    private func failures(reason: FailureReason) -> Counter {
+    private func failures(reason: FailureReason, app: String?) -> Counter {
         registry.makeCounter(
             descriptor: Self.name(
                 "failures", "total", "Receipts that could not be verified (state kept, retried later), by reason."),
-            labels: [("command", command), ("reason", reason.rawValue)])
+            labels: labels(app: app, [("reason", reason.rawValue)]))
     }
 
     // MARK: During the run
 
-    func receiptChecked(changes kinds: [SubscriptionEvent.Kind], failure: FailureReason?, conflicts count: Int) {
-        checked.increment()
-        for kind in kinds { changes(kind: kind.rawValue).increment() }
-        if let failure { failures(reason: failure).increment() }
+    /// One receipt checked; `app` is its bundle id (several apps), nil when not known.
+    func receiptChecked(
+        changes kinds: [SubscriptionEvent.Kind], failure: FailureReason?, conflicts count: Int, app: String?
+    ) {
+        checked(app: app).increment()
+        for kind in kinds { changes(kind: kind.rawValue, app: app).increment() }
+        if let failure { failures(reason: failure, app: app).increment() }
         if count > 0 { conflicts.increment(by: Int64(count)) }
     }
 
