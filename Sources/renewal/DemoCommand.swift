@@ -20,7 +20,8 @@ struct DemoCommand: AsyncParsableCommand {
             21010, a transient 21005, an HTML outage, truncated JSON, a slow answer and a shared Apple ID; \
             starts the simulator on a free loopback port; runs the job for real on day 0, day 11 and day 15 \
             of the simulator's clock, then through the App Store Server API and its change feed (a refund on \
-            day 16 caught by the next run); prints the changes and where the reports and the database are.
+            day 16 caught by the next run), then with a second app (a Mac app with its own shared secret) in \
+            the same database; prints the changes and where the reports and the database are.
             """)
 
     @Option(
@@ -42,8 +43,10 @@ struct DemoCommand: AsyncParsableCommand {
             }
             let state = SimulatorState(now: Date())
             let secret = "demo-shared-secret"
-            let simulator = SimulatorConfiguration(
+            var simulator = SimulatorConfiguration(
                 sharedSecret: secret, latency: .milliseconds(20), slowDelay: .seconds(3), state: state)
+            // The second app's own (app-specific) shared secret; the account's primary one works for both.
+            simulator.appSecrets = [DemoData.macApp: "demo-mac-app-secret"]
             try await withAppStoreSimulator(configuration: simulator, logger: logger) { endpoints in
                 let store = try SQLiteSubscriptionStore.open(path: databasePath, create: true)
                 _ = try await store.migrate()
@@ -60,12 +63,13 @@ struct DemoCommand: AsyncParsableCommand {
                 /// One run of the demo on the simulator's clock, `advanceDays` after the last, printed.
                 func demoRun(
                     _ number: Int, _ title: String, advanceDays: Double, command: RenewalRun.Command = .run,
-                    verifier: any ReceiptVerifier, feed: (any NotificationFeed)? = nil
+                    verifier: any ReceiptVerifier, feed: (any NotificationFeed)? = nil, apps: AppCatalogue? = nil
                 ) async throws -> RenewalOutcome {
                     state.advance(by: advanceDays * 86_400)
                     var configuration = RenewalRun.Configuration(command: command)
                     configuration.concurrency = 8
                     configuration.feed = feed
+                    configuration.apps = apps
                     configuration.reportPath = (directory as NSString).appendingPathComponent(
                         "report-run-\(number).json")
                     let outcome = try await RenewalRun(
@@ -107,6 +111,29 @@ struct DemoCommand: AsyncParsableCommand {
                         _ = try await demoRun(
                             7, "Day 16: a refund mid-period, caught through the feed by the next run",
                             advanceDays: 1.5, verifier: router, feed: serverAPIClient)
+
+                        // Run 8: a second app joins the database; one run checks both, each with its own secret.
+                        let macCustomers = DemoData.macCustomers(at: state.now)
+                        state.register(macCustomers.map(\.receipt))
+                        _ = try await store.importReceipts(DemoData.macImports(macCustomers), now: state.now)
+                        output.secondApp(macCustomers)
+                        var macClient = client.configuration
+                        macClient.sharedSecret = "demo-mac-app-secret"
+                        try await AppStoreClient.withAppStoreClient(configuration: macClient) { macClient in
+                            let apps = AppCatalogue(apps: [
+                                AppCatalogue.App(
+                                    identity: AppIdentity(
+                                        bundleID: SimulatedReceipt.bundleID, configuredIn: "the apps file"),
+                                    verifier: router),
+                                AppCatalogue.App(
+                                    identity: AppIdentity(bundleID: DemoData.macApp, configuredIn: "the apps file"),
+                                    verifier: SourceRouter(mode: .auto, verifyReceipt: macClient, serverAPI: nil)),
+                            ])
+                            let outcome = try await demoRun(
+                                8, "Day 24: two apps in one database (--apps), each checked with its own secret",
+                                advanceDays: 7.5, verifier: apps, apps: apps)
+                            try output.byApp(outcome)
+                        }
                     }
                 }
                 // The HTML report of the runs: charts and tables, one file that opens with no network.

@@ -59,6 +59,37 @@ enum DemoData {
         ]
     }
 
+    /// The second app of the demo's last run.
+    static let macApp = "com.example.mac"
+
+    /// The second app's customers: one imported with its `bundle_id`, one without (pinned to the
+    /// app by Apple's first answer), one whose subscription has lapsed.
+    static func macCustomers(at now: Date) -> [Customer] {
+        let day: TimeInterval = 86_400
+        func customer(_ user: String, _ scenario: Scenario, daysAgo: Double, _ story: String) -> Customer {
+            Customer(
+                userID: user,
+                receipt: SimulatedReceipt(
+                    account: user, scenario: scenario, start: now.addingTimeInterval(-daysAgo * day),
+                    productID: "com.example.mac.monthly", bundle: macApp),
+                story: story)
+        }
+        return [
+            customer("mac-tom", .renewal, daysAgo: 10, "Mac app; imported with its bundle_id"),
+            customer("mac-uma", .renewal, daysAgo: 3, "Mac app; imported without bundle_id: Apple's answer pins it"),
+            customer("mac-vic", .voluntaryExpiry, daysAgo: 40, "Mac app; turned auto-renew off, lapsed"),
+        ]
+    }
+
+    /// The second app's import lines; the second customer's names no app.
+    static func macImports(_ customers: [Customer]) -> [ReceiptImport] {
+        customers.enumerated().map { index, customer in
+            ReceiptImport(
+                userID: customer.userID, latestReceipt: customer.receipt.encoded, productID: customer.receipt.productID,
+                bundleID: index == 1 ? nil : macApp)
+        }
+    }
+
     /// The import of each customer, as `renewal import` makes it: a StoreKit 2 customer's signed
     /// transaction is signed by `chain` and verified against its root before it is stored.
     static func imports(_ customers: [Customer], chain: SigningChain?) async throws -> [ReceiptImport] {

@@ -73,10 +73,32 @@ struct DemoOutput {
         }
     }
 
+    /// The second app's customers, imported before run 8.
+    func secondApp(_ customers: [DemoData.Customer]) {
+        print("")
+        print("Imported \(customers.count) customers of a second app, \(DemoData.macApp), into the same database:")
+        for customer in customers {
+            print("  \(pad(customer.userID, 12)) \(pad(customer.receipt.scenario.rawValue, 24)) \(customer.story)")
+        }
+    }
+
+    /// Run 8's changes by app (the report's `bundle_id`).
+    func byApp(_ outcome: RenewalOutcome) throws {
+        guard let path = outcome.reportPath, let data = FileManager.default.contents(atPath: path),
+            let report = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { return }
+        let changes = report["changes"] as? [[String: Any]] ?? []
+        let byApp = Dictionary(grouping: changes) { $0["bundle_id"] as? String ?? "unknown" }
+        print(
+            "  by app: "
+                + byApp.keys.sorted().map { "\($0) \(byApp[$0]?.count ?? 0) changes" }.joined(separator: ", ")
+                + " (report --app, backfill --app and the views' bundle_id column split the same way)")
+    }
+
     func footer(directory: String, databasePath: String, htmlPath: String) {
         print("")
         print("Database: \(databasePath)")
-        print("Reports:  \(directory)/report-run-{1,2,3,4,5,6,7}.json")
+        print("Reports:  \(directory)/report-run-{1,2,3,4,5,6,7,8}.json")
         print("HTML report: \(htmlPath)")
         print("Render any run again: renewal report --database \(databasePath) --format table --since 2000-01-01")
         print("Look at it: swift run renewal status --database \(databasePath)")

@@ -247,5 +247,14 @@ struct ReportFormatTests {
         let runSeven = demo.stdout.components(separatedBy: "Run 7:").last ?? ""
         #expect(runSeven.contains("sam          refunded               active -> revoked"), "\(runSeven)")
         #expect(runSeven.contains("healthy, Server API rows polled on the feed's long schedule"), "\(runSeven)")
+        // A second app joins the database: one run checks both apps, the row imported without its app
+        // is pinned by Apple's answer.
+        let runEight = demo.stdout.components(separatedBy: "Run 8:").last ?? ""
+        #expect(runEight.contains("mac-uma      verified               unverified -> active"), "\(runEight)")
+        #expect(runEight.contains("by app: com.example.app 1 changes, com.example.mac 3 changes"), "\(runEight)")
+        let status = try await CLI.run([
+            "status", "--json", "--user", "mac-uma", "--database", dir + "/demo/renewal.sqlite",
+        ])
+        #expect(status.stdout.contains(#""bundle_id":"com.example.mac""#), "\(status.stdout)")
     }
 }
