@@ -15,8 +15,10 @@ struct CheckCommand: AsyncParsableCommand {
         discussion: """
             Apple checks the shared secret only for a receipt it can read, so `check` sends one receipt \
             stored in the database (read-only: nothing is written). With no stored receipt it can only \
-            prove that Apple answers, and says so. Exit 0 when all is well, 78 on a configuration problem \
-            (database, shared secret rejected with 21004, another app's receipt), 4 when Apple cannot be reached.
+            prove that Apple answers, and says so. With an apps file, each app is checked with its own \
+            credentials against one of its own stored receipts. Exit 0 when all is well, 78 on a configuration \
+            problem (database, shared secret rejected with 21004, another app's receipt), 4 when Apple cannot be \
+            reached.
             """)
 
     @OptionGroup var database: DatabaseOptions
@@ -28,6 +30,10 @@ struct CheckCommand: AsyncParsableCommand {
     func run() async throws {
         try await ExitMapping.run {
             let logger = logging.makeLogger()
+            if appStore.resolvedAppsFile != nil {
+                try await checkApps(logger: logger)
+                return
+            }
             let serverAPIConfiguration = try serverAPI.configuration(
                 bundleID: appStore.resolvedBundleID, timeout: appStore.timeout, maxAttempts: 1, connections: 2)
             let store = try StoreFactory.open(database.resolved, create: false)
@@ -91,11 +97,69 @@ struct CheckCommand: AsyncParsableCommand {
         }
     }
 
+    /// Several apps: the apps file reads (secrets and keys included), then each app's Server API key and
+    /// shared secret are tried with one of that app's own stored receipts. Every app is checked before
+    /// the first problem ends the command.
+    private func checkApps(logger: Logger) async throws {
+        var apple = try AppleSetup.resolve(appStore: appStore, serverAPI: serverAPI, concurrency: 2, logger: logger)
+        let store = try StoreFactory.open(database.resolved, create: false)
+        try await store.checkSchema()
+        print("database: ok (\(store.backendName), schema current)")
+        _ = try await apple.resolveIdentities(appStore: appStore, store: store)
+        let apps = apple.apps ?? []
+        print("apps file: \(apps.count) apps (\(apps.compactMap(\.identity.bundleID).joined(separator: ", ")))")
+        var problems: [String] = []
+        var unreachable = false
+        for app in apps {
+            let bundleID = app.identity.bundleID ?? ""
+            print("")
+            print("app \(bundleID):")
+            do {
+                if var configuration = app.serverAPI {
+                    configuration.maxAttempts = 1
+                    try await Self.checkServerAPI(configuration, store: store, app: bundleID, logger: logger)
+                }
+                guard let secret = app.verifyReceipt.sharedSecret else {
+                    print("shared secret: none in the apps file; verifyReceipt is not used for this app")
+                    continue
+                }
+                print("shared secret: read from its file (\(secret.count) characters)")
+                var configuration = app.verifyReceipt
+                configuration.maxAttempts = 1
+                let sample = try await Self.sampleReceipt(in: store, app: bundleID, withReceipt: true)
+                guard let sample, let receipt = sample.latestReceipt else {
+                    print(
+                        """
+                        shared secret: not confirmed: the database holds no receipt of this app yet (Apple checks a \
+                        secret only for a receipt of its app); run `renewal check` again after a run has pinned one
+                        """)
+                    continue
+                }
+                let answer = try await AppStoreClient.withAppStoreClient(configuration: configuration) { client in
+                    await client.verify(receipt: receipt, logger: logger)
+                }
+                try Self.report(
+                    answer, sample: sample, identity: app.identity, url: configuration.productionURL,
+                    secretSetting: "the shared_secret_file of \(bundleID)")
+            } catch let error as ConfigurationError {
+                FileHandle.standardError.write(Data("renewal: \(bundleID): \(error.description)\n".utf8))
+                problems.append(bundleID)
+            } catch let exit as ExitCode where exit.rawValue == 4 {
+                unreachable = true
+            }
+        }
+        if !problems.isEmpty {
+            throw ConfigurationError("apps file: \(problems.joined(separator: ", ")) failed the check (see above).")
+        }
+        if unreachable { throw ExitCode(4) }
+    }
+
     /// The key parses (it did, to get here); a signed request reaches both environments and the
     /// token is accepted: 401 from both is exit 78. Asks by a stored receipt's transaction id when
     /// there is one (and reports what Apple says of it), else by a made-up id Apple answers 404.
     static func checkServerAPI(
-        _ configuration: ServerAPIClient.Configuration, store: any SubscriptionStore, logger: Logger
+        _ configuration: ServerAPIClient.Configuration, store: any SubscriptionStore, app: String? = nil,
+        logger: Logger
     ) async throws {
         print(
             """
@@ -103,7 +167,7 @@ struct CheckCommand: AsyncParsableCommand {
             \(configuration.bundleID) (key file parses)
             """
         )
-        let sample = try await sampleReceipt(in: store)
+        let sample = try await sampleReceipt(in: store, app: app)
         let id = sample.flatMap {
             ServerAPIClient.lookupID(
                 for: ReceiptCheck(
@@ -171,24 +235,30 @@ struct CheckCommand: AsyncParsableCommand {
 
     /// A stored receipt Apple verified before (it holds subscriptions), else any stored receipt; with
     /// `withReceipt`, one that holds a receipt (not a StoreKit 2 row imported by id), from the first pages.
-    static func sampleReceipt(in store: any SubscriptionStore, withReceipt: Bool = false) async throws
-        -> StoredReceipt?
+    /// With `app`, only that app's receipts (pinned to it).
+    static func sampleReceipt(in store: any SubscriptionStore, app: String? = nil, withReceipt: Bool = false)
+        async throws -> StoredReceipt?
     {
-        let verified = BackfillSelector(states: [.active, .gracePeriod, .billingRetry, .expired, .revoked])
-        for selector in [verified, BackfillSelector(all: true)] {
+        let apps = app.map { [$0] } ?? []
+        let verified = BackfillSelector(
+            states: [.active, .gracePeriod, .billingRetry, .expired, .revoked], bundleIDs: apps)
+        for selector in [verified, BackfillSelector(all: true, bundleIDs: apps)] {
             let page = try await store.nextBatch(.backfill(selector), after: nil, limit: 50, lease: nil)
             if let receipt = page.first(where: { !withReceipt || $0.latestReceipt != nil }) { return receipt }
         }
         return nil
     }
 
-    static func report(_ answer: AppleAnswer, sample: StoredReceipt?, identity: AppIdentity, url: String) throws {
+    static func report(
+        _ answer: AppleAnswer, sample: StoredReceipt?, identity: AppIdentity, url: String,
+        secretSetting: String = "APPSTORE_SHARED_SECRET"
+    ) throws {
         let whose = sample.map { "the stored receipt of user \($0.userID)" } ?? "a made-up receipt"
         switch answer {
         case .misconfigured:
             throw ConfigurationError(
                 """
-                Apple rejected the shared secret (21004) for \(whose). Set APPSTORE_SHARED_SECRET to the app's \
+                Apple rejected the shared secret (21004) for \(whose). Set \(secretSetting) to the app's \
                 shared secret from App Store Connect.
                 """
             )

@@ -230,8 +230,19 @@ struct SeveralAppsTests {
                 // Untouched: not verified, no failure recorded against the customer.
                 #expect(status[customer.userID] == ["\(Self.mac) unverified nil"], "\(customer.userID)")
             }
-            // With the Mac app's secret fixed, the next run checks its rows.
+            // check names the app whose secret Apple rejects, trying each with one of its own receipts.
+            let check = try await CLI.run(["check", "--database", database], environment: environment)
+            #expect(check.status == 78, "\(check.stdout)\n\(check.stderr)")
+            #expect(
+                check.stderr.contains("com.example.mac: Apple rejected the shared secret (21004)"), "\(check.stderr)")
+            #expect(check.stdout.contains("app com.example.app:\nshared secret: read from its file"), "\(check.stdout)")
+            #expect(!check.stderr.contains("an-old-mac-secret") && !check.stdout.contains("an-old-mac-secret"))
+
+            // With the Mac app's secret fixed, check passes and the next run checks its rows.
             environment["RENEWAL_APPS_FILE"] = try Self.writeAppsFile(in: directory)
+            let fixedCheck = try await CLI.run(["check", "--database", database], environment: environment)
+            #expect(fixedCheck.status == 0, "\(fixedCheck.stdout)\n\(fixedCheck.stderr)")
+            #expect(fixedCheck.stdout.components(separatedBy: "shared secret: accepted by Apple").count == 3)
             let fixed = try await CLI.run(["run", "--database", database], environment: environment)
             #expect(fixed.status == 0, "\(fixed.stdout)\n\(fixed.stderr)")
             let after = try await Self.status(database, environment: environment)
