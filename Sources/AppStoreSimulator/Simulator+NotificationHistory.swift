@@ -7,13 +7,14 @@ import RenewalCore
 /// 180 days kept in production and 30 in the sandbox, an `endDate` in the future read as now, and a
 /// notification listed only `notificationDelay` seconds after it was signed; `FeedFault` breaks it
 /// (outage, 429), empties it (no V2 URL), lists each notification twice, or lists them newest first.
+/// Like Apple's, it is per app: a token for one app lists that app's notifications only.
 extension SimulatorRoutes {
     static let historyPageSize = 20
 
     func notificationHistory(_ request: Request, sandbox: Bool) async throws -> Response {
         state.countFeedRequest()
         guard let serverAPI = configuration.serverAPI,
-            serverAPI.acceptedBundle(authorization: request.headers[.authorization]) != nil
+            let bundle = serverAPI.acceptedBundle(authorization: request.headers[.authorization])
         else {
             return raw(status: 401, contentType: "text/plain", data: Data("Unauthenticated\n".utf8))
         }
@@ -45,8 +46,9 @@ extension SimulatorRoutes {
             return historyError(400, code: 4_000_013, message: "Start date after end date.")
         }
         let visibleUntil = now.addingTimeInterval(-state.notificationDelay)
+        // Notification History is per app: the token's app's notifications only.
         let listed = state.registeredReceipts()
-            .filter { ($0.scenario == .sandbox) == sandbox }
+            .filter { ($0.scenario == .sandbox) == sandbox && $0.bundleIdentifier == bundle }
             .flatMap { $0.notifications(until: min(end, visibleUntil)) }
             .filter { $0.signedDate >= start && $0.signedDate < end }
             .sorted { ($0.signedDate, $0.uuid) < ($1.signedDate, $1.uuid) }

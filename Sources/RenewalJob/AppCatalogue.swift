@@ -15,10 +15,13 @@ public struct AppCatalogue: ReceiptVerifier {
         public var identity: AppIdentity
         /// Asks Apple with this app's credentials.
         public var verifier: any ReceiptVerifier
+        /// The app's change feed (its Server API key's Notification History); nil without a key.
+        public var feed: (any NotificationFeed)?
 
-        public init(identity: AppIdentity, verifier: any ReceiptVerifier) {
+        public init(identity: AppIdentity, verifier: any ReceiptVerifier, feed: (any NotificationFeed)? = nil) {
             self.identity = identity
             self.verifier = verifier
+            self.feed = feed
         }
 
         /// The app's bundle id (the apps file requires one).

@@ -45,17 +45,18 @@ public struct EntitlementDecision: Sendable, Hashable {
         /// Several apps (the apps file), by bundle id: an answer must name one of them, and is
         /// screened with that app's products. Empty: one app, `identity`.
         public var apps: [String: AppIdentity] = [:]
-        /// Environments whose change feed is healthy this run: a subscription there that the App
-        /// Store Server API answered for is scheduled on the feed's schedule (`SchedulePolicy.Mode`).
-        public var feedEnvironments: Set<AppStoreEnvironment>
+        /// The change feeds healthy this run (an environment's, of an app with several): a subscription
+        /// there that the App Store Server API answered for is scheduled on the feed's schedule
+        /// (`SchedulePolicy.Mode`).
+        public var feedStreams: Set<FeedStream>
 
         public init(
             schedule: SchedulePolicy = SchedulePolicy(), identity: AppIdentity = AppIdentity(),
-            feedEnvironments: Set<AppStoreEnvironment> = []
+            feedStreams: Set<FeedStream> = []
         ) {
             self.schedule = schedule
             self.identity = identity
-            self.feedEnvironments = feedEnvironments
+            self.feedStreams = feedStreams
         }
     }
 
@@ -216,7 +217,10 @@ extension EntitlementDecision {
         // The feed announces changes only of what the Server API answers for (verifyReceipt-only rows
         // keep polling), and only while it is healthy; polling's check is kept beside the feed's.
         let mode: SchedulePolicy.Mode =
-            evidence.source == .serverAPI && update.environment.map(rules.feedEnvironments.contains) == true
+            evidence.source == .serverAPI
+                && update.environment.map {
+                    rules.feedStreams.contains(FeedStream($0, app: rules.apps.isEmpty ? nil : update.bundleID))
+                } == true
             ? .feed : .polling
         var pollingChecks: [Date] = []
         let stored = Dictionary(

@@ -23,21 +23,23 @@ public enum FeedFallback: String, Sendable, Hashable, Codable, CaseIterable {
     case silent
 }
 
-/// How the feed stood for a run: per environment, nil when healthy or the reason to poll.
+/// How the feed stood for a run: per environment (and app, with several), nil when healthy or the
+/// reason to poll.
 struct FeedHealth: Sendable, Hashable {
-    /// Environments whose Server API subscriptions follow the feed's schedule this run.
-    var healthy: Set<AppStoreEnvironment> = []
+    /// Feeds whose Server API subscriptions follow the feed's schedule this run.
+    var healthy: Set<FeedStream> = []
     /// The others, and why they poll on today's schedule.
-    var fallbacks: [AppStoreEnvironment: FeedFallback] = [:]
-    /// Receipts moved back from the feed's schedule to polling's, by environment.
-    var movedBack: [AppStoreEnvironment: Int] = [:]
+    var fallbacks: [FeedStream: FeedFallback] = [:]
+    /// Receipts moved back from the feed's schedule to polling's, by feed.
+    var movedBack: [FeedStream: Int] = [:]
     /// Now minus where the last completed read ended, the largest over the environments (0 where
     /// none has completed yet); nil without a feed.
     var lagSeconds: Double?
 
-    /// The fallbacks as the report and `runs.feed_fallback` keep them: environment to reason.
+    /// The fallbacks as the report and `runs.feed_fallback` keep them: environment (with several
+    /// apps `bundle_id/Environment`) to reason.
     var fallbackNames: [String: String] {
-        Dictionary(uniqueKeysWithValues: fallbacks.map { ($0.key.rawValue, $0.value.rawValue) })
+        Dictionary(uniqueKeysWithValues: fallbacks.map { ($0.key.key, $0.value.rawValue) })
     }
 
     /// How long a feed may go without a notification before it is called silent (when renewals came).
@@ -47,64 +49,79 @@ struct FeedHealth: Sendable, Hashable {
     /// what the database holds, and moves the receipts of every unhealthy environment back to the
     /// polling schedule.
     static func assess(
-        configured: Bool, outcome: FeedPull.Outcome?, environments: [AppStoreEnvironment], maximumLag: TimeInterval,
-        store: any SubscriptionStore, now: Date, logger: Logger
+        sources: [(app: String?, configured: Bool)], outcome: FeedPull.Outcome?, environments: [AppStoreEnvironment],
+        maximumLag: TimeInterval, store: any SubscriptionStore, now: Date, logger: Logger
     ) async throws -> FeedHealth {
         var health = FeedHealth()
-        for environment in environments {
-            let fallback: FeedFallback?
-            if configured {
-                let cursor = try await store.feedCursor(environment: environment)
-                // Another worker reading the window now is as current as reading it here.
-                let beingRead = outcome?.leftToOthers.contains(environment) == true
-                // Behind by as much as the last completed read is old (none yet: not behind).
-                // (Never below 0: the stored cursor is whole milliseconds, now is not.)
-                let lag = beingRead ? 0 : max(0, cursor.map { now.timeIntervalSince($0) } ?? 0)
-                health.lagSeconds = max(health.lagSeconds ?? 0, (lag * 1000).rounded() / 1000)
-                if outcome?.gaps.contains(environment) == true {
-                    fallback = .gap
-                } else if beingRead || (cursor != nil && lag <= maximumLag) {
-                    let activity = try await store.feedActivity(environment: environment, since: now - silence)
-                    let readForADay = activity.pulledSince.map { now.timeIntervalSince($0) >= silence } ?? false
-                    fallback = readForADay && !activity.notified && activity.renewed ? .silent : nil
-                } else if let reason = outcome?.failed[environment] {
-                    fallback = reason == .rateLimited ? .rateLimited : .pullFailed
-                } else {
-                    fallback = .lagging
-                }
-            } else {
-                fallback = .notConfigured
-            }
-            guard let fallback else {
-                health.healthy.insert(environment)
-                continue
-            }
-            health.fallbacks[environment] = fallback
-            let moved = try await store.fallBackToPolling(environment: environment)
-            health.movedBack[environment] = moved
-            let metadata: Logger.Metadata = [
-                LogKey.environment: "\(environment.rawValue)", LogKey.feedFallback: "\(fallback.rawValue)",
-                LogKey.feedMovedBack: "\(moved)",
-            ]
-            switch fallback {
-            case .notConfigured:
-                if environment == environments.first {
-                    logger.info("No change feed without Server API credentials: polling on the full schedule")
-                }
-            case .silent:
-                logger.warning(
-                    """
-                    Apple's change feed has had no notification for a day while subscriptions renewed: check that \
-                    the app has an App Store Server Notifications V2 URL set in App Store Connect. Polling on the \
-                    full schedule until notifications arrive
-                    """,
-                    metadata: metadata)
-            default:
-                logger.warning(
-                    "Apple's change feed is not current: polling on the full schedule until it is", metadata: metadata)
+        for (app, configured) in sources {
+            for environment in environments {
+                try await health.assess(
+                    FeedStream(environment, app: app), configured: configured, first: environment == environments.first,
+                    outcome: outcome, maximumLag: maximumLag, store: store, now: now, logger: logger)
             }
         }
         return health
+    }
+
+    private mutating func assess(
+        _ stream: FeedStream, configured: Bool, first: Bool, outcome: FeedPull.Outcome?, maximumLag: TimeInterval,
+        store: any SubscriptionStore, now: Date, logger: Logger
+    ) async throws {
+        let environment = stream.environment
+        let fallback: FeedFallback?
+        if configured {
+            let cursor = try await store.feedCursor(stream)
+            // Another worker reading the window now is as current as reading it here.
+            let beingRead = outcome?.leftToOthers.contains(stream) == true
+            // Behind by as much as the last completed read is old (none yet: not behind).
+            // (Never below 0: the stored cursor is whole milliseconds, now is not.)
+            let lag = beingRead ? 0 : max(0, cursor.map { now.timeIntervalSince($0) } ?? 0)
+            lagSeconds = max(lagSeconds ?? 0, (lag * 1000).rounded() / 1000)
+            if outcome?.gaps.contains(stream) == true {
+                fallback = .gap
+            } else if beingRead || (cursor != nil && lag <= maximumLag) {
+                let activity = try await store.feedActivity(stream, since: now - Self.silence)
+                let readForADay = activity.pulledSince.map { now.timeIntervalSince($0) >= Self.silence } ?? false
+                fallback = readForADay && !activity.notified && activity.renewed ? .silent : nil
+            } else if let reason = outcome?.failed[stream] {
+                fallback = reason == .rateLimited ? .rateLimited : .pullFailed
+            } else {
+                fallback = .lagging
+            }
+        } else {
+            fallback = .notConfigured
+        }
+        guard let fallback else {
+            healthy.insert(stream)
+            return
+        }
+        fallbacks[stream] = fallback
+        let moved = try await store.fallBackToPolling(stream)
+        movedBack[stream] = moved
+        var metadata: Logger.Metadata = [
+            LogKey.environment: "\(environment.rawValue)", LogKey.feedFallback: "\(fallback.rawValue)",
+            LogKey.feedMovedBack: "\(moved)",
+        ]
+        if let app = stream.app { metadata[LogKey.app] = "\(app)" }
+        switch fallback {
+        case .notConfigured:
+            if first {
+                logger.info(
+                    "No change feed without Server API credentials: polling on the full schedule",
+                    metadata: stream.app.map { [LogKey.app: "\($0)"] } ?? [:])
+            }
+        case .silent:
+            logger.warning(
+                """
+                Apple's change feed has had no notification for a day while subscriptions renewed: check that \
+                the app has an App Store Server Notifications V2 URL set in App Store Connect. Polling on the \
+                full schedule until notifications arrive
+                """,
+                metadata: metadata)
+        default:
+            logger.warning(
+                "Apple's change feed is not current: polling on the full schedule until it is", metadata: metadata)
+        }
     }
 }
 

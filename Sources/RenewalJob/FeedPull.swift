@@ -14,8 +14,12 @@ import RenewalStorage
 /// keeps history (180 days in production, 30 in the sandbox, less a day of margin): a cursor older
 /// than that is a gap, logged. The check of a named subscription re-reads Get All Subscription
 /// Statuses: notifications arrive late and out of order, the statuses are always the latest.
+///
+/// With several apps, each app's feed is its own stream (`FeedStream`): its own cursor per
+/// environment, read with its own key.
 struct FeedPull: Sendable {
-    let feed: any NotificationFeed
+    /// The feeds to read, by app (nil: the one app).
+    let feeds: [(app: String?, feed: any NotificationFeed)]
     let store: any SubscriptionStore
     let overlap: TimeInterval
     let runID: String?
@@ -31,12 +35,12 @@ struct FeedPull: Sendable {
         var madeDue = 0
         var byType: [String: Int] = [:]
         var refused: [FailureReason] = []
-        /// Environments whose pull failed (the cursor stays; the next run reads the window again).
-        var failed: [AppStoreEnvironment: FailureReason] = [:]
-        /// Environments whose cursor was older than Apple keeps history: notifications were lost.
-        var gaps: Set<AppStoreEnvironment> = []
-        /// Environments another worker was reading, or had just read, when this one came to them.
-        var leftToOthers: Set<AppStoreEnvironment> = []
+        /// Feeds whose pull failed (the cursor stays; the next run reads the window again).
+        var failed: [FeedStream: FailureReason] = [:]
+        /// Feeds whose cursor was older than Apple keeps history: notifications were lost.
+        var gaps: Set<FeedStream> = []
+        /// Feeds another worker was reading, or had just read, when this one came to them.
+        var leftToOthers: Set<FeedStream> = []
 
         mutating func add(_ other: Outcome) {
             notifications += other.notifications
@@ -58,28 +62,34 @@ struct FeedPull: Sendable {
         (environment == .sandbox ? 30 : 180) * 86_400
     }
 
-    /// Reads each environment's window, one worker at a time per environment (the others leave it
-    /// and go on with their due rows).
+    /// Reads each feed's window in each environment, one worker at a time per feed (the others
+    /// leave it and go on with their due rows).
     func pull(environments: [AppStoreEnvironment], now: Date) async throws -> Outcome {
         var outcome = Outcome()
-        for environment in environments {
-            let pulled = try await store.exclusively("feed/" + environment.rawValue) { [self] in
-                try await pull(environment, now: now)
+        for (app, feed) in feeds {
+            for environment in environments {
+                let stream = FeedStream(environment, app: app)
+                let pulled = try await store.exclusively("feed/" + stream.key) { [self] in
+                    try await pull(stream, from: feed, now: now)
+                }
+                guard let pulled else {
+                    outcome.leftToOthers.insert(stream)
+                    continue
+                }
+                outcome.add(pulled)
             }
-            guard let pulled else {
-                outcome.leftToOthers.insert(environment)
-                continue
-            }
-            outcome.add(pulled)
         }
         return outcome
     }
 
-    private func pull(_ environment: AppStoreEnvironment, now: Date) async throws -> Outcome {
+    private func pull(_ stream: FeedStream, from feed: any NotificationFeed, now: Date) async throws -> Outcome {
         var outcome = Outcome()
-        let cursor = try await store.feedCursor(environment: environment)
+        let environment = stream.environment
+        var logger = self.logger
+        if let app = stream.app { logger[metadataKey: LogKey.app] = "\(app)" }
+        let cursor = try await store.feedCursor(stream)
         if let cursor, cursor > now.addingTimeInterval(-Self.freshness) {
-            outcome.leftToOthers.insert(environment)
+            outcome.leftToOthers.insert(stream)
             return outcome
         }
         let oldest = now.addingTimeInterval(-Self.kept(environment) + 86_400)
@@ -92,7 +102,7 @@ struct FeedPull: Sendable {
                     LogKey.feedPulledUntil: "\(cursor.map(Timestamp.string) ?? "never")",
                 ])
             start = oldest
-            if cursor != nil { outcome.gaps.insert(environment) }
+            if cursor != nil { outcome.gaps.insert(stream) }
         }
         var token: String?
         var pages = 0
@@ -101,7 +111,7 @@ struct FeedPull: Sendable {
                 environment: environment, start: start, end: now, token: token, logger: logger)
             {
             case .failure(let error):
-                outcome.failed[environment] = error.reason
+                outcome.failed[stream] = error.reason
                 logger.warning(
                     "The change feed could not be read; this window is read again next run",
                     metadata: [
@@ -120,7 +130,7 @@ struct FeedPull: Sendable {
                 let records = page.notifications.map {
                     FeedNotificationRecord(
                         uuid: $0.uuid, environment: environment, type: $0.type, subtype: $0.subtype,
-                        originalTransactionID: $0.originalTransactionID, signedAt: $0.signedDate)
+                        originalTransactionID: $0.originalTransactionID, signedAt: $0.signedDate, bundleID: stream.app)
                 }
                 let recorded = try await store.recordFeedNotifications(records, runID: runID, now: clock())
                 outcome.notifications += recorded.new
@@ -142,8 +152,8 @@ struct FeedPull: Sendable {
                 token = page.nextToken
             }
         } while token != nil
-        if outcome.failed[environment] == nil {
-            try await store.advanceFeedCursor(environment: environment, from: start, to: now, now: now)
+        if outcome.failed[stream] == nil {
+            try await store.advanceFeedCursor(stream, from: start, to: now, now: now)
         }
         return outcome
     }

@@ -34,16 +34,22 @@ extension RenewalRun {
         public var apps: AppCatalogue?
         /// The policies every decision of this run follows.
         var rules: EntitlementDecision.Rules {
-            var rules = EntitlementDecision.Rules(
-                schedule: schedule, identity: identity, feedEnvironments: feedEnvironments)
+            var rules = EntitlementDecision.Rules(schedule: schedule, identity: identity, feedStreams: feedStreams)
             rules.apps = apps?.identities ?? [:]
             return rules
         }
-        /// The environments whose feed the run found healthy (set by the run once it has read the feed).
-        var feedEnvironments: Set<AppStoreEnvironment> = []
+        /// The feeds the run found healthy (set by the run once it has read them).
+        var feedStreams: Set<FeedStream> = []
+        /// Each feed a `run` reads, by app (nil: the one app); an app without one is polled on the
+        /// full schedule (`not_configured`).
+        var feedSources: [(app: String?, feed: (any NotificationFeed)?)] {
+            guard let apps else { return [(nil, feed)] }
+            return apps.apps.map { ($0.bundleID, $0.feed) }
+        }
         public var circuitBreaker = CircuitBreaker.Configuration()
         /// Apple's change feed, read at the start of each `run` (not backfills or dry runs) so the
-        /// subscriptions it names are checked in the same run; nil (no Server API) for none.
+        /// subscriptions it names are checked in the same run; nil (no Server API) for none. With
+        /// several apps, each app's (`AppCatalogue.App.feed`) instead.
         public var feed: (any NotificationFeed)?
         /// How far each pull reaches back before where the last one ended, for notifications Apple
         /// indexes late (their uuid keeps any from being acted on twice). Default 15 minutes.

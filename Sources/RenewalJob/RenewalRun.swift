@@ -80,17 +80,19 @@ public struct RenewalRun: Sendable {
         var feedOutcome: FeedPull.Outcome?
         var feedHealth: FeedHealth?
         if !configuration.dryRun {
-            if case .run = configuration.command, let feed = configuration.feed {
+            let sources = configuration.feedSources
+            let feeds = sources.compactMap { source in source.feed.map { (app: source.app, feed: $0) } }
+            if case .run = configuration.command, !feeds.isEmpty {
                 feedOutcome = try await FeedPull(
-                    feed: feed, store: store, overlap: configuration.feedOverlap, runID: runID, logger: logger,
+                    feeds: feeds, store: store, overlap: configuration.feedOverlap, runID: runID, logger: logger,
                     clock: now
                 ).pull(environments: AppStoreEnvironment.feedEnvironments, now: startedAt)
             }
             let health = try await FeedHealth.assess(
-                configured: configuration.feed != nil, outcome: feedOutcome,
+                sources: sources.map { ($0.app, $0.feed != nil) }, outcome: feedOutcome,
                 environments: AppStoreEnvironment.feedEnvironments, maximumLag: configuration.feedMaximumLag,
                 store: store, now: startedAt, logger: logger)
-            run.configuration.feedEnvironments = health.healthy
+            run.configuration.feedStreams = health.healthy
             feedHealth = health
             if let feedOutcome {
                 configuration.metrics?.feedRead(
@@ -102,7 +104,7 @@ public struct RenewalRun: Sendable {
                         LogKey.feedUnmatched: "\(feedOutcome.unmatched)",
                         LogKey.feedFallback: "\(health.fallbackNames.sorted { $0.key < $1.key })",
                     ])
-            } else if configuration.feed != nil {
+            } else if !feeds.isEmpty {
                 configuration.metrics?.feedHealth(healthy: health.fallbacks.isEmpty)
             }
         }

@@ -473,6 +473,9 @@ extension SQLSchema {
     /// until then). Each change and failure records the app of its receipt at the time, so reports
     /// and dashboards split by app without a join; `runs.apps_stopped` names the apps whose
     /// credentials Apple rejected in that run (comma-separated), whose rows it left untouched.
+    /// Apple's change feed is per app: with several apps `feed_cursors.environment` holds
+    /// `bundle_id/Environment` (one cursor per app and environment) and `feed_notifications.bundle_id`
+    /// the app whose feed listed a notification.
     /// The dashboard views that count receipts, subscriptions, changes or failures gain a first
     /// column `bundle_id` (NULL for rows whose app is not known yet) and are split by it; each is
     /// dropped and made again, as a view cannot gain a column in the middle.
@@ -488,6 +491,7 @@ extension SQLSchema {
             "ALTER TABLE entitlement_changes ADD COLUMN bundle_id TEXT",
             "ALTER TABLE run_failures ADD COLUMN bundle_id TEXT",
             "ALTER TABLE runs ADD COLUMN apps_stopped TEXT",
+            "ALTER TABLE feed_notifications ADD COLUMN bundle_id TEXT",
         ] + views.map { "DROP VIEW \($0)" } + [
             """
             CREATE VIEW entitlements_by_product AS

@@ -6,10 +6,10 @@ extension SQLSubscriptionStore {
     /// Apple signed it (Apple's statuses then include the change): clocks differ by seconds, not a minute.
     static var verifiedAfterNotificationMargin: TimeInterval { 60 }
 
-    public func feedCursor(environment: AppStoreEnvironment) async throws -> Date? {
+    public func feedCursor(_ stream: FeedStream) async throws -> Date? {
         try await onConnection { connection in
             try connection.execute(
-                "SELECT pulled_until FROM feed_cursors WHERE environment = $1", [.text(environment.rawValue)]
+                "SELECT pulled_until FROM feed_cursors WHERE environment = $1", [.text(stream.key)]
             ).first?.date("pulled_until")
         }
     }
@@ -40,8 +40,8 @@ extension SQLSubscriptionStore {
                 let inserted = try connection.execute(
                     """
                     INSERT INTO feed_notifications (notification_uuid, environment, notification_type, subtype,
-                        original_transaction_id, receipt_id, signed_at, received_at, run_id)
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                        original_transaction_id, receipt_id, signed_at, received_at, run_id, bundle_id)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                     ON CONFLICT (notification_uuid) DO NOTHING
                     RETURNING notification_uuid
                     """,
@@ -49,7 +49,7 @@ extension SQLSubscriptionStore {
                         .text(notification.uuid), .text(notification.environment.rawValue), .text(notification.type),
                         SQLValue(notification.subtype), SQLValue(notification.originalTransactionID),
                         receiptID.map(SQLValue.int64) ?? .null, SQLValue(notification.signedAt), SQLValue(now),
-                        SQLValue(runID),
+                        SQLValue(runID), SQLValue(notification.bundleID),
                     ])
                 guard !inserted.isEmpty else { continue }
                 result.new += 1
@@ -75,9 +75,9 @@ extension SQLSubscriptionStore {
         }
     }
 
-    public func advanceFeedCursor(
-        environment: AppStoreEnvironment, from windowStart: Date, to pulledUntil: Date, now: Date
-    ) async throws {
+    public func advanceFeedCursor(_ stream: FeedStream, from windowStart: Date, to pulledUntil: Date, now: Date)
+        async throws
+    {
         try await inTransaction { connection in
             _ = try connection.execute(
                 """
@@ -90,19 +90,21 @@ extension SQLSubscriptionStore {
                         THEN excluded.pulled_since ELSE feed_cursors.pulled_since END,
                     updated_at = excluded.updated_at
                 """,
-                [.text(environment.rawValue), SQLValue(pulledUntil), SQLValue(now), SQLValue(windowStart)])
+                [.text(stream.key), SQLValue(pulledUntil), SQLValue(now), SQLValue(windowStart)])
         }
     }
 
-    public func feedActivity(environment: AppStoreEnvironment, since: Date) async throws -> FeedActivity {
-        try await onConnection { connection in
-            let env = SQLValue.text(environment.rawValue)
+    public func feedActivity(_ stream: FeedStream, since: Date) async throws -> FeedActivity {
+        let ofApp = stream.app == nil ? "" : "AND bundle_id = $3"
+        let app: [SQLValue] = stream.app.map { [.text($0)] } ?? []
+        return try await onConnection { connection in
+            let env = SQLValue.text(stream.environment.rawValue)
             let pulledSince = try connection.execute(
-                "SELECT pulled_since FROM feed_cursors WHERE environment = $1", [env]
+                "SELECT pulled_since FROM feed_cursors WHERE environment = $1", [.text(stream.key)]
             ).first?.optionalDate("pulled_since")
             let notified = try connection.execute(
-                "SELECT 1 AS found FROM feed_notifications WHERE signed_at >= $2 AND environment = $1 LIMIT 1",
-                [env, SQLValue(since)])
+                "SELECT 1 AS found FROM feed_notifications WHERE signed_at >= $2 AND environment = $1 \(ofApp) LIMIT 1",
+                [env, SQLValue(since)] + app)
             // A renewal Apple made since then (it takes effect at the old expiry), not merely one a check
             // found since then: a late check of an old renewal says nothing about today's feed.
             guard notified.isEmpty else {
@@ -112,37 +114,38 @@ extension SQLSubscriptionStore {
                 """
                 SELECT 1 AS found FROM entitlement_changes
                 WHERE occurred_at >= $2 AND environment = $1 AND kind IN ('renewed', 'billing_recovered')
-                AND old_expires_at >= $2 LIMIT 1
+                AND old_expires_at >= $2 \(ofApp) LIMIT 1
                 """,
-                [env, SQLValue(since)])
+                [env, SQLValue(since)] + app)
             return FeedActivity(pulledSince: pulledSince, notified: false, renewed: !renewed.isEmpty)
         }
     }
 
-    public func fallBackToPolling(environment: AppStoreEnvironment) async throws -> Int {
-        try await inTransaction { connection in
-            let env = SQLValue.text(environment.rawValue)
+    public func fallBackToPolling(_ stream: FeedStream) async throws -> Int {
+        let ofApp = stream.app == nil ? "" : "AND bundle_id = $2"
+        let binds: [SQLValue] = [.text(stream.environment.rawValue)] + (stream.app.map { [.text($0)] } ?? [])
+        return try await inTransaction { connection in
             // The subscriptions first (what `status` shows), from the receipts' polling checks.
             _ = try connection.execute(
                 """
                 UPDATE subscriptions SET next_check_at = (
                     SELECT r.polling_check_at FROM receipts r WHERE r.id = subscriptions.receipt_id)
                 WHERE receipt_id IN (
-                    SELECT id FROM receipts WHERE environment = $1 AND polling_check_at IS NOT NULL)
+                    SELECT id FROM receipts WHERE environment = $1 AND polling_check_at IS NOT NULL \(ofApp))
                 AND next_check_at > (
                     SELECT r.polling_check_at FROM receipts r WHERE r.id = subscriptions.receipt_id)
                 """,
-                [env])
+                binds)
             return try connection.execute(
                 """
                 UPDATE receipts SET
                     next_check_at = CASE WHEN polling_check_at < next_check_at
                         THEN polling_check_at ELSE next_check_at END,
                     polling_check_at = NULL
-                WHERE environment = $1 AND polling_check_at IS NOT NULL
+                WHERE environment = $1 AND polling_check_at IS NOT NULL \(ofApp)
                 RETURNING id
                 """,
-                [env]
+                binds
             ).count
         }
     }

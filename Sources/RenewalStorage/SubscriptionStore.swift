@@ -69,8 +69,8 @@ public protocol SubscriptionStore: Sendable {
     /// can check them. Counted by a scan; for `check`, not for the run.
     func countWithoutReceipt() async throws -> Int
 
-    /// Where the last completed pull of `environment`'s change feed ended; nil before the first.
-    func feedCursor(environment: AppStoreEnvironment) async throws -> Date?
+    /// Where the last completed pull of `stream` ended; nil before the first.
+    func feedCursor(_ stream: FeedStream) async throws -> Date?
 
     /// Records a page of notifications, each once (by uuid: an overlapping window or a repeated page
     /// acts on nothing twice), and makes the receipt of each new one's subscription due at `now`
@@ -78,21 +78,21 @@ public protocol SubscriptionStore: Sendable {
     func recordFeedNotifications(_ notifications: [FeedNotificationRecord], runID: String?, now: Date)
         async throws -> FeedRecordResult
 
-    /// Moves `environment`'s cursor to `pulledUntil` once the window from `windowStart` has been read
+    /// Moves `stream`'s cursor to `pulledUntil` once the window from `windowStart` has been read
     /// to its end; never backwards (two workers finishing out of order). A window starting after the
     /// cursor (a gap: history Apple no longer keeps) restarts `pulledSince`.
-    func advanceFeedCursor(environment: AppStoreEnvironment, from windowStart: Date, to pulledUntil: Date, now: Date)
+    func advanceFeedCursor(_ stream: FeedStream, from windowStart: Date, to pulledUntil: Date, now: Date)
         async throws
 
-    /// What tells whether `environment`'s feed can be trusted to announce changes: where its unbroken
-    /// reads began, and whether any notification was signed, and any renewal (as checks found it)
-    /// took effect, since `since`.
-    func feedActivity(environment: AppStoreEnvironment, since: Date) async throws -> FeedActivity
+    /// What tells whether `stream` can be trusted to announce changes: where its unbroken reads
+    /// began, and whether any notification was signed, and any renewal (as checks found it) took
+    /// effect, since `since` (of its app's receipts, with several apps).
+    func feedActivity(_ stream: FeedStream, since: Date) async throws -> FeedActivity
 
-    /// The feed of `environment` is no longer trusted: every receipt the feed's schedule put later
-    /// than polling would have is moved back to its polling check (due at once when that has
-    /// passed). Returns how many receipts moved.
-    func fallBackToPolling(environment: AppStoreEnvironment) async throws -> Int
+    /// `stream` is no longer trusted: every receipt of its environment (and app) that the feed's
+    /// schedule put later than polling would have is moved back to its polling check (due at once
+    /// when that has passed). Returns how many receipts moved.
+    func fallBackToPolling(_ stream: FeedStream) async throws -> Int
 
     /// Runs `body` unless another worker is running a body for the same `name` (PostgreSQL: a
     /// session advisory lock, dropped if the process dies; SQLite: the run lock admits one run
@@ -125,4 +125,25 @@ public protocol SubscriptionStore: Sendable {
 
     /// A short name for logs: `sqlite` or `postgres`.
     var backendName: String { get }
+}
+
+extension SubscriptionStore {
+    /// The one-app feed of `environment`'s cursor.
+    public func feedCursor(environment: AppStoreEnvironment) async throws -> Date? {
+        try await feedCursor(FeedStream(environment))
+    }
+
+    public func advanceFeedCursor(
+        environment: AppStoreEnvironment, from windowStart: Date, to pulledUntil: Date, now: Date
+    ) async throws {
+        try await advanceFeedCursor(FeedStream(environment), from: windowStart, to: pulledUntil, now: now)
+    }
+
+    public func feedActivity(environment: AppStoreEnvironment, since: Date) async throws -> FeedActivity {
+        try await feedActivity(FeedStream(environment), since: since)
+    }
+
+    public func fallBackToPolling(environment: AppStoreEnvironment) async throws -> Int {
+        try await fallBackToPolling(FeedStream(environment))
+    }
 }

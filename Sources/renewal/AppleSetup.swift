@@ -141,9 +141,10 @@ struct AppleSetup {
                 }
                 return AppCatalogue.App(
                     identity: app.identity,
-                    verifier: SourceRouter(mode: mode, verifyReceipt: client, serverAPI: serverAPIClient))
+                    verifier: SourceRouter(mode: mode, verifyReceipt: client, serverAPI: serverAPIClient),
+                    // Apple's change feed is per app: each app's own key reads its own.
+                    feed: mode == .verifyReceipt ? nil : serverAPIClient)
             })
-        // Apple's change feed is per app; with several apps it is not read yet: each app is polled.
         return (catalogue, nil, catalogue)
     }
 

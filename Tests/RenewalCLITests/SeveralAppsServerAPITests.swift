@@ -2,6 +2,7 @@ import AppStoreSimulator
 import Crypto
 import Foundation
 import Logging
+import RenewalCore
 import RenewalServerAPI
 import Testing
 
@@ -109,6 +110,60 @@ struct SeveralAppsServerAPITests {
             // both environments, then found with the Mac app's.
             let stats = state.serverAPIStats
             #expect(stats.unauthorized == 0 && stats.notFound == 2 * 2, "\(stats)")
+        }
+    }
+
+    @Test(
+        """
+        Apple's change feed is read per app, each with its own key and cursor: a refund mid-period in the Mac app \
+        reaches the database through the Mac app's feed, and the iPhone app's feed never lists it
+        """,
+        arguments: SeveralAppsTests.backends)
+    func feedPerApp(_ backend: String) async throws {
+        try await Self.withApps(backend, macKeyAccepted: true) { directory, database, state, environment in
+            var (lines, _) = Self.storeKit2Rows(state, perApp: 2, unnamed: 0)
+            // Renewed once (day 30), refunded on day 45: a day after the first run, mid-period.
+            let refund = SimulatedReceipt(
+                account: "mac-refund-\(UUID().uuidString.prefix(8))", scenario: .refund,
+                start: state.now.addingTimeInterval(-44 * 86_400), productID: SeveralAppsTests.macProduct,
+                bundle: Self.mac)
+            state.register([refund])
+            let refundID = refund.originalTransactionID
+            lines +=
+                #"{"user_id": "mac-refund", "original_transaction_id": "\#(refundID)", "bundle_id": "\#(Self.mac)"}"#
+            try lines.write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
+            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
+            #expect(try await CLI.run(["import", directory + "/lines.jsonl", "--database", database]).status == 0)
+            let first = try await CLI.run(
+                ["run", "--database", database, "--now", Timestamp.string(state.now)], environment: environment)
+            #expect(first.status == 0, "\(first.stdout)\n\(first.stderr)")
+            let cursors = try await SeveralAppsTests.strings(
+                "SELECT environment AS value FROM feed_cursors ORDER BY environment", backend: backend,
+                database: database)
+            #expect(
+                cursors == [
+                    "com.example.app/Production", "com.example.app/Sandbox", "com.example.mac/Production",
+                    "com.example.mac/Sandbox",
+                ])
+
+            state.advance(by: 1.5 * 86_400)
+            let second = try await CLI.run(
+                [
+                    "run", "--database", database, "--now", Timestamp.string(state.now), "--report",
+                    directory + "/second.json",
+                ], environment: environment)
+            #expect(second.status == 0, "\(second.stdout)\n\(second.stderr)")
+            let report = try ServerAPIMigrationTests.json(directory + "/second.json")
+            let changes = report["changes"] as? [[String: Any]] ?? []
+            #expect(
+                changes.contains {
+                    $0["user_id"] as? String == "mac-refund" && $0["kind"] as? String == "refunded"
+                        && $0["bundle_id"] as? String == Self.mac
+                }, "\(changes)")
+            let listedBy = try await SeveralAppsTests.strings(
+                "SELECT bundle_id AS value FROM feed_notifications WHERE original_transaction_id = '\(refundID)'",
+                backend: backend, database: database)
+            #expect(!listedBy.isEmpty && listedBy.allSatisfy { $0 == Self.mac }, "\(listedBy)")
         }
     }
 
@@ -249,7 +304,11 @@ struct SeveralAppsServerAPITests {
         #expect(stats["rateLimited"] as? Int == 0, "\(stats)")
         let keys = try await PostgresKillTests.sqlOffPool(
             "SELECT string_agg(bucket, ',' ORDER BY bucket) FROM \(schema).api_request_budget", url: base, psql: psql)
+        // Every budget is one app's (the change feed's reads of each app count against it too).
+        let buckets = keys.split(separator: ",").map(String.init)
+        #expect(buckets.allSatisfy { $0.hasPrefix(Self.phone + "/") || $0.hasPrefix(Self.mac + "/") }, "\(keys)")
         #expect(
-            keys == "com.example.app/subscriptions/production,com.example.mac/subscriptions/production", "\(keys)")
+            buckets.contains("com.example.app/subscriptions/production")
+                && buckets.contains("com.example.mac/subscriptions/production"), "\(keys)")
     }
 }

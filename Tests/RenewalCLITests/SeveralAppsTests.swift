@@ -350,6 +350,17 @@ struct SeveralAppsTests {
         }
     }
 
+    /// One text column of every row `sql` returns (NULL as "NULL").
+    static func strings(_ sql: String, backend: String, database: String) async throws -> [String] {
+        let read: @Sendable (any SQLConnection) throws -> [String] = { connection in
+            try connection.execute(sql, []).map { row in try row.optionalText("value") ?? "NULL" }
+        }
+        if backend == "postgres" {
+            return try await PostgresSubscriptionStore.open(url: database).database.withConnection(read)
+        }
+        return try await SQLiteSubscriptionStore.open(path: database, create: false).database.withConnection(read)
+    }
+
     /// `SUM(column)` of a dashboard view by its `bundle_id`.
     static func sumByApp(view: String, column: String, backend: String, database: String) async throws -> [String: Int]
     {
