@@ -9,10 +9,10 @@ import RenewalStorage
 extension RunExecution {
     /// Does with one answer what the state machine's rules say: release the receipt untouched, hold
     /// an outage back, or write the held results and this one.
-    mutating func handle(_ receipt: StoredReceipt, _ answer: AppleAnswer) async throws {
+    mutating func handle(_ receipt: StoredReceipt, _ answer: AppleAnswer, app: String? = nil) async throws {
         if case .verified(let evidence) = answer {
-            switch machine.answered(evidence: true, outage: { false }) {
-            case .release, .hold, .holdAndOpenBreaker:
+            switch machine.answered(evidence: true, app: app, outage: { false }) {
+            case .release, .hold, .holdAndOpenBreaker, .holdAndStopApp:
                 try await release(receipt)
             case .write:
                 // Any usable answer from Apple writes the outages held so far.
@@ -24,7 +24,7 @@ extension RunExecution {
         // Decided only when the rules look at it (a receipt released untouched is not).
         var decided: EntitlementDecision?
         let (run, runID, leaseOwner) = (self.run, self.runID, self.leaseOwner)
-        let disposition = machine.answered(evidence: false) {
+        let disposition = machine.answered(evidence: false, app: app) {
             let decision = Self.decide(receipt, answer, owners: [:], run: run, runID: runID, leaseOwner: leaseOwner)
             decided = decision
             return decision.outcome == .failed(outage: true)
@@ -37,9 +37,20 @@ extension RunExecution {
         case .release:
             try await release(receipt)
         case .hold:
-            heldOutages.append((receipt, decision))
+            heldOutages.append((receipt, decision, app))
+        case .holdAndStopApp:
+            heldOutages.append((receipt, decision, app))
+            guard let app else { break }
+            stoppedApps[app] = "apple_unavailable"
+            logger.error(
+                "Apple keeps failing for this app; its breaker is open and its receipts are left untouched, the other apps go on",
+                metadata: [
+                    LogKey.app: "\(app)", LogKey.consecutiveOutages: "\(machine.consecutiveOutages)",
+                ])
+            configuration.metrics?.breakerTripped()
+            try await recordHeldOutagesAsFailures(of: app)
         case .holdAndOpenBreaker:
-            heldOutages.append((receipt, decision))
+            heldOutages.append((receipt, decision, app))
             logger.error(
                 "Apple keeps failing; circuit breaker open, no more receipts are claimed",
                 metadata: [
@@ -53,14 +64,15 @@ extension RunExecution {
         }
     }
 
-    /// The breaker opened: the held receipts keep every column but their lease, and their failures
-    /// are recorded (`run_failures` and the report) so the outage is visible.
-    mutating func recordHeldOutagesAsFailures() async throws {
-        let held = heldOutages
-        heldOutages.removeAll()
+    /// The breaker opened (of `app` only, with several apps): the held receipts keep every column but
+    /// their lease, and their failures are recorded (`run_failures` and the report) so the outage is
+    /// visible.
+    mutating func recordHeldOutagesAsFailures(of app: String? = nil) async throws {
+        let held = heldOutages.filter { app == nil || $0.app == app }
+        heldOutages.removeAll { app == nil || $0.app == app }
         let now = run.now()
         var failures: [RecordedFailure] = []
-        for (receipt, decision) in held {
+        for (receipt, decision, _) in held {
             let failure = decision.failure ?? CheckFailure(reason: .unknown, message: "No usable answer from Apple.")
             counts.checked += 1
             counts.failed += 1
@@ -108,7 +120,7 @@ extension RunExecution {
     mutating func writeHeldOutages() async throws {
         let held = heldOutages
         heldOutages.removeAll()
-        for (receipt, check) in held {
+        for (receipt, check, _) in held {
             try await commit(receipt, check)
         }
     }

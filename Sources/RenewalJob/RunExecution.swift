@@ -20,7 +20,9 @@ struct RunExecution {
     var machine: RunStateMachine
     /// Outage failures not yet written: if the streak opens the breaker they are dropped and their
     /// rows stay exactly as they were; any usable answer from Apple writes them.
-    var heldOutages: [(StoredReceipt, EntitlementDecision)] = []
+    var heldOutages: [HeldOutage] = []
+    /// An outage result held back, and the app whose credentials asked (several apps).
+    typealias HeldOutage = (receipt: StoredReceipt, decision: EntitlementDecision, app: String?)
     /// Apps (of several) whose credentials Apple rejected in this run, with why: their rows are
     /// left untouched from then on.
     var stoppedApps: [String: String] = [:]
@@ -45,7 +47,7 @@ struct RunExecution {
                 concurrency: max(1, configuration.concurrency), maximumBatch: Self.maximumBatch,
                 maximumPending: Self.maximumPending, maximumRescans: Self.maximumRescans,
                 mayRescan: leases && configuration.limit == nil && dueRun),
-            breaker: configuration.circuitBreaker)
+            breaker: configuration.circuitBreaker, apps: configuration.apps?.apps.count ?? 1)
     }
 
     /// What the task group's children report: an answer from Apple, or a step of a graceful shutdown.
@@ -199,7 +201,7 @@ struct RunExecution {
                             failure.reason == .appleStatus(.sharedSecretRejected)
                                 ? .sharedSecretRejected : .credentialsRejected)
                     }
-                    try await handle(receipt, answer)
+                    try await handle(receipt, answer, app: app)
                     if machine.resultsPending(pending.count) == .write { startWriting(in: &group) }
                 }
             }
@@ -212,7 +214,7 @@ struct RunExecution {
         } else {
             let held = heldOutages
             heldOutages.removeAll()
-            for (receipt, _) in held { try await release(receipt) }
+            for (receipt, _, _) in held { try await release(receipt) }
         }
         try await flush()
         if let leaseOwner {
@@ -249,16 +251,15 @@ struct RunExecution {
     private mutating func stopApp(_ app: String, failure: CheckFailure, of apps: AppCatalogue) -> Bool {
         let reason =
             failure.reason == .appleStatus(.sharedSecretRejected) ? "shared_secret_rejected" : "credentials_rejected"
-        if stoppedApps[app] == nil {
-            stoppedApps[app] = reason
-            logger.error(
-                "Apple rejected this app's credentials; its receipts are left untouched, the other apps' go on",
-                metadata: [
-                    LogKey.app: "\(app)", LogKey.reason: "\(failure.reason)",
-                    LogKey.appsStopped: "\(stoppedApps.count)/\(apps.apps.count)",
-                ])
-        }
-        return stoppedApps.count < apps.apps.count
+        guard stoppedApps[app] == nil else { return true }
+        stoppedApps[app] = reason
+        logger.error(
+            "Apple rejected this app's credentials; its receipts are left untouched, the other apps' go on",
+            metadata: [
+                LogKey.app: "\(app)", LogKey.reason: "\(failure.reason)",
+                LogKey.appsStopped: "\(stoppedApps.count)/\(apps.apps.count)",
+            ])
+        return machine.stopApp(app)
     }
 
     /// At most this many extra passes over the due rows (each pass must still be finding work).

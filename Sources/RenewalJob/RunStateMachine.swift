@@ -55,6 +55,9 @@ struct RunStateMachine {
         /// This outage opened the breaker: hold it with the others, record them all as failures,
         /// claim nothing more.
         case holdAndOpenBreaker
+        /// Several apps: this outage opened the breaker of its app, and other apps go on. Hold it,
+        /// record that app's held outages as failures, and leave its rows untouched from now on.
+        case holdAndStopApp
         /// Write the held results, then this one.
         case write
     }
@@ -65,6 +68,12 @@ struct RunStateMachine {
 
     let limits: Limits
     private var breaker: CircuitBreaker
+    /// Several apps: how many (each has a breaker of its own: Apple's limits and a key's troubles are
+    /// per app); 1 with one app, whose breaker is `breaker`.
+    private let apps: Int
+    private var appBreakers: [String: CircuitBreaker] = [:]
+    /// Apps stopped for the rest of the run (their breaker opened, or Apple rejected their credentials).
+    private(set) var stoppedApps: Set<String> = []
     private var phase = Phase.claiming
     private var window = 1
     private(set) var inFlight = 0
@@ -82,12 +91,16 @@ struct RunStateMachine {
     /// their receipts untouched (the stop, not Apple, cut their retries short).
     private(set) var draining = false
 
-    init(limits: Limits, breaker: CircuitBreaker.Configuration) {
+    init(limits: Limits, breaker: CircuitBreaker.Configuration, apps: Int = 1) {
         self.limits = limits
         self.breaker = CircuitBreaker(configuration: breaker)
+        self.apps = max(1, apps)
     }
 
-    var consecutiveOutages: Int { breaker.consecutiveOutages }
+    /// The longest streak of outages (of any app, with several).
+    var consecutiveOutages: Int {
+        max(breaker.consecutiveOutages, appBreakers.values.map(\.consecutiveOutages).max() ?? 0)
+    }
 
     /// What to do now; call again after performing it, until it says `.wait` or `.finish`.
     mutating func nextAction() -> Action {
@@ -156,6 +169,13 @@ struct RunStateMachine {
         if stop == nil { stop = status }
     }
 
+    /// Several apps: `app` is stopped for the rest of the run (Apple rejected its credentials).
+    /// Returns whether another app still runs; when none does, the caller stops the run.
+    mutating func stopApp(_ app: String) -> Bool {
+        stoppedApps.insert(app)
+        return stoppedApps.count < apps
+    }
+
     /// An answer released unexamined because Apple rejected its app's credentials (several apps, the
     /// others go on): it tells the breaker nothing and writes nothing.
     mutating func answerDropped() {
@@ -166,8 +186,10 @@ struct RunStateMachine {
 
     /// An answer arrived: `evidence` when it is a valid answer; `outage` tells, when asked, whether a
     /// failure says Apple is unavailable (it is asked only when the answer is not released
-    /// unexamined). The window opens to the full concurrency after the first answer.
-    mutating func answered(evidence: Bool, outage: () -> Bool) -> Disposition {
+    /// unexamined). The window opens to the full concurrency after the first answer. With several
+    /// apps, `app` is the one whose credentials asked: its own breaker counts the outage, and only
+    /// when every app is stopped does the run stop.
+    mutating func answered(evidence: Bool, app: String? = nil, outage: () -> Bool) -> Disposition {
         inFlight -= 1
         window = max(1, limits.concurrency)
         phase = .claiming
@@ -175,9 +197,20 @@ struct RunStateMachine {
         if draining, !evidence { return .release }
         if evidence || !outage() {
             breaker.record(outage: false)
+            if let app { appBreakers[app]?.record(outage: false) }
             return .write
         }
         if stop != nil { return .release }
+        if apps > 1, let app {
+            if stoppedApps.contains(app) { return .release }
+            var appBreaker = appBreakers[app] ?? CircuitBreaker(configuration: breaker.configuration)
+            let open = appBreaker.record(outage: true)
+            appBreakers[app] = appBreaker
+            guard open else { return .hold }
+            if stopApp(app) { return .holdAndStopApp }
+            stop = .abortedAppleUnavailable
+            return .holdAndOpenBreaker
+        }
         if breaker.record(outage: true) {
             stop = .abortedAppleUnavailable
             return .holdAndOpenBreaker

@@ -147,9 +147,11 @@ struct JobRunner {
                 FileHandle.standardError.write(
                     Data(
                         """
-                        renewal: Apple rejected the credentials of \(named.joined(separator: ", ")); their receipts \
-                        were left untouched and the other apps' were checked. Fix each one's shared_secret_file \
-                        (21004) or Server API key (401) in the apps file.\n
+                        renewal: stopped checking \(named.joined(separator: ", ")) for this run; their receipts were \
+                        left untouched and the other apps' were checked. shared_secret_rejected (21004) or \
+                        credentials_rejected (401): fix that app's shared_secret_file or Server API key in the apps \
+                        file. apple_unavailable: Apple kept failing for that app (an outage of its own, or its rate \
+                        limit spent elsewhere); the next run tries it again.\n
                         """
                         .utf8))
             }

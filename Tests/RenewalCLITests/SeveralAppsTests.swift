@@ -253,6 +253,63 @@ struct SeveralAppsTests {
         }
     }
 
+    @Test(
+        """
+        Each app has its own circuit breaker: Apple failing for one app's receipts stops that app \
+        (apple_unavailable, exit 5) and the other app's receipts are still checked; failing for every app \
+        aborts the run (exit 4)
+        """)
+    func breakerPerApp() async throws {
+        try await Self.withSetup("sqlite") { directory, database, state, base in
+            var environment = base
+            environment["RENEWAL_APPS_FILE"] = try Self.writeAppsFile(in: directory)
+            // The Mac rows first in the due order: a breaker shared by both apps would stop the run
+            // before any iPhone row was asked.
+            let customers = Self.customers(phone: 4, mac: 6, unnamed: 0)
+            let ordered = customers.filter { $0.app == Self.mac } + customers.filter { $0.app == Self.phone }
+            for customer in ordered where customer.app == Self.mac {
+                state.script(
+                    account: customer.receipt.account,
+                    SimulatorState.ScriptedAnswer(httpStatus: 503, contentType: "text/html", body: "<html>busy</html>"))
+            }
+            try Self.importLines(ordered).write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
+            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
+            #expect(try await CLI.run(["import", directory + "/lines.jsonl", "--database", database]).status == 0)
+            let arguments = [
+                "run", "--database", database, "--concurrency", "1", "--max-attempts", "1", "--breaker-threshold", "3",
+                "--report", directory + "/run.json",
+            ]
+            let run = try await CLI.run(arguments, environment: environment)
+            #expect(run.status == 5, "\(run.stdout)\n\(run.stderr)")
+            #expect(run.stderr.contains("com.example.mac (apple_unavailable)"), "\(run.stderr)")
+            let report = try ServerAPIMigrationTests.json(directory + "/run.json")
+            let counts = report["counts"] as? [String: Any] ?? [:]
+            #expect(counts["apps_stopped"] as? [String: String] == [Self.mac: "apple_unavailable"], "\(counts)")
+            // The three outages that opened the Mac app's breaker are recorded; its other rows untouched.
+            let failures = report["failures"] as? [[String: Any]] ?? []
+            #expect(
+                failures.count == 3 && failures.allSatisfy { $0["bundle_id"] as? String == Self.mac }, "\(failures)")
+            let status = try await Self.status(database, environment: environment)
+            for customer in ordered where customer.app == Self.phone {
+                #expect(status[customer.userID] == ["\(Self.phone) active nil"], "\(customer.userID)")
+            }
+            for customer in ordered where customer.app == Self.mac {
+                #expect(
+                    status[customer.userID]?.first?.hasPrefix("\(Self.mac) unverified") == true, "\(customer.userID)")
+            }
+
+            // Apple failing for every app: the run aborts as before.
+            for customer in ordered where customer.app == Self.phone {
+                state.script(
+                    account: customer.receipt.account,
+                    SimulatorState.ScriptedAnswer(httpStatus: 503, contentType: "text/html", body: "<html>busy</html>"))
+            }
+            let everyone = try await CLI.run(
+                ["backfill", "--all"] + arguments.dropFirst().dropLast(2), environment: environment)
+            #expect(everyone.status == 4, "\(everyone.stdout)\n\(everyone.stderr)")
+        }
+    }
+
     @Test("every app's secret rejected: the run aborts as with one app (exit 78) and writes nothing")
     func everyAppRejected() async throws {
         try await Self.withSetup("sqlite") { directory, database, state, base in

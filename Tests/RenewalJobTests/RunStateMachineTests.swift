@@ -206,6 +206,32 @@ struct RunStateMachineTests {
 
     @Test(
         """
+        several apps: each app's outages open its own breaker, which the other apps' answers do not close; the \
+        run stops only when every app is stopped
+        """
+    )
+    func breakerPerApp() {
+        var machine = Machine(
+            limits: Machine.Limits(
+                concurrency: 16, maximumBatch: 64, maximumPending: 128, maximumRescans: 3, mayRescan: true),
+            breaker: CircuitBreaker.Configuration(threshold: 3), apps: 2)
+        _ = Self.claimAll(&machine)
+        _ = machine.answered(evidence: true, app: "b", outage: { false })
+        _ = Self.claimAll(&machine)
+        #expect(machine.answered(evidence: false, app: "a", outage: { true }) == .hold)
+        #expect(machine.answered(evidence: true, app: "b", outage: { false }) == .write, "b's answer resets b only")
+        #expect(machine.answered(evidence: false, app: "a", outage: { true }) == .hold)
+        #expect(machine.answered(evidence: false, app: "a", outage: { true }) == .holdAndStopApp)
+        #expect(machine.stop == nil && machine.stoppedApps == ["a"])
+        #expect(machine.answered(evidence: false, app: "a", outage: { true }) == .release, "a is stopped")
+        #expect(machine.answered(evidence: false, app: "b", outage: { true }) == .hold)
+        #expect(machine.answered(evidence: false, app: "b", outage: { true }) == .hold)
+        #expect(machine.answered(evidence: false, app: "b", outage: { true }) == .holdAndOpenBreaker)
+        #expect(machine.stop == .abortedAppleUnavailable)
+    }
+
+    @Test(
+        """
         outages are held; the threshold's outage opens the breaker; later outages are released; evidence closes \
         the streak
         """
