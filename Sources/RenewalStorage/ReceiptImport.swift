@@ -40,4 +40,7 @@ public enum ReceiptImportOutcome: String, Sendable, Hashable {
     case replaced
     /// A known user with the same receipt and id: made due now.
     case unchanged
+    /// A known user whose stored receipt belongs to another app than the line names: nothing changed
+    /// (a user id holds one receipt; each app's customers need their own user ids).
+    case otherApp = "other_app"
 }

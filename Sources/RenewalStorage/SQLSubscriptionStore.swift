@@ -63,7 +63,7 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
         // Compared where it is stored: a receipt is kilobytes, and reading it back would copy them.
         let existing = try connection.execute(
             """
-            SELECT id, CASE WHEN latest_receipt = $2 THEN 1 ELSE 0 END AS same, original_transaction_id
+            SELECT id, CASE WHEN latest_receipt = $2 THEN 1 ELSE 0 END AS same, original_transaction_id, bundle_id
             FROM receipts WHERE user_id = $1
             """,
             [.text(item.userID), .text(receipt)]
@@ -84,6 +84,9 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
                 ]
             )
             return .inserted
+        }
+        if let app = item.bundleID, let stored = try row.optionalText("bundle_id"), stored != app {
+            return .otherApp
         }
         let id = try row.int64("id")
         let storedID = try row.optionalText("original_transaction_id")

@@ -53,7 +53,7 @@ struct ImportCommand: AsyncParsableCommand {
             let handle = file == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: file)
             guard let handle else { throw ValidationError("Cannot read \(file).") }
             var reader = LineReader(handle: handle)
-            var batch: [ReceiptImport] = []
+            var batch: [(line: Int, item: ReceiptImport)] = []
             var tally: [ReceiptImportOutcome: Int] = [:]
             var rejected = 0
             var lineNumber = 0
@@ -80,18 +80,14 @@ struct ImportCommand: AsyncParsableCommand {
                     rejected += 1
                     FileHandle.standardError.write(Data("renewal import: line \(lineNumber): \(problem)\n".utf8))
                 case .success(let item, _):
-                    batch.append(item)
+                    batch.append((lineNumber, item))
                     if batch.count >= batchSize {
-                        for outcome in try await store.importReceipts(batch, now: now) {
-                            tally[outcome, default: 0] += 1
-                        }
+                        rejected += try await Self.store(batch, in: store, now: now, tally: &tally)
                         batch.removeAll(keepingCapacity: true)
                     }
                 }
             }
-            if !batch.isEmpty {
-                for outcome in try await store.importReceipts(batch, now: now) { tally[outcome, default: 0] += 1 }
-            }
+            if !batch.isEmpty { rejected += try await Self.store(batch, in: store, now: now, tally: &tally) }
             print(
                 """
                 Imported: \(tally[.inserted, default: 0]) new, \(tally[.replaced, default: 0]) replaced, \
@@ -100,6 +96,30 @@ struct ImportCommand: AsyncParsableCommand {
             )
             if rejected > 0 { throw ExitCode(3) }
         }
+    }
+
+    /// Writes a batch in one transaction and counts each line's outcome; returns how many lines were
+    /// refused (a user whose stored receipt is another app's), each named on standard error.
+    private static func store(
+        _ batch: [(line: Int, item: ReceiptImport)], in store: any SubscriptionStore, now: Date,
+        tally: inout [ReceiptImportOutcome: Int]
+    ) async throws -> Int {
+        var refused = 0
+        for (entry, outcome) in zip(batch, try await store.importReceipts(batch.map(\.item), now: now)) {
+            guard outcome == .otherApp else {
+                tally[outcome, default: 0] += 1
+                continue
+            }
+            refused += 1
+            FileHandle.standardError.write(
+                Data(
+                    """
+                    renewal import: line \(entry.line): user \(entry.item.userID) already has a receipt of another app \
+                    than \(entry.item.bundleID ?? ""); nothing was changed. A user id holds one receipt: import each \
+                    app's customers under user ids of their own (for example mac:\(entry.item.userID)).\n
+                    """.utf8))
+        }
+        return refused
     }
 }
 

@@ -332,6 +332,34 @@ struct SeveralAppsTests {
 
     @Test(
         """
+        A line giving a user's receipt of another app than the user's stored one is refused, named with its line \
+        and the fix, and changes nothing
+        """,
+        arguments: backends)
+    func oneReceiptPerUser(_ backend: String) async throws {
+        let directory = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let database = try await StoreKit2ImportTests.database(backend, directory: directory, name: "users")
+        defer { database.drop() }
+        let customers = Self.customers(phone: 1, mac: 1, unnamed: 0)
+        let phoneLine = Self.importLines([customers[0]])
+        var macCustomer = customers[1]
+        macCustomer.userID = customers[0].userID
+        #expect(try await CLI.run(["migrate", "--database", database.url]).status == 0)
+        #expect(try await CLI.run(["import", "-", "--database", database.url], stdin: phoneLine).status == 0)
+        let second = try await CLI.run(
+            ["import", "-", "--database", database.url], stdin: phoneLine + Self.importLines([macCustomer]))
+        #expect(second.status == 3, "\(second.stderr)")
+        #expect(
+            second.stderr.contains("line 2: user \(macCustomer.userID) already has a receipt of another app"),
+            "\(second.stderr)")
+        #expect(second.stdout.contains("1 unchanged, 1 rejected"), "\(second.stdout)")
+        let status = try await Self.status(database.url, environment: [:])
+        #expect(status[macCustomer.userID] == ["\(Self.phone) unverified nil"])
+    }
+
+    @Test(
+        """
         A bad apps file is a configuration error naming the entry and the fix; a secret written into the file \
         is refused and never printed
         """)
