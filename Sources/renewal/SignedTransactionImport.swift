@@ -64,38 +64,23 @@ struct SignedTransactionImport {
                     """))
         }
         completed.originalTransactionID = original
-        if let product = transaction.productId {
-            if let given = item.productID, given != product {
+        let token = transaction.appAccountToken.flatMap(UUID.init(uuidString:))?.uuidString.lowercased()
+        // What the line gives besides must agree with what Apple signed; what it leaves out is taken.
+        for (field, key, signed) in [
+            ("product_id", \ReceiptImport.productID, transaction.productId),
+            ("app_account_token", \ReceiptImport.appAccountToken, token),
+            ("bundle_id", \ReceiptImport.bundleID, transaction.bundleId),
+        ] {
+            guard let signed else { continue }
+            if let given = item[keyPath: key], given != signed {
                 return .failure(
                     LineError(
                         """
-                        product_id \(given) differs from the signed transaction's \(product) (user \(item.userID)); \
-                        leave product_id out, the signed transaction names it
+                        \(field) \(given) differs from the signed transaction's \(signed) (user \(item.userID)); \
+                        leave \(field) out, the signed transaction names it
                         """))
             }
-            completed.productID = product
-        }
-        if let token = transaction.appAccountToken.flatMap(UUID.init(uuidString:))?.uuidString.lowercased() {
-            if let given = item.appAccountToken, given != token {
-                return .failure(
-                    LineError(
-                        """
-                        app_account_token \(given) differs from the signed transaction's (user \(item.userID)); \
-                        leave app_account_token out, the signed transaction names it
-                        """))
-            }
-            completed.appAccountToken = token
-        }
-        if let bundle = transaction.bundleId {
-            if let given = item.bundleID, given != bundle {
-                return .failure(
-                    LineError(
-                        """
-                        bundle_id \(given) differs from the signed transaction's \(bundle) (user \(item.userID)); \
-                        leave bundle_id out, the signed transaction names it
-                        """))
-            }
-            completed.bundleID = bundle
+            completed[keyPath: key] = signed
         }
         completed.environment = transaction.environment == "Sandbox" ? .sandbox : .production
         return .success(completed)

@@ -107,3 +107,12 @@ struct CLI {
         }
     }
 }
+
+extension CLI {
+    /// `status --json` of `database`: one object per row.
+    static func statusRows(_ database: String, environment: [String: String]) async throws -> [[String: Any]] {
+        let result = try await run(["status", "--json", "--database", database], environment: environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
+    }
+}

@@ -229,37 +229,13 @@ struct ServerAPIMigrationTests {
             )
         }
         try Self.importLines(receipts).write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
-        let simulatorBinary = CLI.binary.deletingLastPathComponent().appendingPathComponent("appstore-simulator").path
-        let simulator = Process()
-        simulator.executableURL = URL(fileURLWithPath: simulatorBinary)
-        simulator.arguments = [
-            "serve", "--port", "0", "--latency-ms", "30", "--export-dir", directory + "/credentials", "--register",
-            directory + "/lines.jsonl",
-        ]
-        simulator.environment = ["APPSTORE_SHARED_SECRET": Self.secret, "PATH": "/usr/bin:/bin"]
-        FileManager.default.createFile(atPath: directory + "/simulator.log", contents: nil)
-        let simulatorLog = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/simulator.log"))
-        simulator.standardOutput = simulatorLog
-        simulator.standardError = simulatorLog
-        try simulator.run()
-        defer {
-            simulator.terminate()
-            simulator.waitUntilExit()
-        }
-        let ready = await poll(timeout: 30) {
-            ((try? String(contentsOfFile: directory + "/simulator.log", encoding: .utf8)) ?? "").contains(
-                "credentials: " + directory)
-        }
-        let log = (try? String(contentsOfFile: directory + "/simulator.log", encoding: .utf8)) ?? ""
-        try #require(ready, "the simulator did not start: \(log)")
-        var environment = ["APPSTORE_SHARED_SECRET": Self.secret]
-        for line in try String(contentsOfFile: directory + "/credentials/server-api.env", encoding: .utf8).split(
-            separator: "\n")
-        {
-            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
-            if parts.count == 2 { environment[parts[0]] = parts[1] }
-        }
-        let control = try #require(environment["APPSTORE_SERVER_API_URL"]) + "/_simulator"
+        let simulator = try await SimulatorProcess.start(
+            directory: directory, register: directory + "/lines.jsonl",
+            environment: ["APPSTORE_SHARED_SECRET": Self.secret])
+        defer { simulator.stop() }
+        var environment = simulator.exported
+        environment["APPSTORE_SHARED_SECRET"] = Self.secret
+        let control = simulator.controlURL
 
         // Apple's own limit, simulated at the budget: any burst over it would be answered 429.
         _ = try await Self.http(control + "/server-api/rate-limit", post: #"{"per_second": \#(budget)}"#)
@@ -285,12 +261,7 @@ struct ServerAPIMigrationTests {
             .sorted()
         let stats = try await Self.http(control + "/server-api/stats")
         #expect(arrivals.count == count, "one request per receipt: \(arrivals.count)")
-        var busiest = 0
-        var low = 0
-        for high in arrivals.indices {
-            while arrivals[high] - arrivals[low] >= 1_000 { low += 1 }
-            busiest = max(busiest, high - low + 1)
-        }
+        let busiest = SimulatorProcess.busiestSecond(arrivals)
         let warnings = logs.flatMap { $0.split(separator: "\n") }.filter {
             $0.contains("warning") || $0.contains("error")
         }
@@ -313,4 +284,75 @@ struct ServerAPIMigrationTests {
                 count, budget, seconds, Double(count - 1) / (Double(budget) * RequestRates.headroom), busiest, perWorker
             ))
     }
+}
+
+/// The `appstore-simulator` executable as a process of its own, for tests that time requests: its
+/// arrival times are stamped by a process the test runner's other suites do not stall, so a burst
+/// it records is a burst the workers sent.
+struct SimulatorProcess {
+    let process: Process
+    /// The `APPSTORE_*` variables it exported for `renewal` (server-api.env).
+    let exported: [String: String]
+
+    /// The base of its control routes.
+    var controlURL: String { (exported["APPSTORE_SERVER_API_URL"] ?? "") + "/_simulator" }
+
+    /// Starts `serve` on a free port with 30 ms of latency, the receipts of `register` known to its
+    /// Server API, its credentials exported under `directory/credentials`; waits until it listens.
+    static func start(
+        directory: String, register: String, arguments: [String] = [], environment: [String: String] = [:]
+    ) async throws -> SimulatorProcess {
+        let process = Process()
+        process.executableURL = CLI.binary.deletingLastPathComponent().appendingPathComponent("appstore-simulator")
+        process.arguments =
+            [
+                "serve", "--port", "0", "--latency-ms", "30", "--export-dir", directory + "/credentials", "--register",
+                register,
+            ] + arguments
+        process.environment = environment.merging(["PATH": "/usr/bin:/bin"]) { _, path in path }
+        let logPath = directory + "/simulator.log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+        let ready = await poll(timeout: 30) {
+            ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").contains("credentials: " + directory)
+        }
+        guard ready else {
+            process.terminate()
+            process.waitUntilExit()
+            let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            throw SimulatorProcessError(description: "the simulator did not start: \(text)")
+        }
+        var exported: [String: String] = [:]
+        for line in try String(contentsOfFile: directory + "/credentials/server-api.env", encoding: .utf8).split(
+            separator: "\n")
+        {
+            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+            if parts.count == 2 { exported[parts[0]] = parts[1] }
+        }
+        return SimulatorProcess(process: process, exported: exported)
+    }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    /// The most requests of `arrivals` (UNIX ms) that fall in any one second.
+    static func busiestSecond(_ arrivals: [Int64]) -> Int {
+        let sorted = arrivals.sorted()
+        var busiest = 0
+        var low = 0
+        for high in sorted.indices {
+            while sorted[high] - sorted[low] >= 1_000 { low += 1 }
+            busiest = max(busiest, high - low + 1)
+        }
+        return busiest
+    }
+}
+
+struct SimulatorProcessError: Error, CustomStringConvertible {
+    var description: String
 }

@@ -21,43 +21,34 @@ struct SeveralAppsServerAPITests {
         _ body: (_ directory: String, _ database: String, SimulatorState, _ environment: [String: String]) async throws
             -> Void
     ) async throws {
-        let directory = try CLI.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let database = try await StoreKit2ImportTests.database(backend, directory: directory, name: "apps-api")
-        defer { database.drop() }
-        let state = SimulatorState()
-        var configuration = SimulatorConfiguration(state: state)
-        var serverAPI = try #require(configuration.serverAPI)
-        let macKey = P256.Signing.PrivateKey()
-        if macKeyAccepted { serverAPI.otherKeys["SIMKEY0002"] = macKey.publicKey }
-        serverAPI.bundleIDs = [phone, mac]
-        configuration.serverAPI = serverAPI
-        try serverAPI.privateKeyPEM.write(toFile: directory + "/phone.p8", atomically: true, encoding: .utf8)
-        try macKey.pemRepresentation.write(toFile: directory + "/mac.p8", atomically: true, encoding: .utf8)
-        try serverAPI.chain.rootPEM().write(toFile: directory + "/root.pem", atomically: true, encoding: .utf8)
-        let apps: [[String: Any]] = [
-            [
-                "bundle_id": phone, "key_id": serverAPI.keyID, "issuer_id": serverAPI.issuerID,
-                "private_key_file": directory + "/phone.p8",
-            ],
-            [
-                "bundle_id": mac, "key_id": "SIMKEY0002", "issuer_id": serverAPI.issuerID,
-                "private_key_file": directory + "/mac.p8",
-            ],
-        ]
-        try JSONSerialization.data(withJSONObject: ["apps": apps]).write(
-            to: URL(fileURLWithPath: directory + "/apps.json"))
-        let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
-        try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
-            let environment = [
-                "RENEWAL_APPS_FILE": directory + "/apps.json", "APPSTORE_ROOT_CERTIFICATES": directory + "/root.pem",
-                "APPSTORE_SERVER_API_URL": endpoints.serverAPIURL,
-                "APPSTORE_SANDBOX_SERVER_API_URL": endpoints.sandboxServerAPIURL,
-                "APPSTORE_VERIFY_RECEIPT_URL": endpoints.productionURL,
-                "APPSTORE_SANDBOX_VERIFY_RECEIPT_URL": endpoints.sandboxURL,
-            ]
-            try await body(directory, database.url, state, environment)
-        }
+        try await SeveralAppsTests.withSimulator(
+            backend,
+            configure: { configuration, directory in
+                var serverAPI = try #require(configuration.serverAPI)
+                let macKey = P256.Signing.PrivateKey()
+                if macKeyAccepted { serverAPI.otherKeys["SIMKEY0002"] = macKey.publicKey }
+                serverAPI.bundleIDs = [phone, mac]
+                configuration.serverAPI = serverAPI
+                try serverAPI.privateKeyPEM.write(toFile: directory + "/phone.p8", atomically: true, encoding: .utf8)
+                try macKey.pemRepresentation.write(toFile: directory + "/mac.p8", atomically: true, encoding: .utf8)
+                try serverAPI.chain.rootPEM().write(toFile: directory + "/root.pem", atomically: true, encoding: .utf8)
+                let apps: [[String: Any]] = [
+                    [
+                        "bundle_id": phone, "key_id": serverAPI.keyID, "issuer_id": serverAPI.issuerID,
+                        "private_key_file": directory + "/phone.p8",
+                    ],
+                    [
+                        "bundle_id": mac, "key_id": "SIMKEY0002", "issuer_id": serverAPI.issuerID,
+                        "private_key_file": directory + "/mac.p8",
+                    ],
+                ]
+                try JSONSerialization.data(withJSONObject: ["apps": apps]).write(
+                    to: URL(fileURLWithPath: directory + "/apps.json"))
+                return [
+                    "RENEWAL_APPS_FILE": directory + "/apps.json",
+                    "APPSTORE_ROOT_CERTIFICATES": directory + "/root.pem",
+                ]
+            }, body)
     }
 
     /// StoreKit 2 rows (a transaction id, no receipt) of both apps, registered with the simulator;
@@ -96,10 +87,7 @@ struct SeveralAppsServerAPITests {
     func eachAppItsOwnKey(_ backend: String) async throws {
         try await Self.withApps(backend, macKeyAccepted: true) { directory, database, state, environment in
             let (lines, appOf) = Self.storeKit2Rows(state, perApp: 5, unnamed: 2)
-            try lines.write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
-            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
-            let imported = try await CLI.run(["import", directory + "/lines.jsonl", "--database", database])
-            #expect(imported.status == 0, "\(imported.stderr)")
+            try await SeveralAppsTests.migrateAndImport(lines, directory: directory, database: database)
             let run = try await CLI.run(["run", "--database", database], environment: environment)
             #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
             let status = try await SeveralAppsTests.status(database, environment: environment)
@@ -131,9 +119,7 @@ struct SeveralAppsServerAPITests {
             let refundID = refund.originalTransactionID
             lines +=
                 #"{"user_id": "mac-refund", "original_transaction_id": "\#(refundID)", "bundle_id": "\#(Self.mac)"}"#
-            try lines.write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
-            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
-            #expect(try await CLI.run(["import", directory + "/lines.jsonl", "--database", database]).status == 0)
+            try await SeveralAppsTests.migrateAndImport(lines, directory: directory, database: database)
             let first = try await CLI.run(
                 ["run", "--database", database, "--now", Timestamp.string(state.now)], environment: environment)
             #expect(first.status == 0, "\(first.stdout)\n\(first.stderr)")
@@ -176,9 +162,7 @@ struct SeveralAppsServerAPITests {
     func refusedKeyStopsOneApp(_ backend: String) async throws {
         try await Self.withApps(backend, macKeyAccepted: false) { directory, database, state, environment in
             let (lines, appOf) = Self.storeKit2Rows(state, perApp: 4, unnamed: 0)
-            try lines.write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
-            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
-            #expect(try await CLI.run(["import", directory + "/lines.jsonl", "--database", database]).status == 0)
+            try await SeveralAppsTests.migrateAndImport(lines, directory: directory, database: database)
             let run = try await CLI.run(
                 ["run", "--database", database, "--report", directory + "/run.json", "--concurrency", "2"],
                 environment: environment)
@@ -199,14 +183,11 @@ struct SeveralAppsServerAPITests {
         """,
         .enabled(if: PostgresKillEnvironment.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
     func perAppBudgetsWithThreeWorkers() async throws {
-        let base = try #require(PostgresKillEnvironment.baseURL)
-        let psql = try #require(PostgresKillTests.psqlPath, "psql is needed to create the test schema")
-        let schema = "renewal_apps_budget_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        try await PostgresKillTests.sqlOffPool("CREATE SCHEMA \(schema)", url: base, psql: psql)
-        defer { _ = try? PostgresKillTests.sql("DROP SCHEMA \(schema) CASCADE", url: base, psql: psql) }
-        let url = base + (base.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)"
         let directory = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        let database = try await StoreKit2ImportTests.database("postgres", directory: directory, name: "budget")
+        defer { database.drop() }
+        let url = database.url
         let budget = 15
         let perApp = 60
 
@@ -223,35 +204,10 @@ struct SeveralAppsServerAPITests {
         }
         try (lines.joined(separator: "\n") + "\n").write(
             toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
-        // A simulator process of its own, so its arrival times are not stalled by the test runner.
-        let simulator = Process()
-        simulator.executableURL = CLI.binary.deletingLastPathComponent().appendingPathComponent("appstore-simulator")
-        simulator.arguments = [
-            "serve", "--port", "0", "--latency-ms", "30", "--export-dir", directory + "/credentials", "--register",
-            directory + "/lines.jsonl", "--app", Self.mac,
-        ]
-        simulator.environment = ["PATH": "/usr/bin:/bin"]
-        FileManager.default.createFile(atPath: directory + "/simulator.log", contents: nil)
-        let simulatorLog = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/simulator.log"))
-        simulator.standardOutput = simulatorLog
-        simulator.standardError = simulatorLog
-        try simulator.run()
-        defer {
-            simulator.terminate()
-            simulator.waitUntilExit()
-        }
-        let ready = await poll(timeout: 30) {
-            ((try? String(contentsOfFile: directory + "/simulator.log", encoding: .utf8)) ?? "").contains(
-                "credentials: " + directory)
-        }
-        try #require(ready, "the simulator did not start")
-        var exported: [String: String] = [:]
-        for line in try String(contentsOfFile: directory + "/credentials/server-api.env", encoding: .utf8).split(
-            separator: "\n")
-        {
-            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
-            if parts.count == 2 { exported[parts[0]] = parts[1] }
-        }
+        let simulator = try await SimulatorProcess.start(
+            directory: directory, register: directory + "/lines.jsonl", arguments: ["--app", Self.mac])
+        defer { simulator.stop() }
+        let exported = simulator.exported
         // One team key for both apps.
         let apps: [[String: Any]] = [Self.phone, Self.mac].map {
             [
@@ -268,7 +224,7 @@ struct SeveralAppsServerAPITests {
             "APPSTORE_SERVER_API_URL": exported["APPSTORE_SERVER_API_URL"] ?? "",
             "APPSTORE_SANDBOX_SERVER_API_URL": exported["APPSTORE_SANDBOX_SERVER_API_URL"] ?? "",
         ]
-        let control = (exported["APPSTORE_SERVER_API_URL"] ?? "") + "/_simulator"
+        let control = simulator.controlURL
         // Apple's limit per app, simulated at the budget: a burst over it would be answered 429.
         _ = try await ServerAPIMigrationTests.http(
             control + "/server-api/rate-limit", post: #"{"per_second": \#(budget)}"#)
@@ -290,22 +246,17 @@ struct SeveralAppsServerAPITests {
         let answer = try await ServerAPIMigrationTests.http(control + "/server-api/arrivals")
         let byApp = try #require(answer["arrivals_by_app"] as? [String: [Int64]], "\(answer.keys)")
         for app in [Self.phone, Self.mac] {
-            let arrivals = (byApp[app] ?? []).sorted()
+            let arrivals = byApp[app] ?? []
             #expect(arrivals.count == perApp, "\(app): one request per receipt, got \(arrivals.count)")
-            var busiest = 0
-            var low = 0
-            for high in arrivals.indices {
-                while arrivals[high] - arrivals[low] >= 1_000 { low += 1 }
-                busiest = max(busiest, high - low + 1)
-            }
+            let busiest = SimulatorProcess.busiestSecond(arrivals)
             #expect(busiest <= budget, "\(app): busiest second held \(busiest) requests; the budget is \(budget)")
         }
         let stats = try await ServerAPIMigrationTests.http(control + "/server-api/stats")
         #expect(stats["rateLimited"] as? Int == 0, "\(stats)")
-        let keys = try await PostgresKillTests.sqlOffPool(
-            "SELECT string_agg(bucket, ',' ORDER BY bucket) FROM \(schema).api_request_budget", url: base, psql: psql)
+        let buckets = try await SeveralAppsTests.strings(
+            "SELECT bucket AS value FROM api_request_budget ORDER BY bucket", backend: "postgres", database: url)
+        let keys = buckets.joined(separator: ",")
         // Every budget is one app's (the change feed's reads of each app count against it too).
-        let buckets = keys.split(separator: ",").map(String.init)
         #expect(buckets.allSatisfy { $0.hasPrefix(Self.phone + "/") || $0.hasPrefix(Self.mac + "/") }, "\(keys)")
         #expect(
             buckets.contains("com.example.app/subscriptions/production")

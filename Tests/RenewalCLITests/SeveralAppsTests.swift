@@ -69,28 +69,53 @@ struct SeveralAppsTests {
         _ body: (_ directory: String, _ database: String, SimulatorState, _ environment: [String: String]) async throws
             -> Void
     ) async throws {
+        try await withSimulator(
+            backend,
+            configure: { configuration, _ in
+                configuration.appSecrets = secrets
+                return [:]
+            }, body)
+    }
+
+    /// A fresh directory and database of `backend`, and the in-process simulator as `configure` sets it
+    /// up (it may write files into the directory and returns variables for the binary), with the
+    /// environment pointing the binary at all of its endpoints.
+    static func withSimulator(
+        _ backend: String,
+        configure: (inout SimulatorConfiguration, _ directory: String) throws -> [String: String],
+        _ body: (_ directory: String, _ database: String, SimulatorState, _ environment: [String: String]) async throws
+            -> Void
+    ) async throws {
         let directory = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let database = try await StoreKit2ImportTests.database(backend, directory: directory, name: "apps")
         defer { database.drop() }
         let state = SimulatorState()
         var configuration = SimulatorConfiguration(state: state)
-        configuration.appSecrets = secrets
+        let variables = try configure(&configuration, directory)
         let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
         try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
-            let environment = [
+            let environment = variables.merging([
                 "APPSTORE_VERIFY_RECEIPT_URL": endpoints.productionURL,
                 "APPSTORE_SANDBOX_VERIFY_RECEIPT_URL": endpoints.sandboxURL,
-            ]
+                "APPSTORE_SERVER_API_URL": endpoints.serverAPIURL,
+                "APPSTORE_SANDBOX_SERVER_API_URL": endpoints.sandboxServerAPIURL,
+            ]) { given, _ in given }
             try await body(directory, database.url, state, environment)
         }
     }
 
+    /// Writes `lines` to `directory/lines.jsonl`, migrates `database` and imports them.
+    static func migrateAndImport(_ lines: String, directory: String, database: String) async throws {
+        try lines.write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
+        #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
+        let imported = try await CLI.run(["import", directory + "/lines.jsonl", "--database", database])
+        #expect(imported.status == 0, "\(imported.stderr)")
+    }
+
     /// `status --json` as user id to (bundle_id, state, last_failure) of its rows.
     static func status(_ database: String, environment: [String: String]) async throws -> [String: [String]] {
-        let result = try await CLI.run(["status", "--json", "--database", database], environment: environment)
-        #expect(result.status == 0, "\(result.stderr)")
-        let rows = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
+        let rows = try await CLI.statusRows(database, environment: environment)
         var byUser: [String: [String]] = [:]
         for row in rows {
             let fields = [
@@ -115,10 +140,8 @@ struct SeveralAppsTests {
             var environment = base
             environment["RENEWAL_APPS_FILE"] = try Self.writeAppsFile(in: directory)
             let customers = Self.customers(phone: 7, mac: 7, unnamed: 3)
-            try Self.importLines(customers).write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
-            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
-            let imported = try await CLI.run(["import", directory + "/lines.jsonl", "--database", database])
-            #expect(imported.status == 0, "\(imported.stderr)")
+            try await SeveralAppsTests.migrateAndImport(
+                Self.importLines(customers), directory: directory, database: database)
 
             let run = try await CLI.run(
                 [
@@ -203,9 +226,8 @@ struct SeveralAppsTests {
                 }
                 return customer
             }
-            try Self.importLines(customers).write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
-            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
-            #expect(try await CLI.run(["import", directory + "/lines.jsonl", "--database", database]).status == 0)
+            try await SeveralAppsTests.migrateAndImport(
+                Self.importLines(customers), directory: directory, database: database)
 
             let run = try await CLI.run(
                 ["run", "--database", database, "--report", directory + "/run.json", "--concurrency", "2"],
@@ -272,9 +294,8 @@ struct SeveralAppsTests {
                     account: customer.receipt.account,
                     SimulatorState.ScriptedAnswer(httpStatus: 503, contentType: "text/html", body: "<html>busy</html>"))
             }
-            try Self.importLines(ordered).write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
-            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
-            #expect(try await CLI.run(["import", directory + "/lines.jsonl", "--database", database]).status == 0)
+            try await SeveralAppsTests.migrateAndImport(
+                Self.importLines(ordered), directory: directory, database: database)
             let arguments = [
                 "run", "--database", database, "--concurrency", "1", "--max-attempts", "1", "--breaker-threshold", "3",
                 "--report", directory + "/run.json",
@@ -317,9 +338,8 @@ struct SeveralAppsTests {
             environment["RENEWAL_APPS_FILE"] = try Self.writeAppsFile(
                 in: directory, secrets: [Self.phone: "wrong-1", Self.mac: "wrong-2"])
             let customers = Self.customers(phone: 2, mac: 2, unnamed: 0)
-            try Self.importLines(customers).write(toFile: directory + "/lines.jsonl", atomically: true, encoding: .utf8)
-            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
-            #expect(try await CLI.run(["import", directory + "/lines.jsonl", "--database", database]).status == 0)
+            try await SeveralAppsTests.migrateAndImport(
+                Self.importLines(customers), directory: directory, database: database)
             let run = try await CLI.run(
                 ["run", "--database", database, "--concurrency", "1"], environment: environment)
             #expect(run.status == 78, "\(run.stdout)\n\(run.stderr)")

@@ -37,9 +37,7 @@ struct StoreKit2ImportTests {
     /// row (source) or by time of check (next_check_at, last_verified_at); a missing ownership type
     /// is a purchase.
     static func status(_ database: String, environment: [String: String]) async throws -> [String: [String]] {
-        let result = try await CLI.run(["status", "--json", "--database", database], environment: environment)
-        #expect(result.status == 0, "\(result.stderr)")
-        let rows = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
+        let rows = try await CLI.statusRows(database, environment: environment)
         var byUser: [String: [String]] = [:]
         for row in rows {
             let keys = [
