@@ -54,11 +54,12 @@ public struct RenewalRun: Sendable {
                 LogKey.concurrency: "\(configuration.concurrency)",
                 LogKey.limit: "\(configuration.limit.map(String.init) ?? "none")",
                 LogKey.worker: "\(configuration.workerID)",
-                LogKey.appstoreBundleID: "\(configuration.identity.bundleID ?? "unchecked")",
+                LogKey.appstoreBundleID:
+                    "\(configuration.apps.map { $0.bundleIDs.joined(separator: ",") } ?? configuration.identity.bundleID ?? "unchecked")",
                 LogKey.products:
                     "\(configuration.identity.productIDs.map { $0.sorted().joined(separator: ",") } ?? "any")",
             ])
-        if configuration.identity.bundleID == nil {
+        if configuration.identity.bundleID == nil, configuration.apps == nil {
             logger.warning(
                 """
                 APPSTORE_BUNDLE_ID is not set: answers for another app's receipts (same shared secret) are not \

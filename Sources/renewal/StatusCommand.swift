@@ -70,7 +70,7 @@ struct StatusOutput {
                 if count == 0 {
                     text += Self.columns([
                         "USER", "ORIGINAL_TRANSACTION_ID", "PRODUCT", "STATE", "ENTITLED", "EXPIRES_AT", "ENV",
-                        "NEXT_CHECK_AT",
+                        "NEXT_CHECK_AT", "APP",
                     ])
                     text += "\n"
                 }
@@ -78,6 +78,7 @@ struct StatusOutput {
                     row.userID, row.originalTransactionID ?? "-", row.productID ?? "-", row.state.rawValue,
                     row.entitled ? "yes" : "no", row.expiresAt.map(Timestamp.string) ?? "-",
                     row.environment?.rawValue ?? "-", row.nextCheckAt.map(Timestamp.string) ?? "-",
+                    row.bundleID ?? "-",
                 ])
                 text += "\n"
             }
@@ -96,7 +97,7 @@ struct StatusOutput {
     }
 
     private static func columns(_ values: [String]) -> String {
-        let widths = [20, 24, 28, 14, 9, 25, 11, 25]
+        let widths = [20, 24, 28, 14, 9, 25, 11, 25, 0]
         return zip(values, widths).map { value, width in
             value.count >= width ? value + " " : value + String(repeating: " ", count: width - value.count)
         }.joined()
