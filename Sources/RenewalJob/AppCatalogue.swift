@@ -76,12 +76,12 @@ public struct AppCatalogue: ReceiptVerifier {
         return (.transient(Self.noneAccepted(tried: refusals), isOutage: false), nil)
     }
 
-    /// An answer that says the app asked is not the receipt's (or its credentials are wrong): the
-    /// next app is tried.
+    /// An answer that says the app asked is not the receipt's (or its credentials are wrong, or it
+    /// has no key to ask by a transaction id): the next app is tried.
     static func isRefusal(_ answer: AppleAnswer) -> Bool {
         switch answer {
         case .misconfigured: true
-        case .transient(let failure, _): failure.reason == .transactionNotFound
+        case .transient(let failure, _): failure.reason == .transactionNotFound || failure.reason == .needsServerAPI
         case .verified, .rejected: false
         }
     }
@@ -103,8 +103,8 @@ public struct AppCatalogue: ReceiptVerifier {
             message:
                 """
                 The receipt's app is not known and Apple refused it with the credentials of each of the \(tried) \
-                apps tried (21004, or a transaction id the app's key does not know); its state is kept. Import it \
-                with its bundle_id, or add its app to the apps file.
+                apps tried (21004, a transaction id the app's key does not know, or no key to ask by); its state \
+                is kept. Import it with its bundle_id, or add its app to the apps file.
                 """
         )
     }
