@@ -144,6 +144,67 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         }
     }
 
+    /// `COPY table (columns) FROM STDIN` in text format, the rows sent in chunks of about a megabyte.
+    var bulkLoads: Bool { true }
+
+    func copy(into table: String, columns: [String], rows: [[String?]]) throws {
+        let started = PQexec(handle, "COPY \(table) (\(columns.joined(separator: ", "))) FROM STDIN")
+        guard let started else { throw lostOrFailed(nil, binds: []) }
+        guard PQresultStatus(started) == PGRES_COPY_IN else {
+            defer { PQclear(started) }
+            throw lostOrFailed(started, binds: [])
+        }
+        PQclear(started)
+        var chunk = ""
+        func send() throws {
+            guard !chunk.isEmpty else { return }
+            let bytes = Array(chunk.utf8)
+            let sent = bytes.withUnsafeBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { PQputCopyData(handle, $0.baseAddress, Int32($0.count)) }
+            }
+            chunk.removeAll(keepingCapacity: true)
+            guard sent == 1 else { throw lostConnection(detail: Self.message(PQerrorMessage(handle))) }
+        }
+        var failure: (any Error)?
+        do {
+            for row in rows {
+                chunk += row.map { $0.map(Self.copyText) ?? "\\N" }.joined(separator: "\t") + "\n"
+                if chunk.utf8.count >= 1 << 20 { try send() }
+            }
+            try send()
+        } catch {
+            failure = error
+        }
+        // Ending with an error message aborts the COPY, so nothing of a half-sent load stays.
+        let ended = failure == nil ? PQputCopyEnd(handle, nil) : PQputCopyEnd(handle, "renewal: load aborted")
+        var error: SubscriptionStoreError?
+        while let result = PQgetResult(handle) {
+            if PQresultStatus(result) != PGRES_COMMAND_OK, error == nil { error = lostOrFailed(result, binds: []) }
+            PQclear(result)
+        }
+        if let failure { throw failure }
+        guard ended == 1 else { throw lostConnection(detail: Self.message(PQerrorMessage(handle))) }
+        if let error { throw error }
+    }
+
+    /// A value in COPY's text format: backslash, tab, newline and carriage return escaped.
+    private static func copyText(_ value: String) -> String {
+        // By scalar: "\r\n" is one Character.
+        let special: Set<Unicode.Scalar> = ["\\", "\t", "\n", "\r"]
+        guard value.unicodeScalars.contains(where: special.contains) else { return value }
+        var escaped = String.UnicodeScalarView()
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\\": escaped.append(contentsOf: "\\\\".unicodeScalars)
+            case "\t": escaped.append(contentsOf: "\\t".unicodeScalars)
+            case "\n": escaped.append(contentsOf: "\\n".unicodeScalars)
+            case "\r": escaped.append(contentsOf: "\\r".unicodeScalars)
+            default: escaped.append(scalar)
+            }
+        }
+        return String(escaped)
+    }
+
     func beginTransaction() throws {
         _ = try execute("BEGIN", [])
     }

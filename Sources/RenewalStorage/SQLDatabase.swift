@@ -14,6 +14,22 @@ public protocol SQLConnection {
     func beginTransaction() throws
     func commitTransaction() throws
     func rollbackTransaction() throws
+
+    /// Whether `copy` loads in bulk here: PostgreSQL, where each statement costs a round trip. SQLite
+    /// (in-process, no round trip) writes row by row.
+    var bulkLoads: Bool { get }
+
+    /// Loads `rows` (text values, nil for NULL) into `columns` of `table` in one bulk stream
+    /// (PostgreSQL's `COPY … FROM STDIN`). Only called where `bulkLoads`.
+    func copy(into table: String, columns: [String], rows: [[String?]]) throws
+}
+
+extension SQLConnection {
+    public var bulkLoads: Bool { false }
+
+    public func copy(into table: String, columns: [String], rows: [[String?]]) throws {
+        throw SubscriptionStoreError.query("this database has no bulk load")
+    }
 }
 
 extension SQLConnection {

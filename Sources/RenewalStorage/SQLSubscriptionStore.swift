@@ -49,7 +49,101 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
     public func importReceipts(_ items: [ReceiptImport], now: Date) async throws -> [ReceiptImportOutcome] {
         guard !items.isEmpty else { return [] }
         return try await inTransaction { connection in
-            try items.map { try Self.importReceipt($0, now: now, on: connection) }
+            // A batch naming each user once loads in bulk where the backend can (PostgreSQL's COPY and
+            // a few set-based statements); a user named twice is stored line after line, as written.
+            if items.count > 1, Set(items.map(\.userID)).count == items.count,
+                let outcomes = try Self.bulkImport(items, now: now, on: connection)
+            {
+                return outcomes
+            }
+            return try items.map { try Self.importReceipt($0, now: now, on: connection) }
+        }
+    }
+
+    /// The columns a bulk import loads, in the order of `bulkRow`.
+    private static var bulkColumns: [String] {
+        [
+            "ord", "user_id", "latest_receipt", "product_id", "original_transaction_id", "app_account_token",
+            "environment", "bundle_id",
+        ]
+    }
+
+    private static func bulkRow(_ item: ReceiptImport, ord: Int) -> [String?] {
+        [
+            String(ord), item.userID, item.latestReceipt, item.productID, item.originalTransactionID,
+            item.appAccountToken, item.environment?.rawValue, item.bundleID,
+        ]
+    }
+
+    /// The same semantics as `importReceipt` line by line, set-based: the batch goes into a staging
+    /// table, each line is classified against the stored rows as they are, then one statement per
+    /// outcome writes them. Nil where the backend has no bulk load (nothing was written).
+    private static func bulkImport(_ items: [ReceiptImport], now: Date, on connection: any SQLConnection) throws
+        -> [ReceiptImportOutcome]?
+    {
+        guard connection.bulkLoads else { return nil }
+        _ = try connection.execute(
+            """
+            CREATE TEMPORARY TABLE IF NOT EXISTS receipt_import (
+                ord INTEGER NOT NULL, user_id TEXT NOT NULL, latest_receipt TEXT, product_id TEXT,
+                original_transaction_id TEXT, app_account_token TEXT, environment TEXT, bundle_id TEXT,
+                receipt_id BIGINT, outcome TEXT
+            ) ON COMMIT DELETE ROWS
+            """, [])
+        let rows = items.enumerated().map { bulkRow($1, ord: $0) }
+        try connection.copy(into: "receipt_import", columns: bulkColumns, rows: rows)
+        // Classified first, against the rows as they were before this batch.
+        _ = try connection.execute(
+            """
+            UPDATE receipt_import s SET receipt_id = r.id, outcome = CASE
+                    WHEN s.bundle_id IS NOT NULL AND r.bundle_id IS NOT NULL AND r.bundle_id <> s.bundle_id
+                        THEN 'other_app'
+                    WHEN (s.latest_receipt IS NULL OR r.latest_receipt = s.latest_receipt)
+                        AND (s.original_transaction_id IS NULL OR s.original_transaction_id = r.original_transaction_id)
+                        THEN 'unchanged'
+                    ELSE 'replaced' END
+            FROM receipts r WHERE r.user_id = s.user_id
+            """, [])
+        _ = try connection.execute(
+            """
+            UPDATE receipts r SET next_check_at = $1, updated_at = $1,
+                imported_product_id = COALESCE(s.product_id, r.imported_product_id),
+                app_account_token = COALESCE(s.app_account_token, r.app_account_token),
+                bundle_id = COALESCE(s.bundle_id, r.bundle_id)
+            FROM receipt_import s WHERE s.receipt_id = r.id AND s.outcome = 'unchanged'
+            """, [SQLValue(now)])
+        // As line by line: a new receipt or id clears the counters, the verdict and the lease.
+        _ = try connection.execute(
+            """
+            UPDATE receipts r SET latest_receipt = COALESCE(s.latest_receipt, r.latest_receipt), next_check_at = $1,
+                updated_at = $1, lease_owner = NULL, lease_expires_at = NULL,
+                imported_product_id = COALESCE(s.product_id, r.imported_product_id),
+                original_transaction_id = COALESCE(s.original_transaction_id, r.original_transaction_id),
+                app_account_token = COALESCE(s.app_account_token, r.app_account_token),
+                environment = COALESCE(s.environment, r.environment),
+                bundle_id = COALESCE(s.bundle_id, r.bundle_id),
+                source = CASE WHEN COALESCE(s.latest_receipt, r.latest_receipt) = '' THEN 'server_api' ELSE r.source END,
+                status = CASE WHEN r.status = 'invalid' THEN 'unverified' ELSE r.status END,
+                consecutive_failures = 0, consecutive_malformed = 0, last_failure_reason = NULL,
+                rejected_since = NULL, no_subscription_since = NULL
+            FROM receipt_import s WHERE s.receipt_id = r.id AND s.outcome = 'replaced'
+            """, [SQLValue(now)])
+        _ = try connection.execute(
+            """
+            INSERT INTO receipts (user_id, latest_receipt, imported_product_id, status, next_check_at,
+                consecutive_failures, consecutive_malformed, created_at, updated_at, original_transaction_id,
+                app_account_token, environment, source, bundle_id)
+            SELECT user_id, COALESCE(latest_receipt, ''), product_id, 'unverified', $1, 0, 0, $1, $1,
+                original_transaction_id, app_account_token, environment,
+                CASE WHEN latest_receipt IS NULL THEN 'server_api' END, bundle_id
+            FROM receipt_import WHERE outcome IS NULL ORDER BY ord
+            """, [SQLValue(now)])
+        let outcomes = try connection.execute("SELECT ord, outcome FROM receipt_import ORDER BY ord", [])
+        guard outcomes.count == items.count else {
+            throw SubscriptionStoreError.query("the bulk import staged \(outcomes.count) of \(items.count) lines")
+        }
+        return try outcomes.map { row in
+            try row.optionalText("outcome").flatMap(ReceiptImportOutcome.init(rawValue:)) ?? .inserted
         }
     }
 
