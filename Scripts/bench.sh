@@ -18,6 +18,11 @@
 #       the import rate of each line form (receipt, StoreKit 2 transaction id, StoreKit 2 signed
 #       transaction, verified at import) into fresh SQLite files, and PostgreSQL schemas when
 #       RENEWAL_BENCH_POSTGRES_URL is set: rows/s and peak RSS.
+#   Scripts/bench.sh import-bulk [N=100000] [RECEIPT_BYTES=3000]
+#       N lines with receipts of RECEIPT_BYTES base64 characters into a fresh SQLite file, and a fresh
+#       PostgreSQL schema when RENEWAL_BENCH_POSTGRES_URL is set: the first import (all new), the same
+#       file again (all unchanged), then a file whose every other receipt is new (half replaced):
+#       rows/s and peak RSS of each.
 #   Scripts/bench.sh month [SUBSCRIBERS=1000] [DAYS=30] [INTERVAL_MINUTES=30]
 #       a month of a subscriber population (renewals, annual plans, cancellations, refunds, billing
 #       failures, recoveries, grace periods, upgrades) on the simulator's clock, in one process
@@ -242,11 +247,44 @@ bench_import_forms() {
   done
 }
 
+bench_import_bulk() {
+  local count=${1:-100000} bytes=${2:-3000}
+  python3 - "$count" "$bytes" "$dir/first.jsonl" "$dir/second.jsonl" <<'EOF'
+import base64, json, os, sys
+count, size = int(sys.argv[1]), int(sys.argv[2])
+raw = size * 3 // 4
+with open(sys.argv[3], "w") as first, open(sys.argv[4], "w") as second:
+    for n in range(count):
+        receipt = base64.b64encode(os.urandom(raw)).decode()
+        line = {"user_id": f"user-{n}", "latest_receipt": receipt, "product_id": "com.example.pro.monthly"}
+        first.write(json.dumps(line) + "\n")
+        if n % 2:
+            line["latest_receipt"] = base64.b64encode(os.urandom(raw)).decode()
+        second.write(json.dumps(line) + "\n")
+EOF
+  local databases=(sqlite)
+  [ -n "${RENEWAL_BENCH_POSTGRES_URL:-}" ] && databases+=(postgres)
+  for backend in "${databases[@]}"; do
+    local url="$dir/bulk.sqlite"
+    if [ "$backend" = postgres ]; then
+      url=$RENEWAL_BENCH_POSTGRES_URL
+      PGOPTIONS=--client-min-messages=warning psql -q -X -d "$url" -c "DROP SCHEMA public CASCADE; CREATE SCHEMA public" >/dev/null
+    fi
+    "$BIN/renewal" migrate --database "$url" >/dev/null
+    for step in first:first again:first half-replaced:second; do
+      local label=${step%%:*} file=${step#*:}
+      measure "$backend-$label" "$BIN/renewal" import "$dir/$file.jsonl" --database "$url"
+      echo "  $backend $label: $count lines of $bytes-byte receipts, $(python3 -c "print(round($count / max($wall, 0.001)))") rows/s; $(head -1 "$dir/out.$backend-$label")"
+    done
+  done
+}
+
 case $mode in
   verify) bench_verify "$@" ;;
   scale) bench_scale "$@" ;;
   workers) bench_workers "$@" ;;
   import-forms) bench_import_forms "$@" ;;
+  import-bulk) bench_import_bulk "$@" ;;
   webhooks) "$BIN/renewal-bench" webhooks --changes "${1:-2000}" --latency-ms "${2:-50}" --concurrency "${3:-8,32}" ;;
   month) "$BIN/renewal-bench" month --subscribers "${1:-1000}" --days "${2:-30}" --interval-minutes "${3:-30}" ;;
   jws) ${JOB_CPUS:+taskset -c "$JOB_CPUS"} "$BIN/appstore-simulator" bench-jws --count "${1:-20000}" ;;
