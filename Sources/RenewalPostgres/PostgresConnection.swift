@@ -144,9 +144,9 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         }
     }
 
-    /// `COPY table (columns) FROM STDIN` in text format, the rows sent in chunks of about a megabyte.
     var bulkLoads: Bool { true }
 
+    /// `COPY table (columns) FROM STDIN` in text format, the rows sent in chunks of about a megabyte.
     func copy(into table: String, columns: [String], rows: [[String?]]) throws {
         let started = PQexec(handle, "COPY \(table) (\(columns.joined(separator: ", "))) FROM STDIN")
         guard let started else { throw lostOrFailed(nil, binds: []) }
@@ -155,11 +155,11 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
             throw lostOrFailed(started, binds: [])
         }
         PQclear(started)
-        var chunk = ""
+        var chunk: [UInt8] = []
+        chunk.reserveCapacity(1 << 20 + 64 << 10)
         func send() throws {
             guard !chunk.isEmpty else { return }
-            let bytes = Array(chunk.utf8)
-            let sent = bytes.withUnsafeBufferPointer { buffer in
+            let sent = chunk.withUnsafeBufferPointer { buffer in
                 buffer.withMemoryRebound(to: CChar.self) { PQputCopyData(handle, $0.baseAddress, Int32($0.count)) }
             }
             chunk.removeAll(keepingCapacity: true)
@@ -168,8 +168,12 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         var failure: (any Error)?
         do {
             for row in rows {
-                chunk += row.map { $0.map(Self.copyText) ?? "\\N" }.joined(separator: "\t") + "\n"
-                if chunk.utf8.count >= 1 << 20 { try send() }
+                for (index, value) in row.enumerated() {
+                    if index > 0 { chunk.append(0x09) }
+                    if let value { Self.appendCopyText(value, to: &chunk) } else { chunk += [0x5C, 0x4E] }  // \N
+                }
+                chunk.append(0x0A)
+                if chunk.count >= 1 << 20 { try send() }
             }
             try send()
         } catch {
@@ -187,22 +191,17 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         if let error { throw error }
     }
 
-    /// A value in COPY's text format: backslash, tab, newline and carriage return escaped.
-    private static func copyText(_ value: String) -> String {
-        // By scalar: "\r\n" is one Character.
-        let special: Set<Unicode.Scalar> = ["\\", "\t", "\n", "\r"]
-        guard value.unicodeScalars.contains(where: special.contains) else { return value }
-        var escaped = String.UnicodeScalarView()
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\\": escaped.append(contentsOf: "\\\\".unicodeScalars)
-            case "\t": escaped.append(contentsOf: "\\t".unicodeScalars)
-            case "\n": escaped.append(contentsOf: "\\n".unicodeScalars)
-            case "\r": escaped.append(contentsOf: "\\r".unicodeScalars)
-            default: escaped.append(scalar)
+    /// A value's UTF-8 in COPY's text format: backslash, tab, newline and carriage return escaped.
+    private static func appendCopyText(_ value: String, to chunk: inout [UInt8]) {
+        for byte in value.utf8 {
+            switch byte {
+            case 0x5C: chunk += [0x5C, 0x5C]  // \\
+            case 0x09: chunk += [0x5C, 0x74]  // \t
+            case 0x0A: chunk += [0x5C, 0x6E]  // \n
+            case 0x0D: chunk += [0x5C, 0x72]  // \r
+            default: chunk.append(byte)
             }
         }
-        return String(escaped)
     }
 
     func beginTransaction() throws {

@@ -78,6 +78,9 @@ struct BulkImportTests {
                 _ = try await sqlite.migrate()
                 let postgres = try PostgresSubscriptionStore.open(url: schema.url)
                 _ = try await postgres.migrate()
+                // The comparison means something only if the two take different paths.
+                #expect(try await postgres.database.withConnection { $0.bulkLoads })
+                #expect(try await sqlite.database.withConnection { !$0.bulkLoads })
                 var random = Generator(state: 2026)
                 let start = Date(timeIntervalSince1970: 1_800_000_000)
                 var outcomes: [ReceiptImportOutcome: Int] = [:]
