@@ -29,15 +29,18 @@ struct BulkImportTests {
     }
 
     /// User ids include the characters COPY's text format escapes, and more than ASCII.
-    static let users = (0..<12).map { "user-\($0)" } + ["tab\tuser", "back\\slash", "line\nbreak", "crlf\r\nuser", "ünï"]
+    static let users =
+        (0..<12).map { "user-\($0)" } + ["tab\tuser", "back\\slash", "line\nbreak", "crlf\r\nuser", "ünï"]
 
     static func line(_ random: inout Generator, user: String) -> ReceiptImport {
         let receipt = random.chance(75) ? "receipt-" + String(random.int(0..<5)) : nil
         let transaction = receipt == nil || random.chance(30) ? "200000" + String(random.int(0..<4)) : nil
         return ReceiptImport(
-            userID: user, latestReceipt: receipt, productID: random.chance(40) ? random.pick(["p.month", "p.year"]) : nil,
+            userID: user, latestReceipt: receipt,
+            productID: random.chance(40) ? random.pick(["p.month", "p.year"]) : nil,
             originalTransactionID: transaction,
-            appAccountToken: random.chance(20) ? "6d1b1e9c-3f5e-4b0a-9a57-0c1c1c1c1c1" + String(random.int(0..<3)) : nil,
+            appAccountToken: random.chance(20)
+                ? "6d1b1e9c-3f5e-4b0a-9a57-0c1c1c1c1c1" + String(random.int(0..<3)) : nil,
             environment: random.chance(20) ? random.pick([AppStoreEnvironment.production, .sandbox]) : nil,
             bundleID: random.chance(40) ? random.pick(["com.example.app", "com.example.mac"]) : nil)
     }
@@ -55,7 +58,8 @@ struct BulkImportTests {
             ).map { row in
                 try [
                     row.text("user_id"), row.text("latest_receipt"), row.optionalText("imported_product_id"),
-                    row.text("status"), row.optionalText("environment"), row.optionalInt("next_check_at").map(String.init),
+                    row.text("status"), row.optionalText("environment"),
+                    row.optionalInt("next_check_at").map(String.init),
                     row.optionalText("original_transaction_id"), row.optionalText("app_account_token"),
                     row.optionalText("source"), row.optionalText("bundle_id"), row.optionalText("lease_owner"),
                     row.optionalInt("lease_expires_at").map(String.init), String(row.int("consecutive_failures")),
