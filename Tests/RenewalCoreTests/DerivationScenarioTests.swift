@@ -1,4 +1,5 @@
 import Foundation
+import RenewalTesting
 import Testing
 
 @testable import RenewalCore

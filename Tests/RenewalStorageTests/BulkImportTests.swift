@@ -3,6 +3,7 @@ import RenewalCore
 import RenewalPostgres
 import RenewalSQLite
 @testable import RenewalStorage
+import RenewalTesting
 import Testing
 
 /// PostgreSQL imports a batch through `COPY` and a few set-based statements; SQLite stores it line
@@ -11,28 +12,11 @@ import Testing
     "Bulk import on PostgreSQL: the same as line by line",
     .enabled(if: PostgresTestSchema.baseURL != nil, "RENEWAL_TEST_POSTGRES_URL is not set"))
 struct BulkImportTests {
-    /// A small deterministic generator (SplitMix64), so a failing round can be replayed.
-    struct Generator {
-        var state: UInt64
-
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-
-        mutating func int(_ range: Range<Int>) -> Int { range.lowerBound + Int(next() % UInt64(range.count)) }
-        mutating func chance(_ percent: Int) -> Bool { int(0..<100) < percent }
-        mutating func pick<T>(_ values: [T]) -> T { values[int(0..<values.count)] }
-    }
-
     /// User ids include the characters COPY's text format escapes, and more than ASCII.
     static let users =
         (0..<12).map { "user-\($0)" } + ["tab\tuser", "back\\slash", "line\nbreak", "crlf\r\nuser", "ünï"]
 
-    static func line(_ random: inout Generator, user: String) -> ReceiptImport {
+    static func line(_ random: inout SeededGenerator, user: String) -> ReceiptImport {
         let receipt = random.chance(75) ? "receipt-" + String(random.int(0..<5)) : nil
         let transaction = receipt == nil || random.chance(30) ? "200000" + String(random.int(0..<4)) : nil
         return ReceiptImport(
@@ -85,7 +69,7 @@ struct BulkImportTests {
                 // The comparison means something only if the two take different paths.
                 #expect(try await postgres.database.withConnection { $0.bulkLoads })
                 #expect(try await sqlite.database.withConnection { !$0.bulkLoads })
-                var random = Generator(state: 2026)
+                var random = SeededGenerator(seed: 2026)
                 let start = Date(timeIntervalSince1970: 1_800_000_000)
                 var outcomes: [ReceiptImportOutcome: Int] = [:]
                 for round in 0..<60 {
@@ -121,4 +105,10 @@ struct BulkImportTests {
             }
         }
     }
+}
+
+extension SeededGenerator {
+    mutating func int(_ range: Range<Int>) -> Int { range.lowerBound + Int(next() % UInt64(range.count)) }
+    mutating func chance(_ percent: Int) -> Bool { int(0..<100) < percent }
+    mutating func pick<T>(_ values: [T]) -> T { values[int(0..<values.count)] }
 }
