@@ -217,6 +217,25 @@ EOF
   done
 }
 
+# bench_databases: sqlite, and postgres when RENEWAL_BENCH_POSTGRES_URL is set.
+bench_databases() {
+  echo sqlite
+  [ -n "${RENEWAL_BENCH_POSTGRES_URL:-}" ] && echo postgres
+  return 0
+}
+
+# fresh_database sqlite|postgres SQLITE_PATH: a migrated, empty database (PostgreSQL: its public schema
+# wiped); prints its path or URL.
+fresh_database() {
+  local url=$2
+  if [ "$1" = postgres ]; then
+    url=$RENEWAL_BENCH_POSTGRES_URL
+    PGOPTIONS=--client-min-messages=warning psql -q -X -d "$url" -c "DROP SCHEMA public CASCADE; CREATE SCHEMA public" >/dev/null
+  fi
+  "$BIN/renewal" migrate --database "$url" >/dev/null
+  echo "$url"
+}
+
 bench_import_forms() {
   local count=${1:-20000}
   "$BIN/appstore-simulator" receipts --count "$count" --scenario renewal --user-prefix u >"$dir/receipt.jsonl"
@@ -230,16 +249,10 @@ bench_import_forms() {
   "$BIN/appstore-simulator" storekit2 "$dir/receipt.jsonl" --form signed-transaction \
     --signing-chain "$dir/credentials/signing-chain.pem" >"$dir/signed-transaction.jsonl"
   export APPSTORE_ROOT_CERTIFICATES="$dir/credentials/root.pem" APPSTORE_BUNDLE_ID=com.example.app
-  local databases=(sqlite)
-  [ -n "${RENEWAL_BENCH_POSTGRES_URL:-}" ] && databases+=(postgres)
   for form in receipt transaction-id signed-transaction; do
-    for backend in "${databases[@]}"; do
-      local url="$dir/$form.sqlite"
-      if [ "$backend" = postgres ]; then
-        url=$RENEWAL_BENCH_POSTGRES_URL
-        PGOPTIONS=--client-min-messages=warning psql -q -X -d "$url" -c "DROP SCHEMA public CASCADE; CREATE SCHEMA public" >/dev/null
-      fi
-      "$BIN/renewal" migrate --database "$url" >/dev/null
+    for backend in $(bench_databases); do
+      local url
+      url=$(fresh_database "$backend" "$dir/$form.sqlite")
       measure "$form-$backend" "$BIN/renewal" import "$dir/$form.jsonl" --database "$url"
       python3 -c "print(f'  {$count} lines, {$(stat -c %s "$dir/$form.jsonl") / $count:.0f} bytes each: {$count / $wall:.0f} rows/s')"
       head -1 "$dir/out.$form-$backend" 2>/dev/null | sed 's/^/  /' || true
@@ -262,15 +275,9 @@ with open(sys.argv[3], "w") as first, open(sys.argv[4], "w") as second:
             line["latest_receipt"] = base64.b64encode(os.urandom(raw)).decode()
         second.write(json.dumps(line) + "\n")
 EOF
-  local databases=(sqlite)
-  [ -n "${RENEWAL_BENCH_POSTGRES_URL:-}" ] && databases+=(postgres)
-  for backend in "${databases[@]}"; do
-    local url="$dir/bulk.sqlite"
-    if [ "$backend" = postgres ]; then
-      url=$RENEWAL_BENCH_POSTGRES_URL
-      PGOPTIONS=--client-min-messages=warning psql -q -X -d "$url" -c "DROP SCHEMA public CASCADE; CREATE SCHEMA public" >/dev/null
-    fi
-    "$BIN/renewal" migrate --database "$url" >/dev/null
+  for backend in $(bench_databases); do
+    local url
+    url=$(fresh_database "$backend" "$dir/bulk.sqlite")
     for step in first:first again:first half-replaced:second; do
       local label=${step%%:*} file=${step#*:}
       measure "$backend-$label" "$BIN/renewal" import "$dir/$file.jsonl" --database "$url"
