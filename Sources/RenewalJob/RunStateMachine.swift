@@ -115,12 +115,7 @@ struct RunStateMachine {
                 guard stop == nil, !draining, limits.mayRescan, exhausted, claimedThisPass > 0,
                     rescans < limits.maximumRescans
                 else { return .finish }
-                rescans += 1
-                claimedThisPass = 0
-                exhausted = false
-                pending = 0
-                phase = .claiming
-                return .rescan
+                return startPass()
             }
         }
         if phase == .flushing {
@@ -140,6 +135,11 @@ struct RunStateMachine {
     mutating func dueRowsRemain() -> Action {
         guard stop == nil, !draining, limits.mayRescan, inFlight == 0, !writing, rescans < limits.maximumRescans
         else { return .finish }
+        return startPass()
+    }
+
+    /// Another pass over the due rows begins (`.rescan`: the executor writes what is pending first).
+    private mutating func startPass() -> Action {
         rescans += 1
         claimedThisPass = 0
         exhausted = false
