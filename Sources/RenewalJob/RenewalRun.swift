@@ -171,6 +171,12 @@ public struct RenewalRun: Sendable {
             } catch let error as SubscriptionStoreError {
                 throw RenewalRunError.databaseFailedMidRun(error)
             }
+            do {
+                try await store.compactSummaries()
+            } catch {
+                // The views stay right, only slower to read, and the next run compacts again.
+                logger.warning("Dashboard summaries not compacted", metadata: ["error": "\(error)"])
+            }
         }
         logger.info(
             "Run finished",

@@ -113,6 +113,9 @@ public protocol SubscriptionStore: Sendable {
     func beginRun(_ run: RunRecord) async throws
     func finishRun(_ run: RunRecord) async throws
 
+    /// Keeps the dashboard summaries small (PostgreSQL; nothing to do on SQLite). Called after a run.
+    func compactSummaries() async throws
+
     /// A page of `status` rows: one per subscription and one per receipt without subscriptions,
     /// ordered by user id, then original transaction id.
     func statusPage(userID: String?, after: StatusCursor?, limit: Int) async throws -> [StatusRow]

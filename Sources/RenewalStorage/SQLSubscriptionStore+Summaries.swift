@@ -1,0 +1,66 @@
+import Foundation
+
+/// A dashboard summary (schema 11, PostgreSQL): its table, the columns a group is known by and the
+/// columns summed per group. The first summed column is zero exactly when the group is empty.
+public struct DashboardSummary: Sendable {
+    public var table: String
+    public var groups: [String]
+    public var sums: [String]
+
+    public static let all = [
+        DashboardSummary(
+            table: "subscription_counts",
+            groups: ["bundle_id", "product_id", "environment", "ownership_type", "state"],
+            sums: ["subscribers"]),
+        DashboardSummary(
+            table: "receipt_counts", groups: ["bundle_id", "source", "environment", "status"],
+            sums: ["receipts", "with_transaction_id", "migrated"]),
+        DashboardSummary(
+            table: "change_counts", groups: ["bundle_id", "day", "kind", "product_id", "environment"],
+            sums: ["changes"]),
+        DashboardSummary(
+            table: "failure_counts", groups: ["bundle_id", "day", "reason"], sums: ["failures", "receipts"]),
+        DashboardSummary(
+            table: "notification_counts", groups: ["day", "environment", "notification_type", "subtype"],
+            sums: ["notifications", "unmatched"]),
+    ]
+
+    /// Replaces every group held by more than one row with one row of their sums (none when the
+    /// group is now empty). Rows written by transactions that commit meanwhile are not in this
+    /// statement's snapshot and stay for the next compaction.
+    var compaction: String {
+        let groupList = groups.joined(separator: ", ")
+        return """
+            WITH folded AS (
+                DELETE FROM \(table) WHERE ctid IN (
+                    SELECT ctid FROM (
+                        SELECT ctid, COUNT(*) OVER (PARTITION BY \(groupList)) AS group_rows FROM \(table)
+                    ) grouped
+                    WHERE group_rows > 1
+                )
+                RETURNING *
+            )
+            INSERT INTO \(table) (\(groupList), \(sums.joined(separator: ", ")))
+            SELECT \(groupList), \(sums.map { "SUM(\($0))" }.joined(separator: ", "))
+            FROM folded
+            GROUP BY \(groupList)
+            HAVING SUM(\(sums[0])) <> 0
+            """
+    }
+}
+
+extension SQLSubscriptionStore {
+    /// Folds the dashboard summaries' delta rows into one row per group, so the views keep reading a
+    /// few rows per group however many changes were counted. One worker at a time (another worker
+    /// already compacting does this one's share); a no-op on SQLite, whose views read the tables.
+    public func compactSummaries() async throws {
+        guard database.dialect == .postgres else { return }
+        _ = try await exclusively("dashboard-summaries") {
+            try await self.inTransaction { connection in
+                for summary in DashboardSummary.all {
+                    _ = try connection.execute(summary.compaction, [])
+                }
+            }
+        }
+    }
+}
