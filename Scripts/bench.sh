@@ -23,6 +23,13 @@
 #       PostgreSQL schema when RENEWAL_BENCH_POSTGRES_URL is set: the first import (all new), the same
 #       file again (all unchanged), then a file whose every other receipt is new (half replaced):
 #       rows/s and peak RSS of each.
+#   Scripts/bench.sh big [SUBSCRIBERS=10000000] [RECEIPT_ROWS=2000000]
+#       PostgreSQL (RENEWAL_BENCH_POSTGRES_URL, wiped): a generated population (Scripts/generate-
+#       subscribers.sql: RECEIPT_ROWS rows with a 3,000-character receipt, the rest StoreKit 2 rows, 30
+#       days of changes, failures, notifications, webhooks and runs), then the claim of a page of due
+#       rows (EXPLAIN ANALYZE), `status --user`, `report` of the last day, and each dashboard view's
+#       example query. BIG_REUSE=1 keeps the database and first migrates it to this build's schema,
+#       timing the migration and the longest single-row write made meanwhile.
 #   Scripts/bench.sh month [SUBSCRIBERS=1000] [DAYS=30] [INTERVAL_MINUTES=30]
 #       a month of a subscriber population (renewals, annual plans, cancellations, refunds, billing
 #       failures, recoveries, grace periods, upgrades) on the simulator's clock, in one process
@@ -286,12 +293,106 @@ EOF
   done
 }
 
+# The dashboard views' README example queries, one per line.
+dashboard_queries() {
+  cat <<'SQL'
+SELECT product_id, SUM(subscribers) AS entitled FROM entitlements_by_product WHERE entitled = 1 AND environment = 'Production' GROUP BY product_id ORDER BY entitled DESC
+SELECT day, kind, SUM(changes) AS changes FROM changes_per_day WHERE day >= '2026-11-01' GROUP BY day, kind ORDER BY day
+SELECT state, COUNT(*) AS subscriptions, MAX(days_in_state) AS oldest_days FROM billing_backlog GROUP BY state
+SELECT day, SUM(refunds) AS refunds FROM refunds_per_day GROUP BY day ORDER BY day DESC LIMIT 30
+SELECT run_id, command, status, exit_code, duration_seconds, checked, failed FROM run_history ORDER BY started_at_ms DESC LIMIT 50
+SELECT reason, SUM(failures) AS failures FROM failures_by_reason WHERE day >= '2026-11-01' GROUP BY reason ORDER BY failures DESC
+SELECT day, notification_type, SUM(notifications) AS notifications, SUM(unmatched) AS unmatched FROM notifications_per_day WHERE environment = 'Production' GROUP BY day, notification_type ORDER BY day DESC
+SELECT state, changes, oldest_age_seconds, max_attempts, avg_delivery_seconds FROM webhook_deliveries ORDER BY state
+SELECT day, COUNT(*) AS conflicts FROM shared_apple_id_conflicts GROUP BY day ORDER BY day
+SELECT source, environment, status, receipts, with_transaction_id, migrated FROM receipts_by_source
+SELECT bundle_id AS app, product_id, environment, ownership_type, state, entitled, subscribers FROM entitlements_by_product ORDER BY bundle_id, product_id, environment, ownership_type, state
+SELECT user_id, bundle_id AS app, product_id, environment, state, days_in_state FROM billing_backlog ORDER BY days_in_state DESC LIMIT 20
+SQL
+}
+
+# best_ms URL SQL: the fastest of three runs of SQL, in milliseconds, as psql's \timing gives them;
+# "timeout" when a run takes more than BIG_QUERY_TIMEOUT seconds (default 60).
+best_ms() {
+  local times out
+  times=$(for _ in 1 2 3; do
+    if out=$(PGOPTIONS="-c statement_timeout=${BIG_QUERY_TIMEOUT:-60}s" psql -X -q -v ON_ERROR_STOP=1 -d "$1" \
+      -c '\timing on' -c "$2" 2>/dev/null); then
+      echo "$out" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p'
+    fi
+  done | sort -n)
+  if [ "$(echo "$times" | grep -c .)" -lt 3 ]; then echo "timeout"; else echo "$times" | head -1; fi
+}
+
+# probe_writes URL FILE: until killed, one single-row write to receipts at a time, each one's
+# milliseconds (psql start included) appended to FILE; what a worker would wait meanwhile.
+probe_writes() {
+  local i=0 start
+  while :; do
+    start=$(date +%s%N)
+    psql -X -q -d "$1" -c "UPDATE receipts SET updated_at = updated_at WHERE id = $((i % 1000 + 1))" >/dev/null 2>&1 || true
+    echo $((($(date +%s%N) - start) / 1000000)) >>"$2"
+    i=$((i + 1))
+  done
+}
+
+bench_big() {
+  local count=${1:-10000000} receipt_rows=${2:-2000000}
+  : "${RENEWAL_BENCH_POSTGRES_URL:?set RENEWAL_BENCH_POSTGRES_URL to a PostgreSQL database the benchmark may wipe}"
+  local url=$RENEWAL_BENCH_POSTGRES_URL
+  if [ "${BIG_REUSE:-0}" = 1 ]; then
+    echo "big: reusing the generated database; migrating it to this build's schema, one write probe alongside"
+    probe_writes "$url" "$dir/probe.ms" &
+    local probe=$!
+    sleep 2
+    measure "migrate" "$BIN/renewal" migrate --database "$url"
+    sleep 2
+    kill "$probe" 2>/dev/null || true
+    wait "$probe" 2>/dev/null || true
+    echo "  migrate: $(tail -n 1 "$dir/out.migrate")"
+    python3 - "$dir/probe.ms" <<'EOF'
+import sys
+ms = sorted(int(line) for line in open(sys.argv[1]) if line.strip())
+print(f"  writes meanwhile: {len(ms)}, median {ms[len(ms) // 2]} ms, longest {ms[-1]} ms")
+EOF
+  else
+    fresh_database postgres >/dev/null
+    echo "big: generating $count subscribers ($receipt_rows with a 3,000-character receipt)"
+    measure "generate" psql -X -q -d "$url" -v subscribers="$count" -v receipt_rows="$receipt_rows" \
+      -v now_ms="$(date +%s000)" -v days=30 -f Scripts/generate-subscribers.sql
+  fi
+  psql -X -d "$url" -c "SELECT relname AS table, reltuples::bigint AS rows,
+      pg_size_pretty(pg_total_relation_size(oid)) AS size FROM pg_class
+      WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace AND reltuples > 1000
+      ORDER BY pg_total_relation_size(oid) DESC"
+  # The claim a worker makes: 200 due rows (the run's page), leased, in a transaction rolled back.
+  local now_ms
+  now_ms=$(date +%s000)
+  echo "  claim of 200 due rows:"
+  psql -X -q -d "$url" -c "BEGIN" -c "EXPLAIN (ANALYZE, COSTS OFF) UPDATE receipts SET lease_owner = 'bench', lease_expires_at = $now_ms + 600000
+      WHERE id IN (SELECT r.id FROM receipts r WHERE r.next_check_at <= $now_ms
+                   AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= $now_ms)
+                   ORDER BY r.next_check_at, r.id LIMIT 200 FOR UPDATE SKIP LOCKED)
+      RETURNING id, user_id, latest_receipt" -c "ROLLBACK" | grep -E "Execution Time|Index" | sed 's/^ */    /'
+  local uid="user-$((count / 2 + 7))"
+  measure "status-user" "$BIN/renewal" status --user "$uid" --json --database "$url"
+  echo "  status --user $uid: ${wall} s (process start included), $(grep -c '"user_id"' "$dir/out.status-user") row(s)"
+  measure "report-day" "$BIN/renewal" report --since "$(date -u -d '1 day ago' +%Y-%m-%dT%H:%M:%SZ)" \
+    --format jsonl --output "$dir/day.jsonl" --database "$url"
+  echo "  report of the last day (jsonl): ${wall} s, $(wc -l <"$dir/day.jsonl") lines"
+  echo "  dashboard example queries (best of 3, ms):"
+  while IFS= read -r query; do
+    printf '    %8s  %s\n' "$(best_ms "$url" "$query")" "${query:0:110}"
+  done < <(dashboard_queries)
+}
+
 case $mode in
   verify) bench_verify "$@" ;;
   scale) bench_scale "$@" ;;
   workers) bench_workers "$@" ;;
   import-forms) bench_import_forms "$@" ;;
   import-bulk) bench_import_bulk "$@" ;;
+  big) bench_big "$@" ;;
   webhooks) "$BIN/renewal-bench" webhooks --changes "${1:-2000}" --latency-ms "${2:-50}" --concurrency "${3:-8,32}" ;;
   month) "$BIN/renewal-bench" month --subscribers "${1:-1000}" --days "${2:-30}" --interval-minutes "${3:-30}" ;;
   jws) ${JOB_CPUS:+taskset -c "$JOB_CPUS"} "$BIN/appstore-simulator" bench-jws --count "${1:-20000}" ;;

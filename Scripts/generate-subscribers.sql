@@ -8,7 +8,8 @@
 -- The mix: 2 apps (70 % / 30 %), 6 products, 99 % Production; receipts 97 % verified, 2 % unverified,
 -- 1 % invalid; subscriptions 76 % active, 15 % expired, 3 % billing retry, 2 % grace period, 4 %
 -- revoked; 5 % family shared; about 1 % of receipts due now, the rest spread over the next 30 days.
--- Each day: changes for 1 % of subscribers, failures for 0.05 %, notifications for 0.5 %, 48 runs.
+-- Each day: changes for 1 % of subscribers (each sent as a webhook), failures for 0.05 %,
+-- notifications for 0.5 %, 48 runs.
 \set ON_ERROR_STOP on
 SET synchronous_commit = off;
 
@@ -114,6 +115,16 @@ SELECT 'n-' || n, 'Production',
        'run-' || (1 + n % (:days * 48)),
        CASE WHEN n % 10 < 7 THEN 'com.example.app' ELSE 'com.example.mac' END
 FROM generate_series(1::bigint, :subscribers / 200 * :days) n;
+
+-- Every change went out as a webhook: delivered two seconds later, one in a thousand given up, the
+-- last ten minutes' still queued.
+INSERT INTO webhook_outbox (change_id, user_id, created_at, attempts, next_attempt_at, last_attempt_at, delivered_at,
+                            failed_at)
+SELECT id, user_id, occurred_at, CASE WHEN occurred_at > :now_ms - 600000 THEN 0 ELSE 1 END, occurred_at,
+       CASE WHEN occurred_at <= :now_ms - 600000 THEN occurred_at + 2000 END,
+       CASE WHEN occurred_at <= :now_ms - 600000 AND id % 1000 <> 0 THEN occurred_at + 2000 END,
+       CASE WHEN occurred_at <= :now_ms - 600000 AND id % 1000 = 0 THEN occurred_at + 2000 END
+FROM entitlement_changes;
 
 DROP TABLE receipt_pool;
 VACUUM ANALYZE;

@@ -105,10 +105,27 @@ public final class PostgresDatabase: SQLDatabase {
 
     /// Holds a session-level advisory lock while `body` runs, so two processes migrating at once
     /// apply each version once (the second waits, then finds it applied).
+    ///
+    /// The second process waits between statements, polling, rather than inside one: a statement
+    /// waiting for the lock would hold a snapshot, which the first process's
+    /// `CREATE INDEX CONCURRENTLY` waits for in turn (a deadlock). Migration statements run without
+    /// the session's statement timeout, as building an index on a large table takes longer.
     public func withMigrationLock<T: Sendable>(_ body: (any SQLConnection) throws -> T) async throws -> T {
         try await withConnection { connection in
-            _ = try connection.execute("SELECT pg_advisory_lock($1)", [.int64(Self.migrationLockKey)])
+            while try connection.execute(
+                "SELECT 1 AS locked WHERE pg_try_advisory_lock($1)", [.int64(Self.migrationLockKey)]
+            ).isEmpty {
+                Thread.sleep(forTimeInterval: 0.1)
+            }
             defer { _ = try? connection.execute("SELECT pg_advisory_unlock($1)", [.int64(Self.migrationLockKey)]) }
+            let setting = try connection.execute("SELECT current_setting('statement_timeout') AS timeout", [])
+            let timeout: String? = if case .text(let value) = setting.first?["timeout"] { value } else { nil }
+            _ = try connection.execute("SET statement_timeout = 0", [])
+            defer {
+                if let timeout {
+                    _ = try? connection.execute("SELECT set_config('statement_timeout', $1, false)", [.text(timeout)])
+                }
+            }
             return try body(connection)
         }
     }

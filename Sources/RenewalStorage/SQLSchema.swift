@@ -10,6 +10,10 @@ public enum SQLSchema {
     public struct Migration: Sendable {
         public var version: Int
         public var statements: @Sendable (SQLDialect) -> [String]
+        /// Statements run one by one before the transaction, each on its own, for work that must
+        /// not hold locks for long on a large table (`CREATE INDEX CONCURRENTLY`). Each must be
+        /// harmless to run again: a migration interrupted after them runs them again.
+        public var prelude: @Sendable (SQLDialect) -> [String] = { _ in [] }
     }
 
     /// The version this build expects.
@@ -27,7 +31,7 @@ public enum SQLSchema {
         Migration(version: 8, statements: version8),
         Migration(version: 9, statements: version9),
         Migration(version: 10, statements: version10),
-        Migration(version: 11, statements: version11),
+        Migration(version: 11, statements: version11, prelude: version11Prelude),
     ]
 
     static let createMigrationsTable = """
@@ -294,6 +298,14 @@ extension SQLSchema {
         _ = try connection.execute(createMigrationsTable, [])
         var applied: [Int] = []
         for migration in migrations where migration.version <= version {
+            let prelude = migration.prelude(dialect)
+            if !prelude.isEmpty {
+                let done = try connection.execute(
+                    "SELECT version FROM schema_migrations WHERE version = $1", [.int64(Int64(migration.version))])
+                if done.isEmpty {
+                    for statement in prelude { _ = try connection.execute(statement, []) }
+                }
+            }
             let didApply = try connection.transaction { () throws -> Bool in
                 let found = try appliedVersion(on: connection, dialect: dialect)
                 if found > currentVersion {
@@ -546,311 +558,6 @@ extension SQLSchema {
                    MAX(migrated_at) AS last_migrated_at_ms
             FROM receipts
             GROUP BY bundle_id, COALESCE(source, 'unchecked'), environment, status
-            """,
-        ]
-    }
-}
-
-extension SQLSchema {
-    /// Version 11: dashboards that stay fast at ten million rows (PostgreSQL; SQLite keeps the
-    /// views as they were, aggregating the tables on each query).
-    ///
-    /// The views that counted whole tables (`entitlements_by_product`, `receipts_by_source`,
-    /// `changes_per_day`, `refunds_per_day`, `failures_by_reason`, `notifications_per_day`) read
-    /// small summary tables instead. Triggers keep each summary current in the transaction that
-    /// writes the counted rows, whichever command or person writes them. A trigger only ever
-    /// inserts a delta row (+1 / -1 for a group), so concurrent workers never wait on one another's
-    /// counters; `compactSummaries` folds the deltas into one row per group at the end of each run.
-    /// `billing_backlog` lists rows, so it keeps reading `subscriptions`, through a partial index on
-    /// the two backlog states, and an index answers its "since" lookup into `entitlement_changes`.
-    ///
-    /// The migration fills each summary from the tables in the same transaction that creates its
-    /// triggers, so the counts start exact; on PostgreSQL that transaction holds off writers while
-    /// it counts (measured in BENCHMARKS.md). No table is rewritten.
-    fileprivate static func version11(_ dialect: SQLDialect) -> [String] {
-        guard dialect == .postgres else { return [] }
-        let day = { (column: String) in dialect.utcDay(column) }
-        let entitledStates = "('active', 'grace_period')"
-        return [
-            // The summaries: delta rows, one per change to a group, summed by the views.
-            """
-            CREATE TABLE subscription_counts (
-                bundle_id TEXT, product_id TEXT, environment TEXT, ownership_type TEXT NOT NULL,
-                state TEXT NOT NULL, subscribers BIGINT NOT NULL
-            )
-            """,
-            """
-            CREATE TABLE receipt_counts (
-                bundle_id TEXT, source TEXT NOT NULL, environment TEXT, status TEXT NOT NULL,
-                receipts BIGINT NOT NULL, with_transaction_id BIGINT NOT NULL, migrated BIGINT NOT NULL
-            )
-            """,
-            """
-            CREATE TABLE change_counts (
-                bundle_id TEXT, day TEXT NOT NULL, kind TEXT NOT NULL, product_id TEXT, environment TEXT,
-                changes BIGINT NOT NULL
-            )
-            """,
-            """
-            CREATE TABLE failure_counts (
-                bundle_id TEXT, day TEXT NOT NULL, reason TEXT NOT NULL, failures BIGINT NOT NULL,
-                receipts BIGINT NOT NULL
-            )
-            """,
-            """
-            CREATE TABLE notification_counts (
-                day TEXT NOT NULL, environment TEXT NOT NULL, notification_type TEXT NOT NULL, subtype TEXT,
-                notifications BIGINT NOT NULL, unmatched BIGINT NOT NULL
-            )
-            """,
-            // A subscription counts under its receipt's app; a receipt learning its app moves its
-            // subscriptions' counts with it.
-            """
-            CREATE FUNCTION renewal_count_subscription() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                IF TG_OP IN ('UPDATE', 'DELETE') THEN
-                    INSERT INTO subscription_counts
-                    SELECT (SELECT bundle_id FROM receipts WHERE id = OLD.receipt_id), OLD.product_id,
-                           OLD.environment, COALESCE(OLD.ownership_type, 'PURCHASED'), OLD.state, -1;
-                END IF;
-                IF TG_OP IN ('INSERT', 'UPDATE') THEN
-                    INSERT INTO subscription_counts
-                    SELECT (SELECT bundle_id FROM receipts WHERE id = NEW.receipt_id), NEW.product_id,
-                           NEW.environment, COALESCE(NEW.ownership_type, 'PURCHASED'), NEW.state, 1;
-                END IF;
-                RETURN NULL;
-            END
-            $$
-            """,
-            """
-            CREATE TRIGGER subscriptions_counted AFTER INSERT OR DELETE ON subscriptions
-            FOR EACH ROW EXECUTE FUNCTION renewal_count_subscription()
-            """,
-            """
-            CREATE TRIGGER subscriptions_recounted
-            AFTER UPDATE OF receipt_id, product_id, environment, ownership_type, state ON subscriptions
-            FOR EACH ROW WHEN (
-                (OLD.receipt_id, OLD.product_id, OLD.environment, OLD.ownership_type, OLD.state)
-                IS DISTINCT FROM (NEW.receipt_id, NEW.product_id, NEW.environment, NEW.ownership_type, NEW.state)
-            ) EXECUTE FUNCTION renewal_count_subscription()
-            """,
-            """
-            CREATE FUNCTION renewal_count_receipt() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                IF TG_OP = 'UPDATE' AND OLD.bundle_id IS DISTINCT FROM NEW.bundle_id THEN
-                    INSERT INTO subscription_counts
-                    SELECT b.bundle_id, s.product_id, s.environment, COALESCE(s.ownership_type, 'PURCHASED'), s.state,
-                           b.sign * COUNT(*)
-                    FROM subscriptions s, (VALUES (OLD.bundle_id, -1), (NEW.bundle_id, 1)) AS b (bundle_id, sign)
-                    WHERE s.receipt_id = NEW.id
-                    GROUP BY b.bundle_id, b.sign, s.product_id, s.environment, COALESCE(s.ownership_type, 'PURCHASED'),
-                             s.state;
-                END IF;
-                IF TG_OP IN ('UPDATE', 'DELETE') THEN
-                    INSERT INTO receipt_counts
-                    SELECT OLD.bundle_id, COALESCE(OLD.source, 'unchecked'), OLD.environment, OLD.status, -1,
-                           CASE WHEN OLD.original_transaction_id IS NOT NULL THEN -1 ELSE 0 END,
-                           CASE WHEN OLD.migrated_at IS NOT NULL THEN -1 ELSE 0 END;
-                END IF;
-                IF TG_OP IN ('INSERT', 'UPDATE') THEN
-                    INSERT INTO receipt_counts
-                    SELECT NEW.bundle_id, COALESCE(NEW.source, 'unchecked'), NEW.environment, NEW.status, 1,
-                           CASE WHEN NEW.original_transaction_id IS NOT NULL THEN 1 ELSE 0 END,
-                           CASE WHEN NEW.migrated_at IS NOT NULL THEN 1 ELSE 0 END;
-                END IF;
-                RETURN NULL;
-            END
-            $$
-            """,
-            """
-            CREATE TRIGGER receipts_counted AFTER INSERT OR DELETE ON receipts
-            FOR EACH ROW EXECUTE FUNCTION renewal_count_receipt()
-            """,
-            """
-            CREATE TRIGGER receipts_recounted
-            AFTER UPDATE OF bundle_id, source, environment, status, original_transaction_id, migrated_at ON receipts
-            FOR EACH ROW WHEN (
-                (OLD.bundle_id, OLD.source, OLD.environment, OLD.status, OLD.original_transaction_id IS NULL,
-                 OLD.migrated_at IS NULL)
-                IS DISTINCT FROM (NEW.bundle_id, NEW.source, NEW.environment, NEW.status,
-                                  NEW.original_transaction_id IS NULL, NEW.migrated_at IS NULL)
-            ) EXECUTE FUNCTION renewal_count_receipt()
-            """,
-            // Changes, failures and notifications are only ever inserted. A failure counts its receipt
-            // once per app, day and reason: when no earlier failure of that receipt is on record for them.
-            """
-            CREATE FUNCTION renewal_count_change() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                INSERT INTO change_counts
-                SELECT NEW.bundle_id, \(day("NEW.occurred_at")), NEW.kind, NEW.product_id, NEW.environment, 1;
-                RETURN NULL;
-            END
-            $$
-            """,
-            """
-            CREATE TRIGGER entitlement_changes_counted AFTER INSERT ON entitlement_changes
-            FOR EACH ROW EXECUTE FUNCTION renewal_count_change()
-            """,
-            "CREATE INDEX run_failures_receipt_id_idx ON run_failures (receipt_id, occurred_at)",
-            """
-            CREATE FUNCTION renewal_count_failure() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                INSERT INTO failure_counts
-                SELECT NEW.bundle_id, \(day("NEW.occurred_at")), NEW.reason, 1,
-                       CASE WHEN EXISTS (
-                           SELECT 1 FROM run_failures f
-                           WHERE f.receipt_id = NEW.receipt_id AND f.id <> NEW.id
-                             AND f.occurred_at >= NEW.occurred_at - NEW.occurred_at % 86400000
-                             AND f.occurred_at < NEW.occurred_at - NEW.occurred_at % 86400000 + 86400000
-                             AND f.reason = NEW.reason AND f.bundle_id IS NOT DISTINCT FROM NEW.bundle_id
-                       ) THEN 0 ELSE 1 END;
-                RETURN NULL;
-            END
-            $$
-            """,
-            """
-            CREATE TRIGGER run_failures_counted AFTER INSERT ON run_failures
-            FOR EACH ROW EXECUTE FUNCTION renewal_count_failure()
-            """,
-            """
-            CREATE FUNCTION renewal_count_notification() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                INSERT INTO notification_counts
-                SELECT \(day("NEW.signed_at")), NEW.environment, NEW.notification_type, NEW.subtype, 1,
-                       CASE WHEN NEW.original_transaction_id IS NOT NULL AND NEW.receipt_id IS NULL THEN 1 ELSE 0 END;
-                RETURN NULL;
-            END
-            $$
-            """,
-            """
-            CREATE TRIGGER feed_notifications_counted AFTER INSERT ON feed_notifications
-            FOR EACH ROW EXECUTE FUNCTION renewal_count_notification()
-            """,
-            // The summaries start from what the tables hold, in this transaction.
-            """
-            INSERT INTO subscription_counts
-            SELECT r.bundle_id, s.product_id, s.environment, COALESCE(s.ownership_type, 'PURCHASED'), s.state, COUNT(*)
-            FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
-            GROUP BY r.bundle_id, s.product_id, s.environment, COALESCE(s.ownership_type, 'PURCHASED'), s.state
-            """,
-            """
-            INSERT INTO receipt_counts
-            SELECT bundle_id, COALESCE(source, 'unchecked'), environment, status, COUNT(*),
-                   COUNT(original_transaction_id), COUNT(migrated_at)
-            FROM receipts
-            GROUP BY bundle_id, COALESCE(source, 'unchecked'), environment, status
-            """,
-            """
-            INSERT INTO change_counts
-            SELECT bundle_id, \(day("occurred_at")), kind, product_id, environment, COUNT(*)
-            FROM entitlement_changes
-            GROUP BY bundle_id, \(day("occurred_at")), kind, product_id, environment
-            """,
-            """
-            INSERT INTO failure_counts
-            SELECT bundle_id, \(day("occurred_at")), reason, COUNT(*), COUNT(DISTINCT receipt_id)
-            FROM run_failures
-            GROUP BY bundle_id, \(day("occurred_at")), reason
-            """,
-            """
-            INSERT INTO notification_counts
-            SELECT \(day("signed_at")), environment, notification_type, subtype, COUNT(*),
-                   COUNT(*) FILTER (WHERE original_transaction_id IS NOT NULL AND receipt_id IS NULL)
-            FROM feed_notifications
-            GROUP BY \(day("signed_at")), environment, notification_type, subtype
-            """,
-            // The newest migration of each group is read from the receipts through this index.
-            """
-            CREATE INDEX receipts_migrated_at_idx ON receipts (
-                COALESCE(bundle_id, ''), COALESCE(source, 'unchecked'), COALESCE(environment, ''), status, migrated_at
-            ) WHERE migrated_at IS NOT NULL
-            """,
-            """
-            CREATE INDEX subscriptions_billing_backlog_idx ON subscriptions (state)
-            WHERE state IN ('billing_retry', 'grace_period')
-            """,
-            """
-            CREATE INDEX entitlement_changes_original_transaction_id_idx
-            ON entitlement_changes (original_transaction_id, to_state, occurred_at)
-            """,
-            "DROP VIEW entitlements_by_product",
-            """
-            CREATE VIEW entitlements_by_product AS
-            SELECT bundle_id, product_id, environment, ownership_type, state,
-                   CASE WHEN state IN \(entitledStates) THEN 1 ELSE 0 END AS entitled,
-                   CAST(SUM(subscribers) AS BIGINT) AS subscribers
-            FROM subscription_counts
-            GROUP BY bundle_id, product_id, environment, ownership_type, state
-            HAVING SUM(subscribers) <> 0
-            """,
-            "DROP VIEW receipts_by_source",
-            """
-            CREATE VIEW receipts_by_source AS
-            SELECT g.bundle_id, g.source, g.environment, g.status, g.receipts, g.with_transaction_id, g.migrated,
-                   CASE WHEN g.migrated > 0 THEN (
-                       SELECT MAX(r.migrated_at) FROM receipts r
-                       WHERE r.migrated_at IS NOT NULL AND COALESCE(r.bundle_id, '') = COALESCE(g.bundle_id, '')
-                         AND COALESCE(r.source, 'unchecked') = g.source
-                         AND COALESCE(r.environment, '') = COALESCE(g.environment, '') AND r.status = g.status
-                   ) END AS last_migrated_at_ms
-            FROM (
-                SELECT bundle_id, source, environment, status, CAST(SUM(receipts) AS BIGINT) AS receipts,
-                       CAST(SUM(with_transaction_id) AS BIGINT) AS with_transaction_id,
-                       CAST(SUM(migrated) AS BIGINT) AS migrated
-                FROM receipt_counts
-                GROUP BY bundle_id, source, environment, status
-                HAVING SUM(receipts) <> 0
-            ) g
-            """,
-            "DROP VIEW refunds_per_day",
-            "DROP VIEW changes_per_day",
-            """
-            CREATE VIEW changes_per_day AS
-            SELECT bundle_id, day, kind, product_id, environment, CAST(SUM(changes) AS BIGINT) AS changes
-            FROM change_counts
-            GROUP BY bundle_id, day, kind, product_id, environment
-            """,
-            """
-            CREATE VIEW refunds_per_day AS
-            SELECT bundle_id, day, product_id, environment, CAST(SUM(changes) AS BIGINT) AS refunds
-            FROM change_counts
-            WHERE kind = 'refunded'
-            GROUP BY bundle_id, day, product_id, environment
-            """,
-            "DROP VIEW failures_by_reason",
-            """
-            CREATE VIEW failures_by_reason AS
-            SELECT bundle_id, day, reason, CAST(SUM(failures) AS BIGINT) AS failures,
-                   CAST(SUM(receipts) AS BIGINT) AS receipts
-            FROM failure_counts
-            GROUP BY bundle_id, day, reason
-            """,
-            "DROP VIEW notifications_per_day",
-            """
-            CREATE VIEW notifications_per_day AS
-            SELECT day, environment, notification_type, subtype, CAST(SUM(notifications) AS BIGINT) AS notifications,
-                   CAST(SUM(unmatched) AS BIGINT) AS unmatched
-            FROM notification_counts
-            GROUP BY day, environment, notification_type, subtype
-            """,
-            "DROP VIEW billing_backlog",
-            // A LEFT JOIN (every subscription has its receipt) lets PostgreSQL skip the receipts
-            // when a query does not ask for the app.
-            """
-            CREATE VIEW billing_backlog AS
-            SELECT b.bundle_id, b.user_id, b.original_transaction_id, b.product_id, b.environment, b.state, b.since_ms,
-                   (\(dialect.nowMilliseconds) - b.since_ms) / 86400000.0 AS days_in_state,
-                   b.expires_at_ms, b.grace_period_expires_at_ms
-            FROM (
-                SELECT r.bundle_id, s.user_id, s.original_transaction_id, s.product_id, s.environment, s.state,
-                       COALESCE(s.expires_at, (
-                           SELECT MAX(c.occurred_at) FROM entitlement_changes c
-                           WHERE c.original_transaction_id = s.original_transaction_id AND c.to_state = s.state
-                       )) AS since_ms,
-                       s.expires_at AS expires_at_ms, s.grace_period_expires_at AS grace_period_expires_at_ms
-                FROM subscriptions s LEFT JOIN receipts r ON r.id = s.receipt_id
-                WHERE s.state IN ('billing_retry', 'grace_period')
-            ) b
             """,
         ]
     }

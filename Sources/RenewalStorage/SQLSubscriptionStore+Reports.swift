@@ -94,13 +94,15 @@ extension SQLSubscriptionStore {
             """, runID, app)
     }
 
+    /// Read through the `entitlements_by_product` view, which on PostgreSQL sums a small summary
+    /// instead of counting every subscription.
     public func entitledNow() async throws -> [String: Int] {
         try await onConnection { connection in
             var result: [String: Int] = [:]
             for row in try connection.execute(
                 """
-                SELECT COALESCE(product_id, '') AS name, COUNT(*) AS n FROM subscriptions
-                WHERE state IN ('active', 'grace_period') GROUP BY COALESCE(product_id, '')
+                SELECT COALESCE(product_id, '') AS name, CAST(SUM(subscribers) AS BIGINT) AS n
+                FROM entitlements_by_product WHERE entitled = 1 GROUP BY COALESCE(product_id, '')
                 """, [])
             {
                 result[try row.text("name")] = try row.int("n")

@@ -1,29 +1,39 @@
 import Foundation
 
-/// A dashboard summary (schema 11, PostgreSQL): its table, the columns a group is known by and the
-/// columns summed per group. The first summed column is zero exactly when the group is empty.
+/// A dashboard summary (schema 11, PostgreSQL): its table, the columns a group is known by, and
+/// how each other column folds (`SUM`, `MIN` or `MAX`). The first column is a count, zero exactly
+/// when the group is empty.
 public struct DashboardSummary: Sendable {
     public var table: String
     public var groups: [String]
-    public var sums: [String]
+    public var folds: [(column: String, function: String)]
 
-    public static let all = [
-        DashboardSummary(
-            table: "subscription_counts",
-            groups: ["bundle_id", "product_id", "environment", "ownership_type", "state"],
-            sums: ["subscribers"]),
-        DashboardSummary(
-            table: "receipt_counts", groups: ["bundle_id", "source", "environment", "status"],
-            sums: ["receipts", "with_transaction_id", "migrated"]),
-        DashboardSummary(
-            table: "change_counts", groups: ["bundle_id", "day", "kind", "product_id", "environment"],
-            sums: ["changes"]),
-        DashboardSummary(
-            table: "failure_counts", groups: ["bundle_id", "day", "reason"], sums: ["failures", "receipts"]),
-        DashboardSummary(
-            table: "notification_counts", groups: ["day", "environment", "notification_type", "subtype"],
-            sums: ["notifications", "unmatched"]),
-    ]
+    init(table: String, groups: [String], sums: [String], others: [(column: String, function: String)] = []) {
+        self.table = table
+        self.groups = groups
+        self.folds = sums.map { ($0, "SUM") } + others
+    }
+
+    public static let subscriptions = DashboardSummary(
+        table: "subscription_counts", groups: ["bundle_id", "product_id", "environment", "ownership_type", "state"],
+        sums: ["subscribers"])
+    public static let receipts = DashboardSummary(
+        table: "receipt_counts", groups: ["bundle_id", "source", "environment", "status"],
+        sums: ["receipts", "with_transaction_id", "migrated"])
+    public static let changes = DashboardSummary(
+        table: "change_counts", groups: ["bundle_id", "day", "kind", "product_id", "environment"], sums: ["changes"])
+    public static let failures = DashboardSummary(
+        table: "failure_counts", groups: ["bundle_id", "day", "reason"], sums: ["failures", "receipts"])
+    public static let notifications = DashboardSummary(
+        table: "notification_counts", groups: ["day", "environment", "notification_type", "subtype"],
+        sums: ["notifications", "unmatched"])
+    public static let webhookOutcomes = DashboardSummary(
+        table: "webhook_outcome_counts", groups: ["state"], sums: ["changes", "delivery_ms_total"],
+        others: [
+            ("oldest_queued_at", "MIN"), ("max_attempts", "MAX"), ("last_attempt_at", "MAX"),
+            ("max_delivery_ms", "MAX"),
+        ])
+    public static let all = [subscriptions, receipts, changes, failures, notifications, webhookOutcomes]
 
     /// Replaces every group held by more than one row with one row of their sums (none when the
     /// group is now empty). Rows written by transactions that commit meanwhile are not in this
@@ -40,11 +50,11 @@ public struct DashboardSummary: Sendable {
                 )
                 RETURNING *
             )
-            INSERT INTO \(table) (\(groupList), \(sums.joined(separator: ", ")))
-            SELECT \(groupList), \(sums.map { "SUM(\($0))" }.joined(separator: ", "))
+            INSERT INTO \(table) (\(groupList), \(folds.map(\.column).joined(separator: ", ")))
+            SELECT \(groupList), \(folds.map { "\($0.function)(\($0.column))" }.joined(separator: ", "))
             FROM folded
             GROUP BY \(groupList)
-            HAVING SUM(\(sums[0])) <> 0
+            HAVING SUM(\(folds[0].column)) <> 0
             """
     }
 }

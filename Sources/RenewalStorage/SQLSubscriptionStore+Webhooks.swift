@@ -85,25 +85,27 @@ extension SQLSubscriptionStore: WebhookOutboxStore {
     public func deliveryStatus(now: Date) async throws -> DeliveryStatus {
         try await onConnection { connection in
             var status = DeliveryStatus()
-            let counts = try connection.execute(
-                """
-                SELECT
-                    SUM(CASE WHEN delivered_at IS NULL AND failed_at IS NULL THEN 1 ELSE 0 END) AS pending,
-                    SUM(CASE WHEN delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= $1
-                        THEN 1 ELSE 0 END) AS due,
-                    SUM(CASE WHEN delivered_at IS NOT NULL THEN 1 ELSE 0 END) AS delivered,
-                    SUM(CASE WHEN failed_at IS NOT NULL THEN 1 ELSE 0 END) AS failed,
-                    MIN(CASE WHEN delivered_at IS NULL AND failed_at IS NULL THEN created_at END) AS oldest
-                FROM webhook_outbox
-                """, [SQLValue(now)]
-            ).first
-            if let counts {
-                status.pending = try counts.optionalInt("pending") ?? 0
-                status.due = try counts.optionalInt("due") ?? 0
-                status.delivered = try counts.optionalInt("delivered") ?? 0
-                status.failed = try counts.optionalInt("failed") ?? 0
-                status.oldestPendingSince = try counts.optionalDate("oldest")
+            // The view, so PostgreSQL reads its summary of finished deliveries instead of the whole outbox.
+            for row in try connection.execute("SELECT state, changes, oldest_queued_at_ms FROM webhook_deliveries", [])
+            {
+                let changes = try row.int("changes")
+                switch try row.text("state") {
+                case "delivered": status.delivered += changes
+                case "failed": status.failed += changes
+                default:
+                    status.pending += changes
+                    if let oldest = try row.optionalDate("oldest_queued_at_ms") {
+                        status.oldestPendingSince = min(status.oldestPendingSince ?? oldest, oldest)
+                    }
+                }
             }
+            status.due =
+                try connection.execute(
+                    """
+                    SELECT COUNT(*) AS due FROM webhook_outbox
+                    WHERE delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= $1
+                    """, [SQLValue(now)]
+                ).first?.int("due") ?? 0
             status.recentFailures = try connection.execute(
                 """
                 SELECT change_id, user_id, last_error, failed_at FROM webhook_outbox

@@ -100,6 +100,10 @@ struct DashboardSummaryTests {
             "notification_counts", ["on feed_notifications"]
         ),
         (
+            "SELECT state, changes, oldest_age_seconds, max_attempts, avg_delivery_seconds FROM webhook_deliveries ORDER BY state",
+            "webhook_outcome_counts", ["Seq Scan on webhook_outbox"]
+        ),
+        (
             "SELECT source, environment, status, receipts, with_transaction_id, migrated FROM receipts_by_source",
             "receipt_counts", ["on receipts"]
         ),
@@ -158,6 +162,14 @@ struct DashboardSummaryTests {
         FROM generate_series(1::bigint, 10000) i
         """,
         """
+        INSERT INTO webhook_outbox (change_id, user_id, created_at, attempts, next_attempt_at, last_attempt_at,
+                                    delivered_at, failed_at)
+        SELECT 1000000 + i, 'bulk-' || i, 1700000000000 + i * 1000, 1 + i % 4, 0, 1700000000000 + i * 1000 + 500,
+               CASE WHEN i % 100 <> 0 THEN 1700000000000 + i * 1000 + (i % 5000) END,
+               CASE WHEN i % 100 = 0 AND i % 200 <> 0 THEN 1700000000000 + i * 1000 + 9000 END
+        FROM generate_series(1::bigint, 20000) i
+        """,
+        """
         INSERT INTO runs (id, command, started_at, status, host, process_id)
         SELECT 'bulk-' || i, 'run', 1700000000000 + i * 1800000, 'completed', 'bulk', 1 FROM generate_series(1::bigint, 5000) i
         """,
@@ -178,6 +190,36 @@ struct DashboardSummaryTests {
         }.sorted()
     }
 
+    /// The schema 9 `webhook_deliveries`, without the age that moves with the clock.
+    static let webhookAggregate = """
+        SELECT state, COUNT(*) AS changes, MIN(created_at) AS oldest_queued_at_ms, MAX(attempts) AS max_attempts,
+               MAX(last_attempt_at) AS last_attempt_at_ms,
+               CASE WHEN state = 'delivered' THEN AVG(delivered_at - created_at) / 1000.0 END AS avg_delivery_seconds,
+               CASE WHEN state = 'delivered' THEN MAX(delivered_at - created_at) / 1000.0 END AS max_delivery_seconds
+        FROM (
+            SELECT CASE WHEN delivered_at IS NOT NULL THEN 'delivered' WHEN failed_at IS NOT NULL THEN 'failed'
+                        WHEN attempts = 0 THEN 'queued' ELSE 'retrying' END AS state,
+                   created_at, attempts, last_attempt_at, delivered_at
+            FROM webhook_outbox
+        ) o
+        GROUP BY state
+        """
+
+    /// Rows as numbers where they are numbers (averages differ in their decimals' length only).
+    static func numericRows(_ store: PostgresSubscriptionStore, _ sql: String) async throws -> [String] {
+        try await store.database.withConnection { try $0.execute(sql, []) }.map { row in
+            row.columns.sorted().map { column -> String in
+                switch row[column] {
+                case .int64(let value): return "\(column)=\(value)"
+                case .double(let value): return "\(column)=\((value * 1000).rounded() / 1000)"
+                case .text(let text):
+                    return "\(column)=\(Double(text).map { "\(($0 * 1000).rounded() / 1000)" } ?? text)"
+                default: return "\(column)=nil"
+                }
+            }.joined(separator: " ")
+        }.sorted()
+    }
+
     static func expectSummariesMatch(
         _ store: PostgresSubscriptionStore, _ moment: String, everyViewHasRows: Bool = false
     ) async throws {
@@ -187,6 +229,11 @@ struct DashboardSummaryTests {
             #expect(summarized == counted, "\(view), \(moment)")
             if everyViewHasRows { #expect(!counted.isEmpty, "\(view) has rows to compare, \(moment)") }
         }
+        let columns =
+            "state, changes, oldest_queued_at_ms, max_attempts, last_attempt_at_ms, avg_delivery_seconds, max_delivery_seconds"
+        let webhooks = try await numericRows(store, "SELECT \(columns) FROM webhook_deliveries")
+        #expect(webhooks == (try await numericRows(store, webhookAggregate)), "webhook_deliveries, \(moment)")
+        if everyViewHasRows { #expect(webhooks.count == 4, "queued, retrying, delivered and failed: \(webhooks)") }
     }
 
     @Test(
@@ -207,10 +254,29 @@ struct DashboardSummaryTests {
                 ("tester", h.receipt("tester", .sandbox, daysAgo: 5)),
                 ("down", h.receipt("down", .outage, daysAgo: 5)),
             ])
-            _ = try await h.run()
+            _ = try await h.run { $0.queueWebhooks = true }
             try await Self.expectSummariesMatch(store, "after the first run")
+            // Deliveries that went three ways: delivered, retried, given up.
+            let outbox = try #require(h.store as? any WebhookOutboxStore)
+            let now = Date()
+            let claimed = try await outbox.claimDeliveries(
+                owner: "w", now: now, leaseExpiresAt: now.addingTimeInterval(60), limit: 3)
+            #expect(claimed.count == 3)
+            try await outbox.recordDeliveries(
+                [
+                    DeliveryRecord(
+                        changeID: claimed[0].changeID, outcome: .delivered,
+                        at: claimed[0].createdAt.addingTimeInterval(90)),
+                    DeliveryRecord(
+                        changeID: claimed[1].changeID,
+                        outcome: .retry(error: "HTTP 500", next: now.addingTimeInterval(30)), at: now),
+                    DeliveryRecord(changeID: claimed[2].changeID, outcome: .failed(error: "gave up"), at: now),
+                ], owner: "w")
+            try await Self.expectSummariesMatch(store, "after deliveries")
+            let status = try await outbox.deliveryStatus(now: now)
+            #expect(status.delivered == 1 && status.failed == 1 && status.pending >= 2, "\(status)")
             h.state.advance(by: 30 * 86_400)
-            let second = try await h.run()
+            let second = try await h.run { $0.queueWebhooks = true }
             #expect(second.counts.changed >= 4, "renewals, the refund and expiries change rows: \(second.counts)")
             h.state.advance(by: 40 * 86_400)
             _ = try await h.run()
