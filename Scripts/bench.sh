@@ -11,9 +11,11 @@
 #       N stored receipts, DUE_PERCENT of them due: import rate and memory, time to the first claim
 #       (`run --limit 1`, process start included), then run / status --json / report / backfill
 #       memory. PostgreSQL too when RENEWAL_BENCH_POSTGRES_URL is set (a database it may wipe).
-#   Scripts/bench.sh workers [N=6000] [LATENCY_MS=100] [CONCURRENCY=16]
-#       PostgreSQL (RENEWAL_BENCH_POSTGRES_URL): N due receipts taken by 1, 2 and 4 workers at once;
-#       wall time and speed-up against one worker.
+#   Scripts/bench.sh workers [N=6000] [LATENCY_MS=100] [CONCURRENCY=16] [STORED=N] [WORKERS="1 2 4"]
+#       PostgreSQL (RENEWAL_BENCH_POSTGRES_URL): N due receipts taken by 1, 2, 4 (or WORKERS) workers at
+#       once; wall time, speed-up against one worker, and the receipts checked in all (a receipt checked
+#       twice would show). With STORED > N, STORED receipts are imported once and the same N, spread
+#       through the table, are made due before each round.
 #   Scripts/bench.sh import-forms [N=20000]
 #       the import rate of each line form (receipt, StoreKit 2 transaction id, StoreKit 2 signed
 #       transaction, verified at import) into fresh SQLite files, and PostgreSQL schemas when
@@ -189,18 +191,29 @@ bench_scale() {
 }
 
 bench_workers() {
-  local count=${1:-6000} latency=${2:-100} concurrency=${3:-16}
+  local count=${1:-6000} latency=${2:-100} concurrency=${3:-16} stored=${4:-${1:-6000}} counts=${5:-1 2 4}
   : "${RENEWAL_BENCH_POSTGRES_URL:?set RENEWAL_BENCH_POSTGRES_URL to a PostgreSQL database the benchmark may wipe}"
   export RENEWAL_DATABASE=$RENEWAL_BENCH_POSTGRES_URL
   start_simulator "$latency"
-  receipts "$dir/receipts.jsonl" "$count"
-  echo "workers: $count due receipts on PostgreSQL, latency $latency ms, concurrency $concurrency per worker"
-  local one=
-  for workers in 1 2 4; do
-    psql -q "$RENEWAL_BENCH_POSTGRES_URL" -c "DROP SCHEMA public CASCADE" -c "CREATE SCHEMA public" >/dev/null 2>&1
-    "$BIN/renewal" migrate >/dev/null
-    "$BIN/renewal" import "$dir/receipts.jsonl" >/dev/null
-    local start end pids=()
+  receipts "$dir/receipts.jsonl" "$stored"
+  echo "workers: $count due receipts of $stored stored on PostgreSQL, latency $latency ms, concurrency $concurrency per worker"
+  local one= step=$((stored / count))
+  if [ "$stored" -gt "$count" ]; then
+    fresh_database postgres "" >/dev/null
+    measure "import" "$BIN/renewal" import "$dir/receipts.jsonl"
+  fi
+  for workers in $counts; do
+    if [ "$stored" -gt "$count" ]; then
+      # The same rows are due each round, spread through the table; the others are not due for a year.
+      psql -q -X "$RENEWAL_BENCH_POSTGRES_URL" -c "UPDATE receipts SET lease_owner = NULL, lease_expires_at = NULL,
+          next_check_at = CASE WHEN id % $step = 0 THEN 0 ELSE $(date +%s000) + 31536000000 END
+          WHERE next_check_at < $(date +%s000) + 30000000000 OR id % $step = 0" -c "VACUUM ANALYZE receipts" >/dev/null
+    else
+      fresh_database postgres "" >/dev/null
+      "$BIN/renewal" import "$dir/receipts.jsonl" >/dev/null
+    fi
+    local start end sent pids=()
+    sent=$(requests)
     start=$(date +%s.%N)
     for w in $(seq 1 "$workers"); do
       /usr/bin/time -f "%e %U %S %M" -o "$dir/time.w$workers.$w" \
@@ -209,17 +222,21 @@ bench_workers() {
     done
     wait "${pids[@]}" || true
     end=$(date +%s.%N)
+    sent=$(($(requests) - sent))
     local elapsed
     elapsed=$(python3 -c "print(round($end - $start, 2))")
     [ -z "$one" ] && one=$elapsed
-    python3 - "$workers" "$elapsed" "$one" "$count" "$concurrency" "$latency" "$dir" <<'EOF'
-import sys, glob
-workers, elapsed, one, count, concurrency, latency, folder = sys.argv[1:]
-workers, elapsed, one, count = int(workers), float(elapsed), float(one), int(count)
+    python3 - "$workers" "$elapsed" "$one" "$count" "$concurrency" "$latency" "$dir" "$sent" <<'EOF'
+import glob, re, sys
+workers, elapsed, one, count, concurrency, latency, folder, sent = sys.argv[1:]
+workers, elapsed, one, count, sent = int(workers), float(elapsed), float(one), int(count), int(sent)
 limit = workers * int(concurrency) / (int(latency) / 1000)
 cpu = sum(float(p.split()[1]) + float(p.split()[2]) for p in (open(f).read().strip().splitlines()[-1] for f in glob.glob(f"{folder}/time.w{workers}.*")))
+rss = max(int(open(f).read().strip().splitlines()[-1].split()[3]) for f in glob.glob(f"{folder}/time.w{workers}.*"))
+checked = sum(int(m) for f in glob.glob(f"{folder}/out.w{workers}.*") for m in re.findall(r"checked (\d+)", open(f).read()))
 print(f"  {workers} worker(s): {elapsed:.2f} s, {count / elapsed:.0f} receipts/s, speed-up {one / elapsed:.2f}x "
-      f"(ideal {workers}x; request limit {limit:.0f}/s), job CPU {cpu * 1e6 / count:.0f} ms per 1,000")
+      f"(ideal {workers}x; request limit {limit:.0f}/s), job CPU {cpu * 1e6 / count:.0f} ms per 1,000, "
+      f"peak RSS {rss // 1024} MiB; checked {checked} of {count} due, {sent} Apple requests")
 EOF
   done
 }
@@ -356,10 +373,12 @@ ms = sorted(int(line) for line in open(sys.argv[1]) if line.strip())
 print(f"  writes meanwhile: {len(ms)}, median {ms[len(ms) // 2]} ms, longest {ms[-1]} ms")
 EOF
   else
-    fresh_database postgres >/dev/null
+    fresh_database postgres "" >/dev/null
     echo "big: generating $count subscribers ($receipt_rows with a 3,000-character receipt)"
     measure "generate" psql -X -q -d "$url" -v subscribers="$count" -v receipt_rows="$receipt_rows" \
       -v now_ms="$(date +%s000)" -v days=30 -f Scripts/generate-subscribers.sql
+    # From schema 11 on, the summaries' triggers counted every generated row; migrate folds the deltas.
+    measure "fold-summaries" "$BIN/renewal" migrate --database "$url"
   fi
   psql -X -d "$url" -c "SELECT relname AS table, reltuples::bigint AS rows,
       pg_size_pretty(pg_total_relation_size(oid)) AS size FROM pg_class

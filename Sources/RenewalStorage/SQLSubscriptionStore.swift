@@ -18,8 +18,12 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
 
     // MARK: - Schema
 
+    /// Applies the missing migrations, then folds the dashboard summaries' delta rows (so
+    /// `renewal migrate` also tidies up after rows loaded in bulk straight into the tables).
     public func migrate() async throws -> [Int] {
-        try await migrate(through: SQLSchema.currentVersion)
+        let applied = try await migrate(through: SQLSchema.currentVersion)
+        try await compactSummaries()
+        return applied
     }
 
     /// Applies the missing migrations up to `version` only: tests build the database an earlier

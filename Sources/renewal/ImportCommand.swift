@@ -60,34 +60,58 @@ struct ImportCommand: AsyncParsableCommand {
             let now = Date()
             // Made on the first signed transaction, so a receipt-only file never needs the roots.
             var signed: SignedTransactionImport?
-            while let line = try await reader.next() {
-                lineNumber += 1
-                var parsed = ImportLine.parse(line)
-                if case .success(let item, let jws?) = parsed {
-                    if signed == nil {
-                        signed = try SignedTransactionImport(
-                            bundleID: bundleID ?? Environment.value("APPSTORE_BUNDLE_ID"))
-                    }
-                    switch await signed?.complete(item, signedTransaction: jws) {
-                    case .success(let completed)?: parsed = .success(completed, signedTransaction: nil)
-                    case .failure(let problem)?: parsed = .failure(problem.description)
-                    case nil: break
-                    }
-                }
-                switch parsed {
-                case .skip: continue
-                case .failure(let problem):
-                    rejected += 1
-                    FileHandle.standardError.write(Data("renewal import: line \(lineNumber): \(problem)\n".utf8))
-                case .success(let item, _):
-                    batch.append((lineNumber, item))
-                    if batch.count >= batchSize {
-                        rejected += try await Self.store(batch, in: store, now: now, tally: &tally)
-                        batch.removeAll(keepingCapacity: true)
-                    }
+            // One batch is written while the next is read and parsed, so the database and this
+            // process work at the same time; batches are still written one after another, in order.
+            var writing: Task<(refused: Int, tally: [ReceiptImportOutcome: Int]), any Error>?
+            func finishWriting() async throws {
+                guard let written = try await writing?.value else { return }
+                rejected += written.refused
+                tally.merge(written.tally, uniquingKeysWith: +)
+                writing = nil
+            }
+            func write(_ full: [(line: Int, item: ReceiptImport)]) async throws {
+                try await finishWriting()
+                writing = Task {
+                    var counted: [ReceiptImportOutcome: Int] = [:]
+                    let refused = try await Self.store(full, in: store, now: now, tally: &counted)
+                    return (refused, counted)
                 }
             }
-            if !batch.isEmpty { rejected += try await Self.store(batch, in: store, now: now, tally: &tally) }
+            do {
+                while let line = try await reader.next() {
+                    lineNumber += 1
+                    var parsed = ImportLine.parse(line)
+                    if case .success(let item, let jws?) = parsed {
+                        if signed == nil {
+                            signed = try SignedTransactionImport(
+                                bundleID: bundleID ?? Environment.value("APPSTORE_BUNDLE_ID"))
+                        }
+                        switch await signed?.complete(item, signedTransaction: jws) {
+                        case .success(let completed)?: parsed = .success(completed, signedTransaction: nil)
+                        case .failure(let problem)?: parsed = .failure(problem.description)
+                        case nil: break
+                        }
+                    }
+                    switch parsed {
+                    case .skip: continue
+                    case .failure(let problem):
+                        rejected += 1
+                        FileHandle.standardError.write(Data("renewal import: line \(lineNumber): \(problem)\n".utf8))
+                    case .success(let item, _):
+                        batch.append((lineNumber, item))
+                        if batch.count >= batchSize {
+                            try await write(batch)
+                            batch.removeAll(keepingCapacity: true)
+                        }
+                    }
+                }
+                if !batch.isEmpty { try await write(batch) }
+                try await finishWriting()
+            } catch {
+                // A batch already handed over is written as it would have been before the error.
+                _ = try? await writing?.value
+                throw error
+            }
             print(
                 """
                 Imported: \(tally[.inserted, default: 0]) new, \(tally[.replaced, default: 0]) replaced, \
