@@ -151,6 +151,24 @@ struct DashboardViewsTests {
         }
     }
 
+    /// Claims three queued deliveries (one per user) and records them three ways: the first
+    /// delivered 90 s after it was queued, the second to be retried, the third given up.
+    static func deliverThreeWays(_ outbox: any WebhookOutboxStore, now: Date) async throws {
+        let claimed = try await outbox.claimDeliveries(
+            owner: "w", now: now, leaseExpiresAt: now.addingTimeInterval(60), limit: 3)
+        try #require(claimed.count == 3)
+        try await outbox.recordDeliveries(
+            [
+                DeliveryRecord(
+                    changeID: claimed[0].changeID, outcome: .delivered,
+                    at: claimed[0].createdAt.addingTimeInterval(90)),
+                DeliveryRecord(
+                    changeID: claimed[1].changeID,
+                    outcome: .retry(error: "HTTP 500", next: now.addingTimeInterval(30)), at: now),
+                DeliveryRecord(changeID: claimed[2].changeID, outcome: .failed(error: "gave up"), at: now),
+            ], owner: "w")
+    }
+
     @Test(
         "webhook_deliveries: the outbox by state after a run that queued changes and deliveries that went three ways",
         arguments: Backend.available)
@@ -185,19 +203,7 @@ struct DashboardViewsTests {
             // One per user is claimed; the first delivered 90 s after it was queued, the second retried, the
             // third given up; the fourth user's change stays queued.
             let now = Date()
-            let claimed = try await outbox.claimDeliveries(
-                owner: "w", now: now, leaseExpiresAt: now.addingTimeInterval(60), limit: 3)
-            #expect(claimed.count == 3)
-            try await outbox.recordDeliveries(
-                [
-                    DeliveryRecord(
-                        changeID: claimed[0].changeID, outcome: .delivered,
-                        at: claimed[0].createdAt.addingTimeInterval(90)),
-                    DeliveryRecord(
-                        changeID: claimed[1].changeID,
-                        outcome: .retry(error: "HTTP 500", next: now.addingTimeInterval(30)), at: now),
-                    DeliveryRecord(changeID: claimed[2].changeID, outcome: .failed(error: "gave up"), at: now),
-                ], owner: "w")
+            try await Self.deliverThreeWays(outbox, now: now)
             view = try await states()
             let status = try await outbox.deliveryStatus(now: now)
             #expect(Set(view.keys) == ["queued", "retrying", "delivered", "failed"], "\(view.keys)")
