@@ -297,24 +297,22 @@ extension SQLSchema {
     ) throws -> [Int] {
         _ = try connection.execute(createMigrationsTable, [])
         var applied: [Int] = []
+        func isApplied(_ migration: Migration) throws -> Bool {
+            try !connection.execute(
+                "SELECT version FROM schema_migrations WHERE version = $1", [.int64(Int64(migration.version))]
+            ).isEmpty
+        }
         for migration in migrations where migration.version <= version {
             let prelude = migration.prelude(dialect)
-            if !prelude.isEmpty {
-                let done = try connection.execute(
-                    "SELECT version FROM schema_migrations WHERE version = $1", [.int64(Int64(migration.version))])
-                if done.isEmpty {
-                    for statement in prelude { _ = try connection.execute(statement, []) }
-                }
+            if !prelude.isEmpty, try !isApplied(migration) {
+                for statement in prelude { _ = try connection.execute(statement, []) }
             }
             let didApply = try connection.transaction { () throws -> Bool in
                 let found = try appliedVersion(on: connection, dialect: dialect)
                 if found > currentVersion {
                     throw SubscriptionStoreError.schemaTooNew(found: found, expected: currentVersion)
                 }
-                let exists = try connection.execute(
-                    "SELECT version FROM schema_migrations WHERE version = $1", [.int64(Int64(migration.version))]
-                )
-                guard exists.isEmpty else { return false }
+                guard try !isApplied(migration) else { return false }
                 for statement in migration.statements(dialect) {
                     _ = try connection.execute(statement, [])
                 }
