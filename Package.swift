@@ -78,6 +78,7 @@ let package = Package(
             name: "RenewalStorage",
             dependencies: [
                 "RenewalCore",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

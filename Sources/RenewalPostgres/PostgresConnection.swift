@@ -192,15 +192,27 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     }
 
     /// A value's UTF-8 in COPY's text format: backslash, tab, newline and carriage return escaped.
+    /// The bytes between escapes are appended a run at a time: a receipt has none, and appending
+    /// it byte by byte took half the import's CPU.
     private static func appendCopyText(_ value: String, to chunk: inout [UInt8]) {
-        for byte in value.utf8 {
-            switch byte {
-            case 0x5C: chunk += [0x5C, 0x5C]  // \\
-            case 0x09: chunk += [0x5C, 0x74]  // \t
-            case 0x0A: chunk += [0x5C, 0x6E]  // \n
-            case 0x0D: chunk += [0x5C, 0x72]  // \r
-            default: chunk.append(byte)
+        var value = value
+        value.withUTF8 { bytes in
+            var runStart = 0
+            for index in bytes.indices {
+                let escaped: UInt8
+                switch bytes[index] {
+                case 0x5C: escaped = 0x5C  // \\
+                case 0x09: escaped = 0x74  // \t
+                case 0x0A: escaped = 0x6E  // \n
+                case 0x0D: escaped = 0x72  // \r
+                default: continue
+                }
+                chunk.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                chunk.append(0x5C)
+                chunk.append(escaped)
+                runStart = index + 1
             }
+            chunk.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
         }
     }
 

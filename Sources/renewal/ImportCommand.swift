@@ -333,22 +333,16 @@ enum ImportLine {
             guard bytes.count % 4 == 0 else { return false }
             var end = bytes.count
             for _ in 0..<2 where end > 0 && bytes[end - 1] == UInt8(ascii: "=") { end -= 1 }
-            return base64Alphabet.withUnsafeBufferPointer { alphabet in
-                var index = 0
-                while index < end {
-                    guard alphabet[Int(bytes[index])] else { return false }
-                    index += 1
-                }
-                return true
+            // Every byte is tested, without branching on the answer, so the compiler can test many
+            // at once: a receipt is kilobytes, and a byte at a time took a fifth of an import's CPU.
+            var allDigits = true
+            for byte in UnsafeBufferPointer(rebasing: bytes[0..<end]) {
+                let letter = (byte | 0x20) &- UInt8(ascii: "a") < 26
+                let digit = byte &- UInt8(ascii: "0") < 10
+                allDigits = allDigits && (letter || digit || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "/"))
             }
+            return allDigits
         } ?? (Data(base64Encoded: text) != nil)
-    }
-
-    /// Which bytes are base64 digits.
-    private static let base64Alphabet: [Bool] = (0..<256).map { byte in
-        let scalar = Unicode.Scalar(UInt8(byte))
-        return ("A"..."Z").contains(scalar) || ("a"..."z").contains(scalar)
-            || ("0"..."9").contains(scalar) || scalar == "+" || scalar == "/"
     }
 }
 

@@ -86,8 +86,18 @@ struct ImportCase: Sendable, CustomStringConvertible {
             let line = ["[]", "1", "\"text\"", "null", "[{\"user_id\":\"x\"}]", "{", "}"][choice % 7]
             return ImportCase(bytes: Data(line.utf8), expectation: .rejected, detail: "not an object: \(line)")
         case .notBase64:
-            let line = #"{"user_id":"\#(user)","latest_receipt":"not base64 at all!"}"#
-            return ImportCase(bytes: Data(line.utf8), expectation: .rejected, detail: "receipt not base64")
+            // One byte outside the alphabet in an otherwise good receipt: the neighbours of each of its
+            // ranges, URL-safe base64's digits, padding in the middle, a byte beyond ASCII.
+            // It takes the place of as many bytes as it has, so the length stays a multiple of four.
+            let strangers = ["@", "[", "`", "{", ":", ",", "-", ".", "_", "=", "~", "*", "é", "\\u00e9"]
+            let stranger = strangers[choice % strangers.count]
+            var characters = Array(receipt)
+            let position = choice % (characters.count - 8)
+            characters.replaceSubrange(position..<(position + stranger.utf8.count), with: stranger)
+            let line = #"{"user_id":"\#(user)","latest_receipt":"\#(String(characters))"}"#
+            return ImportCase(
+                bytes: Data(line.utf8), expectation: .rejected,
+                detail: "receipt not base64: \(stranger) at \(position)")
         case .blank:
             return ImportCase(
                 bytes: Data(["", "   ", "\t", "\r"][choice % 4].utf8), expectation: .skipped, detail: "blank")
