@@ -440,3 +440,39 @@ extension SQLSchema {
         ]
     }
 }
+
+extension SQLSchema {
+    /// Version 12: new receipts counted once per statement (PostgreSQL; nothing on SQLite).
+    ///
+    /// A bulk import copies hundreds of rows into `receipts` with one statement, and counting each
+    /// with its own trigger call and delta row cost about a sixth of the copy. The insert trigger now
+    /// runs once per statement and writes one delta row per group from the statement's new rows (a
+    /// transition table). Updates and deletes are still counted row by row. The triggers are swapped
+    /// in the migration's transaction, so every insert is counted by exactly one of them.
+    static func version12(_ dialect: SQLDialect) -> [String] {
+        guard dialect == .postgres else { return [] }
+        return [
+            """
+            CREATE OR REPLACE FUNCTION renewal_count_new_receipts() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO receipt_counts
+                SELECT bundle_id, COALESCE(source, 'unchecked'), environment, status, COUNT(*),
+                       COUNT(original_transaction_id), COUNT(migrated_at)
+                FROM new_receipts
+                GROUP BY bundle_id, COALESCE(source, 'unchecked'), environment, status;
+                RETURN NULL;
+            END
+            $$
+            """,
+            "DROP TRIGGER receipts_counted ON receipts",
+            """
+            CREATE TRIGGER receipts_counted AFTER DELETE ON receipts FOR EACH ROW
+            EXECUTE FUNCTION renewal_count_receipt()
+            """,
+            """
+            CREATE TRIGGER receipts_counted_new AFTER INSERT ON receipts REFERENCING NEW TABLE AS new_receipts
+            FOR EACH STATEMENT EXECUTE FUNCTION renewal_count_new_receipts()
+            """,
+        ]
+    }
+}
