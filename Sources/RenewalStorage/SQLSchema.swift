@@ -32,7 +32,7 @@ public enum SQLSchema {
         Migration(version: 9, statements: version9),
         Migration(version: 10, statements: version10),
         Migration(version: 11, statements: version11, prelude: version11Prelude),
-        Migration(version: 12, statements: version12),
+        Migration(version: 12, statements: version12, prelude: version12Prelude),
     ]
 
     static let createMigrationsTable = """
