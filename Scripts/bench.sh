@@ -324,7 +324,7 @@ SELECT state, changes, oldest_age_seconds, max_attempts, avg_delivery_seconds FR
 SELECT day, COUNT(*) AS conflicts FROM shared_apple_id_conflicts GROUP BY day ORDER BY day
 SELECT source, environment, status, receipts, with_transaction_id, migrated FROM receipts_by_source
 SELECT bundle_id AS app, product_id, environment, ownership_type, state, entitled, subscribers FROM entitlements_by_product ORDER BY bundle_id, product_id, environment, ownership_type, state
-SELECT user_id, app, product_id, environment, state, days_in_state FROM (SELECT * FROM (SELECT user_id, bundle_id AS app, product_id, environment, state, days_in_state FROM billing_backlog WHERE expires_at_ms IS NOT NULL ORDER BY expires_at_ms LIMIT 20) AS dated UNION ALL SELECT * FROM (SELECT user_id, bundle_id AS app, product_id, environment, state, days_in_state FROM billing_backlog WHERE expires_at_ms IS NULL ORDER BY since_ms NULLS LAST LIMIT 20) AS undated) AS longest ORDER BY days_in_state DESC NULLS LAST LIMIT 20
+SELECT l.user_id, r.bundle_id AS app, l.product_id, l.environment, l.state, l.days_in_state FROM (SELECT * FROM (SELECT original_transaction_id, user_id, product_id, environment, state, days_in_state FROM billing_backlog WHERE expires_at_ms IS NOT NULL ORDER BY expires_at_ms LIMIT 20) AS dated UNION ALL SELECT * FROM (SELECT original_transaction_id, user_id, product_id, environment, state, days_in_state FROM billing_backlog WHERE expires_at_ms IS NULL ORDER BY since_ms NULLS LAST LIMIT 20) AS undated) AS l JOIN subscriptions s ON s.original_transaction_id = l.original_transaction_id LEFT JOIN receipts r ON r.id = s.receipt_id ORDER BY l.days_in_state DESC NULLS LAST LIMIT 20
 SQL
 }
 
