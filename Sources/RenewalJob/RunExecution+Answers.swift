@@ -11,6 +11,14 @@ extension RunExecution {
     /// an outage back, or write the held results and this one.
     mutating func handle(_ receipt: StoredReceipt, _ answer: AppleAnswer, app: String? = nil) async throws {
         if case .verified(let evidence) = answer {
+            if !evidence.unmatchedRenewalInfo.isEmpty {
+                logger.debug(
+                    "Renewal info names subscriptions no transaction in the answer shows; no subscription made from it",
+                    metadata: [
+                        LogKey.receiptID: "\(receipt.id)",
+                        LogKey.originalTransactionID: "\(evidence.unmatchedRenewalInfo.joined(separator: ","))",
+                    ])
+            }
             switch machine.answered(evidence: true, app: app, outage: { false }) {
             case .release, .hold, .holdAndOpenBreaker, .holdAndStopApp:
                 try await release(receipt)

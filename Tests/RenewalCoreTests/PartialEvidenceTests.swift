@@ -3,12 +3,12 @@ import Testing
 
 @testable import RenewalCore
 
-/// Subscriptions `latest_receipt_info` does not list, read from the receipt's `in_app` rows or from
-/// `pending_renewal_info`. The answers are built from Apple's documented fields, in the shape a real
+/// Subscriptions `latest_receipt_info` does not list, read from the receipt's `in_app` rows; renewal info
+/// that no transaction backs. The answers are built from Apple's documented fields, in the shape a real
 /// sandbox answer had: `latest_receipt_info` lists only a non-consumable, while the subscription
 /// (its last period over, auto-renew off, expiration intent 1) shows in `in_app` and
 /// `pending_renewal_info` only.
-@Suite("Partial evidence: a subscription only in_app or pending_renewal_info shows is still a subscription")
+@Suite("Partial evidence: a subscription only in_app shows is still a subscription; renewal info alone is none")
 struct PartialEvidenceTests {
     static let subscriptionID = "2000000000000010"
     static let firstPeriod = Clock.at(-90 * Clock.day)
@@ -110,31 +110,32 @@ struct PartialEvidenceTests {
 
     @Test(
         """
-        a subscription only pending_renewal_info names is read from it: its product and renewal facts, no expiry, \
-        no access
+        renewal info alone is no evidence of a purchase: a pending_renewal_info entry no transaction in the answer \
+        shows creates no subscription, and is named for the debug log
         """
     )
-    func renewalInfoOnly() throws {
+    func renewalInfoOnlyIsNoSubscription() throws {
         let evidence = try Self.answer(inApp: [Self.lifetime], latest: [Self.lifetime], pending: [Self.churnedRenewal])
-        let subscription = try #require(evidence.subscriptions.first)
-        #expect(evidence.subscriptions.count == 1)
-        #expect(subscription.basis == .renewalInfo)
-        #expect(subscription.originalTransactionID == Self.subscriptionID)
-        #expect(subscription.productID == "com.example.pro.monthly")
-        #expect(subscription.expiresAt == nil)
-        #expect(subscription.autoRenew == false)
-        let snapshot = SubscriptionSnapshot(evidence: subscription, now: Clock.now)
-        #expect(snapshot.state == .expired && !snapshot.entitled)
+        #expect(evidence.subscriptions.isEmpty)
+        #expect(evidence.otherPurchases == 1)
+        #expect(evidence.unmatchedRenewalInfo == [Self.subscriptionID])
 
-        // In billing retry with a grace period: still no access without a transaction to show a period.
+        // In billing retry with a grace period: still nothing without a transaction to show a purchase.
         var retrying = Self.churnedRenewal
         retrying["expiration_intent"] = "2"
         retrying["is_in_billing_retry_period"] = "1"
         retrying["grace_period_expires_date_ms"] = String(Clock.ms(Clock.at(5 * Clock.day)))
-        let retry = try #require(
-            try Self.answer(inApp: [], latest: [Self.lifetime], pending: [retrying]).subscriptions.first)
-        let retrySnapshot = SubscriptionSnapshot(evidence: retry, now: Clock.now)
-        #expect(retrySnapshot.state == .billingRetry && !retrySnapshot.entitled)
+        #expect(try Self.answer(inApp: [], latest: [Self.lifetime], pending: [retrying]).subscriptions.isEmpty)
+
+        // Apple's documented example: placeholder ids that no transaction carries.
+        let placeholder: [String: Any] = [
+            "original_transaction_id": "original_transaction_id_value", "product_id": "Test_Subscription",
+            "auto_renew_product_id": "Test_Subscription", "auto_renew_status": "1",
+        ]
+        let documented = try Self.answer(inApp: [], latest: [], pending: [placeholder])
+        #expect(documented.subscriptions.isEmpty)
+        #expect(documented.unmatchedRenewalInfo == ["original_transaction_id_value"])
+        #expect(documented.lookupTransactionID == nil)
     }
 
     @Test(

@@ -445,4 +445,45 @@ struct EvidenceRulesTests {
             #expect(try await h.status().first?.expiresAt.map(AppleDateFormat.milliseconds) == expiry)
         }
     }
+
+    @Test(
+        """
+        renewal info that no transaction in the answer shows (Apple's placeholder ids) creates no subscription: \
+        the receipt holds none
+        """,
+        arguments: Backend.available)
+    func renewalInfoAloneCreatesNothing(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            let receipt = h.receipt("placeholder", .renewal)
+            try await h.importReceipts([("placeholder", receipt)])
+            // Given a valid answer with no transaction at all, and renewal info under placeholder ids
+            h.state.script(
+                account: "placeholder",
+                .json([
+                    "status": 0, "environment": "Sandbox", "latest_receipt": receipt.encoded,
+                    "receipt": ["bundle_id": SimulatedReceipt.bundleID, "in_app": [] as [Any]],
+                    "latest_receipt_info": [] as [Any],
+                    "pending_renewal_info": [
+                        [
+                            "original_transaction_id": "original_transaction_id_value",
+                            "product_id": "Test_Subscription", "auto_renew_product_id": "Test_Subscription",
+                            "auto_renew_status": "1",
+                        ]
+                    ],
+                ]))
+
+            // When the job checks it
+            let outcome = try await h.run()
+
+            // Then no subscription is made from the renewal info: the receipt holds none
+            #expect(outcome.status == .completed)
+            let changes = try await Self.changes(h, run: outcome)
+            #expect(changes.map(\.event.kind) == [.noSubscription])
+            #expect(!changes.contains { $0.event.originalTransactionID == "original_transaction_id_value" })
+            let status = try await h.status()
+            #expect(status.count == 1)
+            #expect(status.first?.state == .noSubscription)
+            #expect(status.first?.originalTransactionID == nil)
+        }
+    }
 }

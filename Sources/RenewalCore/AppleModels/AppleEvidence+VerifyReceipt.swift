@@ -8,8 +8,8 @@ extension AppleEvidence {
     ///   grouped by `original_transaction_id`, and the current transaction is the non-upgraded row with
     ///   the latest `expires_date`.
     /// - A subscription the latest transactions do not list is read from the receipt's own `in_app`
-    ///   rows (`.receiptTransactions`), and one only `pending_renewal_info` names from that alone
-    ///   (`.renewalInfo`): a subscriber who churned is still a subscriber, not "no subscription".
+    ///   rows (`.receiptTransactions`): a subscriber who churned is still a subscriber, not "no subscription".
+    /// - Renewal info that no transaction backs makes no subscription (`unmatchedRenewalInfo` names it).
     /// - Rows without `expires_date` are other purchases (consumables, non-renewing), not subscriptions.
     /// - Renewal info is matched by original transaction id; iOS 6 answers carry it at the top level.
     ///
@@ -44,7 +44,7 @@ extension AppleEvidence {
             response.pendingRenewalInfo.isEmpty
             ? response.topLevelRenewal.map { [$0] } ?? [] : response.pendingRenewalInfo
         var matched: Set<Int> = []
-        var subscriptions = order.compactMap { key -> SubscriptionEvidence? in
+        let subscriptions = order.compactMap { key -> SubscriptionEvidence? in
             guard let group = groups[key] else { return nil }
             let index = Self.renewal(for: key, rows: group.rows, in: renewals)
             if let index { matched.insert(index) }
@@ -53,19 +53,21 @@ extension AppleEvidence {
                 environment: environment,
                 basis: group.basis)
         }
+        // Renewal info for a subscription no transaction shows is no evidence of a purchase (Apple's
+        // documentation shows it with placeholder ids): it makes no subscription. One whose product a
+        // listed subscription has is that subscription's, under an id that does not line up.
         let products = Set(groups.values.flatMap { $0.rows.compactMap(\.productID) })
-        for (index, info) in renewals.enumerated() where !matched.contains(index) {
-            // Renewal info for a subscription no transaction shows. One whose product a listed
-            // subscription has is that subscription's, under an id that does not line up.
-            guard let id = info.originalTransactionID, groups[id] == nil,
+        let unmatched = renewals.indices.compactMap { index -> String? in
+            let info = renewals[index]
+            guard !matched.contains(index), let id = info.originalTransactionID, groups[id] == nil,
                 ![info.productID, info.autoRenewProductID].contains(where: { $0.map(products.contains) ?? false })
-            else { continue }
-            subscriptions.append(
-                SubscriptionEvidence(renewalOnly: info, originalTransactionID: id, environment: environment))
+            else { return nil }
+            return id
         }
         self.init(
             environment: environment, bundleID: response.receipt?.bundleID, latestReceipt: response.latestReceipt,
             subscriptions: subscriptions, otherPurchases: otherPurchases)
+        self.unmatchedRenewalInfo = unmatched
     }
 
     /// The index of the renewal info for `originalTransactionID`, falling back to the product when the
@@ -112,22 +114,6 @@ extension SubscriptionEvidence {
             latestTransactionID: current?.transactionID,
             subscriptionGroupIdentifier: current?.subscriptionGroupIdentifier,
             basis: basis
-        )
-    }
-
-    /// A subscription only `pending_renewal_info` names: its product and renewal facts, no expiry,
-    /// and no grace period (with no transaction to show a paid period, nothing here grants access).
-    init(renewalOnly info: PendingRenewalInfo, originalTransactionID: String, environment: AppStoreEnvironment?) {
-        self.init(
-            originalTransactionID: originalTransactionID,
-            productID: info.productID ?? info.autoRenewProductID,
-            expiresAt: nil,
-            autoRenew: info.autoRenewStatus,
-            autoRenewProductID: info.autoRenewProductID,
-            isInBillingRetry: info.isInBillingRetryPeriod ?? false,
-            expirationIntent: info.expirationIntent,
-            environment: environment,
-            basis: .renewalInfo
         )
     }
 

@@ -26,6 +26,9 @@ public struct AppleEvidence: Sendable, Hashable {
     /// Purchases in the answer that are not auto-renewable subscriptions (consumables,
     /// non-consumables, non-renewing subscriptions).
     public var otherPurchases: Int
+    /// Original transaction ids that only renewal info names (no transaction in the answer shows them):
+    /// no evidence of a purchase, so no subscription; the job logs them at debug level.
+    public var unmatchedRenewalInfo: [String] = []
 
     public init(
         environment: AppStoreEnvironment?, bundleID: String?, latestReceipt: String?,
@@ -49,15 +52,13 @@ public struct AppleEvidence: Sendable, Hashable {
 }
 
 /// Which part of Apple's answer a subscription was read from. Only the latest transactions are the
-/// whole story; the other two are partial, so the job never lets them grant access past the expiry
+/// whole story; the receipt's rows are partial, so the job never lets them grant access past the expiry
 /// they state, nor move a known expiry backwards (`EntitlementDecision`).
 public enum EvidenceBasis: Sendable, Hashable {
     /// The answer's latest transactions: `latest_receipt_info`, or the Server API's signed transaction.
     case latestTransactions
     /// Only the `in_app` rows of the receipt that was sent, which may be older than Apple's latest.
     case receiptTransactions
-    /// Only `pending_renewal_info`: renewal facts with no transaction, so no expiry.
-    case renewalInfo
 }
 
 /// What Apple says about one subscription (`original_transaction_id`), before it is judged at an
