@@ -26,7 +26,9 @@ extension SubscriptionEvent {
             events.append(event(new ? .autoRenewEnabled : .autoRenewDisabled))
         }
         if let old = stored.productID, let new = derived.productID, old != new {
-            events.append(event(.productChanged))
+            var change = event(.productChanged)
+            change.fromProductID = old
+            events.append(change)
         }
         return events
     }

@@ -33,6 +33,9 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
     public var kind: Kind
     public var originalTransactionID: String?
     public var productID: String?
+    /// The product before a `product_changed` change (an upgrade, downgrade or crossgrade); nil on
+    /// other kinds, whose product did not change.
+    public var fromProductID: String?
     public var fromState: SubscriptionState
     public var toState: SubscriptionState
     public var oldExpiresAt: Date?
@@ -41,9 +44,11 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
 
     public init(
         kind: Kind, originalTransactionID: String?, productID: String?, fromState: SubscriptionState,
-        toState: SubscriptionState, oldExpiresAt: Date?, newExpiresAt: Date?, environment: AppStoreEnvironment?
+        toState: SubscriptionState, oldExpiresAt: Date?, newExpiresAt: Date?, environment: AppStoreEnvironment?,
+        fromProductID: String? = nil
     ) {
         self.kind = kind
+        self.fromProductID = fromProductID
         self.originalTransactionID = originalTransactionID
         self.productID = productID
         self.fromState = fromState

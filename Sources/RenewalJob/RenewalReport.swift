@@ -64,6 +64,7 @@ struct ReportChange: Encodable {
         try c.encodeIfPresent(bundleID, forKey: ReportKey("bundle_id"))
         try c.encode(event.originalTransactionID, forKey: ReportKey("original_transaction_id"))
         try c.encode(event.productID, forKey: ReportKey("product_id"))
+        try c.encode(event.fromProductID, forKey: ReportKey("from_product_id"))
         try c.encode(event.kind.rawValue, forKey: ReportKey("kind"))
         try c.encode(event.fromState.rawValue, forKey: ReportKey("from_state"))
         try c.encode(event.toState.rawValue, forKey: ReportKey("to_state"))

@@ -43,6 +43,10 @@ public struct RenewalRun: Sendable {
         logger[metadataKey: LogKey.runID] = "\(runID)"
         logger[metadataKey: LogKey.backend] = "\(store.backendName)"
         let startedAt = now()
+        let started = ContinuousClock.now
+        /// The end of the run: at least the time it really took after `startedAt`, even when the
+        /// clock it reads stands still (the demo's simulated days) or steps back.
+        func finishTime() -> Date { max(now(), startedAt.addingTimeInterval((ContinuousClock.now - started).seconds)) }
         let command = configuration.command.name
         var record = RunRecord(
             id: runID, command: command, startedAt: startedAt, host: configuration.host,
@@ -138,7 +142,7 @@ public struct RenewalRun: Sendable {
             await report?.discard()
             logger.error("Run failed", metadata: ["error": "\(error)"])
             if !configuration.dryRun {
-                record.finishedAt = now()
+                record.finishedAt = finishTime()
                 record.status = .failed
                 record.exitCode = 1
                 record.leaseLost = loop.counts.leaseLost
@@ -158,7 +162,7 @@ public struct RenewalRun: Sendable {
             loop.counts.deliveryFailed = delivery.failed
             loop.counts.oldestUndeliveredSeconds = delivery.oldestUndeliveredSeconds
         }
-        let finishedAt = now()
+        let finishedAt = finishTime()
         let counts = loop.counts
         try await report?.finish(finishedAt: finishedAt, status: status, exitCode: Int(status.exitCode), counts: counts)
         if !configuration.dryRun {

@@ -42,11 +42,13 @@ public protocol RunHistoryStore: SubscriptionStore {
     func changeCounts(ofRun runID: String, app: String?) async throws -> [String: Int]
     /// How many failures of each reason a run recorded (of `app` only, when given).
     func failureCounts(ofRun runID: String, app: String?) async throws -> [String: Int]
-    /// Entitled subscriptions per product now (`active` and `grace_period`).
-    func entitledNow() async throws -> [String: Int]
+    /// Entitled subscriptions per product and environment now (`active` and `grace_period`).
+    func entitledNow() async throws -> [EntitledPlan: Int]
     /// For each run that started at or after `since`: the net change it made to entitled
-    /// subscriptions per product (changes into an entitled state minus changes out of one).
-    func entitledDeltas(since: Date) async throws -> [String: [String: Int]]
+    /// subscriptions per product and environment. Each subscription's move in one answer counts
+    /// once, however many events it made: out of the plan it was on (the product a
+    /// `product_changed` change names as `from_product_id`) and into the one it is on now.
+    func entitledDeltas(since: Date) async throws -> [String: [EntitledPlan: Int]]
 }
 
 /// One row of `entitlement_changes`.
@@ -88,5 +90,25 @@ public struct RecordedFailure: Sendable, Hashable {
         self.userID = userID
         self.failure = failure
         self.occurredAt = occurredAt
+    }
+}
+
+/// A product in one environment: what the entitled-subscribers chart counts, so sandbox testers
+/// never show as paying customers.
+public struct EntitledPlan: Sendable, Hashable, Comparable {
+    /// The product id; empty when not known.
+    public var productID: String
+    /// `Production`, `Sandbox`, or empty when not known.
+    public var environment: String
+
+    public init(productID: String, environment: String) {
+        self.productID = productID
+        self.environment = environment
+    }
+
+    /// Production first, then by product.
+    public static func < (a: EntitledPlan, b: EntitledPlan) -> Bool {
+        let rank = { (plan: EntitledPlan) in plan.environment == "Production" ? 0 : 1 }
+        return (rank(a), a.environment, a.productID) < (rank(b), b.environment, b.productID)
     }
 }

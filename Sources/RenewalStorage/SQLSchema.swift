@@ -33,6 +33,7 @@ public enum SQLSchema {
         Migration(version: 10, statements: version10),
         Migration(version: 11, statements: version11, prelude: version11Prelude),
         Migration(version: 12, statements: version12, prelude: version12Prelude),
+        Migration(version: 13, statements: version13),
     ]
 
     static let createMigrationsTable = """

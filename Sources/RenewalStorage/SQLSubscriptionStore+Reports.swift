@@ -96,35 +96,52 @@ extension SQLSubscriptionStore {
 
     /// Read through the `entitlements_by_product` view, which on PostgreSQL sums a small summary
     /// instead of counting every subscription.
-    public func entitledNow() async throws -> [String: Int] {
+    public func entitledNow() async throws -> [EntitledPlan: Int] {
         try await onConnection { connection in
-            var result: [String: Int] = [:]
+            var result: [EntitledPlan: Int] = [:]
             for row in try connection.execute(
                 """
-                SELECT COALESCE(product_id, '') AS name, CAST(SUM(subscribers) AS BIGINT) AS n
-                FROM entitlements_by_product WHERE entitled = 1 GROUP BY COALESCE(product_id, '')
+                SELECT COALESCE(product_id, '') AS name, COALESCE(environment, '') AS environment,
+                       CAST(SUM(subscribers) AS BIGINT) AS n
+                FROM entitlements_by_product WHERE entitled = 1
+                GROUP BY COALESCE(product_id, ''), COALESCE(environment, '')
                 """, [])
             {
-                result[try row.text("name")] = try row.int("n")
+                result[EntitledPlan(productID: try row.text("name"), environment: try row.text("environment"))] =
+                    try row.int("n")
             }
             return result
         }
     }
 
-    public func entitledDeltas(since: Date) async throws -> [String: [String: Int]] {
-        try await onConnection { connection in
-            var result: [String: [String: Int]] = [:]
+    public func entitledDeltas(since: Date) async throws -> [String: [EntitledPlan: Int]] {
+        // One answer's events for one subscription share their run, user, time and state move:
+        // grouped, that move counts once, out of the product it left and into the one it is on.
+        let moves = """
+            SELECT c.run_id, c.from_state, c.to_state, COALESCE(MAX(c.product_id), '') AS to_product,
+                   COALESCE(MAX(c.from_product_id), MAX(c.product_id), '') AS from_product,
+                   COALESCE(MAX(c.environment), '') AS environment
+            FROM entitlement_changes c JOIN runs r ON r.id = c.run_id
+            WHERE r.started_at >= $1
+            GROUP BY c.run_id, c.user_id, c.original_transaction_id, c.occurred_at, c.from_state, c.to_state
+            """
+        let entitled = "IN ('active', 'grace_period') THEN 1 ELSE 0 END"
+        return try await onConnection { connection in
+            var result: [String: [EntitledPlan: Int]] = [:]
             let rows = try connection.execute(
                 """
-                SELECT c.run_id AS run_id, COALESCE(c.product_id, '') AS name,
-                       SUM(CASE WHEN c.to_state IN ('active', 'grace_period') THEN 1 ELSE 0 END
-                           - CASE WHEN c.from_state IN ('active', 'grace_period') THEN 1 ELSE 0 END) AS delta
-                FROM entitlement_changes c JOIN runs r ON r.id = c.run_id
-                WHERE r.started_at >= $1
-                GROUP BY c.run_id, COALESCE(c.product_id, '')
+                SELECT run_id, name, environment, SUM(delta) AS delta FROM (
+                    SELECT run_id, to_product AS name, environment, CASE WHEN to_state \(entitled) AS delta
+                    FROM (\(moves)) m
+                    UNION ALL
+                    SELECT run_id, from_product, environment, -CASE WHEN from_state \(entitled)
+                    FROM (\(moves)) m
+                ) d
+                GROUP BY run_id, name, environment
                 """, [SQLValue(since)])
             for row in rows {
-                result[try row.text("run_id"), default: [:]][try row.text("name")] = try row.int("delta")
+                let plan = EntitledPlan(productID: try row.text("name"), environment: try row.text("environment"))
+                result[try row.text("run_id"), default: [:]][plan, default: 0] += try row.int("delta")
             }
             return result
         }
@@ -149,7 +166,7 @@ extension SQLSubscriptionStore {
             productID: try row.optionalText("product_id"), fromState: try row.state("from_state"),
             toState: try row.state("to_state"), oldExpiresAt: try row.optionalDate("old_expires_at"),
             newExpiresAt: try row.optionalDate("new_expires_at"),
-            environment: try row.environment("environment")
+            environment: try row.environment("environment"), fromProductID: try row.optionalText("from_product_id")
         )
         return RecordedChange(
             userID: try row.text("user_id"), event: event,

@@ -286,8 +286,9 @@ extension SQLSubscriptionStore {
         let inserted = try connection.execute(
             """
             INSERT INTO entitlement_changes (run_id, user_id, original_transaction_id, product_id, kind, from_state,
-                to_state, old_expires_at, new_expires_at, environment, ownership_type, occurred_at, source, bundle_id)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                to_state, old_expires_at, new_expires_at, environment, ownership_type, occurred_at, source, bundle_id,
+                from_product_id)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
             RETURNING id
             """,
             [
@@ -296,7 +297,7 @@ extension SQLSubscriptionStore {
                 .text(change.kind.rawValue), .text(change.fromState.rawValue), .text(change.toState.rawValue),
                 SQLValue(change.oldExpiresAt), SQLValue(change.newExpiresAt), SQLValue(change.environment?.rawValue),
                 SQLValue(ownershipType), SQLValue(write.checkedAt), SQLValue(write.source?.rawValue),
-                SQLValue(write.bundleID),
+                SQLValue(write.bundleID), SQLValue(change.fromProductID),
             ]
         )
         guard let id = try inserted.first?.int64("id") else {

@@ -29,10 +29,7 @@ struct DemoOutput {
         let c = outcome.counts
         print("")
         print("Run \(number): \(title)")
-        print(
-            "  checked \(c.checked), \(c.changed) changes, \(c.unchanged) unchanged, \(c.failed) failed, "
-                + "\(c.conflicts) conflicts -> exit code \(outcome.status.exitCode) (\(outcome.status.rawValue))"
-        )
+        print("  " + Self.countsLine(outcome))
         if let lag = c.feedLagSeconds {
             let fallback = (c.feedFallback ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
             print(
@@ -46,16 +43,22 @@ struct DemoOutput {
         guard let path = outcome.reportPath, let data = FileManager.default.contents(atPath: path),
             let report = try JSONSerialization.jsonObject(with: data) as? [String: Any]
         else { return }
+        var lastMove: String?
         for change in report["changes"] as? [[String: Any]] ?? [] {
             let user = change["user_id"] as? String ?? "?"
             let kind = change["kind"] as? String ?? "?"
             let from = change["from_state"] as? String ?? "?"
             let to = change["to_state"] as? String ?? "?"
+            // One answer's events share the subscription's one state move: shown on the first only.
+            let move = [user, change["original_transaction_id"] as? String ?? "", from, to].joined(separator: "\u{1F}")
+            let shownMove = move == lastMove ? "" : from + " -> " + to
+            lastMove = move
             let expires = (change["new_expires_at"] as? String).map { "expires \($0.prefix(10))" } ?? ""
             let environment = change["environment"] as? String ?? ""
-            let product = change["product_id"] as? String ?? "-"
+            var product = change["product_id"] as? String ?? "-"
+            if let from = change["from_product_id"] as? String { product = from + " -> " + product }
             print(
-                "  \(pad(user, 12)) \(pad(kind, 22)) \(pad(from + " -> " + to, 30)) "
+                "  \(pad(user, 12)) \(pad(kind, 22)) \(pad(shownMove, 30)) "
                     + "\(pad(product, 32)) \(pad(expires, 19)) \(environment)"
             )
         }
@@ -71,6 +74,16 @@ struct DemoOutput {
                     + "with \(conflict["owner_user_id"] as? String ?? "?")"
             )
         }
+    }
+
+    /// Receipts first (they add up to the receipts checked), then the events they made: one receipt
+    /// can make several (a refund and auto-renew turned off).
+    static func countsLine(_ outcome: RenewalOutcome) -> String {
+        let c = outcome.counts
+        return "checked \(c.checked) receipts: \(c.receiptsChanged) changed, \(c.unchanged) unchanged, "
+            + "\(c.failed) failed; \(c.changed) \(c.changed == 1 ? "event" : "events"); \(c.conflicts) "
+            + "\(c.conflicts == 1 ? "conflict" : "conflicts") -> exit code \(outcome.status.exitCode) "
+            + "(\(outcome.status.rawValue))"
     }
 
     /// The second app's customers, imported before run 8.

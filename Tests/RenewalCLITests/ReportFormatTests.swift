@@ -256,5 +256,52 @@ struct ReportFormatTests {
             "status", "--json", "--user", "mac-uma", "--database", dir + "/demo/renewal.sqlite",
         ])
         #expect(status.stdout.contains(#""bundle_id":"com.example.mac""#), "\(status.stdout)")
+        // Each run's line adds up: receipts changed, unchanged and failed make the receipts checked; the
+        // events come after.
+        let countLines = demo.stdout.split(separator: "\n").filter {
+            $0.contains("checked ") && $0.contains("receipts:")
+        }
+        #expect(countLines.count == 8, "\(countLines)")
+        for line in countLines {
+            let numbers = line.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+            #expect(numbers.count >= 4 && numbers[0] == numbers[1] + numbers[2] + numbers[3], "\(line)")
+        }
+        // One state move per receipt: the refund shows it, auto-renew turned off with it does not again.
+        let runTwo = (demo.stdout.components(separatedBy: "Run 2:").last ?? "").components(separatedBy: "Run 3:")[0]
+        let frank = runTwo.split(separator: "\n").filter { $0.contains("frank") }
+        #expect(frank.count == 2 && frank.filter { $0.contains("active -> revoked") }.count == 1, "\(frank)")
+        // The upgrade names the plan it left.
+        #expect(
+            runTwo.contains("com.example.pro.monthly -> com.example.pro.monthly.premium"), "\(runTwo)")
+
+        // The HTML: runs that took seconds say so, and the entitled chart walks history back right: the
+        // premium plan has no subscriber before grace upgrades (run 2), and sandbox testers are apart.
+        #expect(!page.contains("<span>took</span><strong>0.0 s</strong>"), "the demo's runs took no time?")
+        let table = try #require(Self.htmlTable(after: "Entitled subscribers by product", in: page))
+        let header = try #require(table.first)
+        let premium = try #require(header.firstIndex(of: "com.example.pro.monthly.premium"), "\(header)")
+        let monthly = try #require(header.firstIndex(of: "com.example.pro.monthly"), "\(header)")
+        let sandbox = try #require(header.firstIndex(of: "com.example.pro.monthly (Sandbox)"), "\(header)")
+        let rows = table.dropFirst().map { $0 }
+        #expect(rows.count == 8, "\(table)")
+        #expect(rows.first?[premium] == "0" && rows.dropFirst().allSatisfy { $0[premium] == "1" }, "\(table)")
+        // Run 1: 13 production subscribers on the monthly plan (heidi, the tester, is in sandbox).
+        #expect(rows.first?[monthly] == "13" && rows.allSatisfy { $0[sandbox] == "1" }, "\(table)")
+    }
+
+    /// The cells of the first `<table>` after `heading`, header row first.
+    static func htmlTable(after heading: String, in page: String) -> [[String]]? {
+        guard let start = page.range(of: heading),
+            let open = page.range(of: "<table", range: start.upperBound..<page.endIndex),
+            let close = page.range(of: "</table>", range: open.upperBound..<page.endIndex)
+        else { return nil }
+        let html = String(page[open.lowerBound..<close.lowerBound])
+        let cell = /<t[dh][^>]*>(.*?)<\/t[dh]>/
+        let tag = /<[^>]+>/
+        return html.components(separatedBy: "</tr>").dropLast().map { row in
+            row.matches(of: cell).map {
+                String($0.output.1).replacing(tag, with: "").trimmingCharacters(in: .whitespaces)
+            }
+        }
     }
 }

@@ -155,8 +155,8 @@ extension StoredReport {
         try await output.write(Self.pageTail)
     }
 
-    /// Entitled subscriptions per product after each of the last runs up to `upTo`: today's count,
-    /// walked back through every later run's net change.
+    /// Entitled subscriptions per product after each of the last runs up to `upTo`, Production and
+    /// Sandbox apart: today's count, walked back through every later run's net change.
     func entitledSeries(upTo: Date) async throws -> (runs: [RunRecord], series: [(name: String, values: [Int])]) {
         let recent = try await store.recentRuns(upTo: upTo, limit: Self.entitledHistoryRuns)
         guard let oldest = recent.last else { return ([], []) }
@@ -172,20 +172,27 @@ extension StoredReport {
             cursor = last
         }
         let shown = Set(recent.map(\.id))
-        var values: [String: [String: Int]] = [:]
+        var values: [String: [EntitledPlan: Int]] = [:]
         for run in later.reversed() {
             if shown.contains(run.id) { values[run.id] = current }
-            for (product, delta) in deltas[run.id] ?? [:] { current[product, default: 0] -= delta }
+            for (plan, delta) in deltas[run.id] ?? [:] { current[plan, default: 0] -= delta }
         }
         let ordered = Array(recent.reversed())
-        let products = Set(values.values.flatMap(\.keys)).sorted()
-        let series = products.map { product in
-            (
-                name: product.isEmpty ? "(unknown product)" : product,
-                values: ordered.map { max(0, values[$0.id]?[product] ?? 0) }
-            )
+        let plans = Set(values.values.flatMap(\.keys)).sorted()
+        let series = plans.map { plan in
+            (name: Self.seriesName(plan), values: ordered.map { max(0, values[$0.id]?[plan] ?? 0) })
         }
         return (ordered, series)
+    }
+
+    /// The product, with its environment unless it is Production: `pro.monthly (Sandbox)`.
+    static func seriesName(_ plan: EntitledPlan) -> String {
+        let product = plan.productID.isEmpty ? "(unknown product)" : plan.productID
+        switch plan.environment {
+        case "Production": return product
+        case "": return product + " (unknown environment)"
+        default: return product + " (\(plan.environment))"
+        }
     }
 
     static func escape(_ text: String) -> String {
