@@ -127,7 +127,7 @@ final class ReportWriter {
 
         /// Creates (or empties) `file`; called on the writer's thread.
         init(creating file: String, reportPath: String) throws {
-            guard FileManager.default.createFile(atPath: file, contents: nil),
+            guard OwnerOnlyFile.create(atPath: file, truncate: true),
                 let handle = FileHandle(forUpdatingAtPath: file)
             else {
                 throw RenewalRunError.report(

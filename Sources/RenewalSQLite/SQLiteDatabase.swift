@@ -32,6 +32,11 @@ public final class SQLiteDatabase: SQLDatabase {
         if !create && !FileManager.default.fileExists(atPath: path) {
             throw SubscriptionStoreError.unavailable("Database file not found at \(path). Run `renewal migrate` first.")
         }
+        if create, path != ":memory:", !FileManager.default.fileExists(atPath: path) {
+            // Every customer's receipt lives here: made owner-only before SQLite opens it; SQLite gives
+            // its -wal and -shm files the database file's mode.
+            OwnerOnlyFile.create(atPath: path)
+        }
         let connection = try SQLiteConnection(path: path, create: create)
         _ = try connection.execute("PRAGMA busy_timeout = \(Self.busyTimeoutMilliseconds)", [])
         let mode = try connection.execute("PRAGMA journal_mode = WAL", [])

@@ -16,7 +16,7 @@ struct SQLiteRunLock: Sendable {
 
     /// Takes the lock without waiting and writes who holds it into the file.
     static func acquire(path: String, owner: String) throws -> SQLiteRunLock {
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, OwnerOnlyFile.mode)
         guard descriptor >= 0 else {
             throw SubscriptionStoreError.unavailable(
                 "cannot open the run lock file \(path): \(errnoText()). Make the database's directory (or that file) "

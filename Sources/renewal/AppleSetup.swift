@@ -30,6 +30,7 @@ struct AppleSetup {
     static func resolve(
         appStore: AppStoreOptions, serverAPI options: ServerAPIOptions, concurrency: Int, logger: Logger
     ) throws -> AppleSetup {
+        try EndpointPairs(appStore: appStore, serverAPI: options).check()
         let mode = options.resolvedSource ?? .auto
         var base = AppStoreClient.Configuration(
             productionURL: appStore.resolvedProductionURL, sandboxURL: appStore.resolvedSandboxURL,

@@ -14,7 +14,7 @@ struct BackfillCommand: AsyncParsableCommand {
             `renewal backfill --user u1 --user u2`, `renewal backfill --expired-within-days 30` (everything \
             that expired in the last 30 days), `renewal backfill --app com.example.mac --all` (one app), `renewal backfill --state billing_retry --dry-run`. \
             Same options, report and exit codes as `run`.
-            """)
+            """ + EnvironmentHelp.text(.database, .apple, .webhook, .logging))
 
     @Flag(name: .long, help: "Select every receipt.")
     var all = false

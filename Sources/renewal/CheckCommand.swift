@@ -19,7 +19,7 @@ struct CheckCommand: AsyncParsableCommand {
             credentials against one of its own stored receipts. Exit 0 when all is well, 78 on a configuration \
             problem (database, shared secret rejected with 21004, another app's receipt), 4 when Apple cannot be \
             reached.
-            """)
+            """ + EnvironmentHelp.text(.database, .apple, .webhook))
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var appStore: AppStoreOptions
@@ -30,6 +30,7 @@ struct CheckCommand: AsyncParsableCommand {
     func run() async throws {
         try await ExitMapping.run {
             let logger = logging.makeLogger()
+            try EndpointPairs(appStore: appStore, serverAPI: serverAPI).check()
             if appStore.resolvedAppsFile != nil {
                 try await checkApps(logger: logger)
                 return
@@ -94,7 +95,24 @@ struct CheckCommand: AsyncParsableCommand {
                 await client.verify(receipt: probe, logger: logger)
             }
             try Self.report(answer, sample: sample, identity: identity, url: appStore.resolvedProductionURL)
+            try await Self.probeSandbox(configuration, logger: logger)
         }
+    }
+
+    /// A run sends sandbox receipts to the sandbox URL: `check` asks it too, with a made-up receipt
+    /// (never a customer's), and any answer Apple's format allows proves it is reached.
+    static func probeSandbox(_ configuration: AppStoreClient.Configuration, logger: Logger) async throws {
+        var sandbox = configuration
+        sandbox.productionURL = configuration.sandboxURL
+        let answer = try await AppStoreClient.withAppStoreClient(configuration: sandbox) { client in
+            await client.verify(receipt: Data("renewal-check".utf8).base64EncodedString(), logger: logger)
+        }
+        if case .transient(let failure, let isOutage) = answer {
+            FileHandle.standardError.write(
+                Data("renewal: apple sandbox (\(configuration.sandboxURL)): \(failure.message)\n".utf8))
+            throw ExitCode(isOutage ? 4 : 1)
+        }
+        print("apple sandbox: ok (\(configuration.sandboxURL) answers)")
     }
 
     /// Several apps: the apps file reads (secrets and keys included), then each app's Server API key and
@@ -176,15 +194,30 @@ struct CheckCommand: AsyncParsableCommand {
                 ))
         }
         let now = Date()
-        let (answer, feed) = try await ServerAPIClient.withServerAPIClient(configuration: configuration) { client in
+        let (answer, feed, sandboxFeed) = try await ServerAPIClient.withServerAPIClient(configuration: configuration) {
+            client in
             (
                 await client.statuses(transactionID: id ?? "0", preferring: sample?.environment, logger: logger),
                 await client.notificationHistory(
                     environment: .production, start: now.addingTimeInterval(-86_400), end: now, token: nil,
+                    logger: logger),
+                // Every URL a run would use is tried: the sandbox's feed too.
+                await client.notificationHistory(
+                    environment: .sandbox, start: now.addingTimeInterval(-86_400), end: now, token: nil,
                     logger: logger)
             )
         }
         Self.report(feed: feed)
+        switch sandboxFeed {
+        case .success:
+            print("server api sandbox: ok (\(configuration.sandboxURL) accepts the token)")
+        case .failure(let error) where error.isOutage:
+            FileHandle.standardError.write(
+                Data("renewal: server api sandbox (\(configuration.sandboxURL)): \(error.message(.serverAPI))\n".utf8))
+            throw ExitCode(4)
+        case .failure(let error):
+            print("server api sandbox: \(configuration.sandboxURL) answers (\(error.reason))")
+        }
         let whose = id == nil ? "a made-up transaction id" : "the transaction id of user \(sample?.userID ?? "")"
         switch answer {
         case .misconfigured(let failure):

@@ -14,7 +14,7 @@ struct DeliverCommand: AsyncParsableCommand {
             exponential backoff and jitter until --max-age-hours, then lists them as failed. Exit 0: every \
             due change delivered; 3: some failed (retried later, or given up: see --status); 78: no URL or \
             secret, or the endpoint answered 410 Gone. --status prints the outbox instead.
-            """)
+            """ + EnvironmentHelp.text(.database, .webhook))
 
     @Flag(name: .long, help: "Print the outbox (pending, due, delivered, failed, oldest undelivered) and exit.")
     var status = false
@@ -59,6 +59,9 @@ struct DeliverCommand: AsyncParsableCommand {
     func run() async throws {
         try await ExitMapping.run {
             let logger = logging.makeLogger()
+            // Deliver talks to no Apple URL, but shares the others' environment file: a half-set pair
+            // there is the same mistake, caught by whichever command runs first.
+            try EndpointPairs(appStore: nil, serverAPI: nil).check()
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
             guard let outbox = store as? any WebhookOutboxStore else {

@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import RenewalJob
+import RenewalStorage
 
 /// Where a run's metrics go: a textfile for node_exporter (written atomically at the end) and/or a
 /// Pushgateway (pushed every `interval` during the run and once at the end).
@@ -35,7 +36,10 @@ struct MetricsOutput: Sendable {
     func writeTextfile(_ text: String) throws {
         guard let textfile else { return }
         let temporary = textfile + ".tmp-\(ProcessInfo.processInfo.processIdentifier)"
-        guard FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8)) else {
+        guard OwnerOnlyFile.create(atPath: temporary, truncate: true),
+            let handle = FileHandle(forWritingAtPath: temporary),
+            (try? handle.write(contentsOf: Data(text.utf8))) != nil, (try? handle.close()) != nil
+        else {
             throw MetricsOutputError(
                 description:
                     "cannot write \(temporary); check that the directory of --metrics-textfile exists and is writable")

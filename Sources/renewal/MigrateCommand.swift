@@ -6,7 +6,8 @@ import RenewalStorage
 struct MigrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "migrate",
-        abstract: "Create or upgrade the database schema (idempotent; safe to run on every deploy).")
+        abstract: "Create or upgrade the database schema (idempotent; safe to run on every deploy).",
+        discussion: "A new SQLite file is created readable by its owner only." + EnvironmentHelp.text(.database))
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions

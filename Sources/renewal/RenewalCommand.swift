@@ -15,10 +15,13 @@ struct RenewalCommand: AsyncParsableCommand {
             APPSTORE_VERIFY_RECEIPT_URL, APPSTORE_SANDBOX_VERIFY_RECEIPT_URL, RENEWAL_LOG_LEVEL).
 
             Exit codes: 0 all due work done; 3 finished, but some receipts could not be verified (they keep \
-            their state and are retried later); 4 aborted because Apple was unavailable; 64 usage error; \
-            75 another run holds the lock; 78 configuration error (bad database, shared secret rejected); \
-            1 internal error.
+            their state and are retried later); 4 aborted because Apple was unavailable; 5 several apps: some \
+            but not all were stopped (their receipts left as they were); 64 usage error (a secret given as a \
+            flag among them); 75 another run holds the lock; 78 configuration error (bad database, shared secret \
+            rejected, one of a production/sandbox URL pair set without the other); 1 internal error; 130 / 143 a \
+            second SIGINT / SIGTERM ended the process at once.
             """,
+        version: RenewalVersion.text,
         subcommands: [
             DemoCommand.self, MigrateCommand.self, ImportCommand.self, RunCommand.self, BackfillCommand.self,
             StatusCommand.self, ReportCommand.self, CheckCommand.self, DeliverCommand.self,
@@ -30,6 +33,10 @@ struct RenewalCommand: AsyncParsableCommand {
     /// cooperative pool: about a fifth less CPU per receipt, most of it futex wake-ups
     /// (BENCHMARKS.md). Blocking calls never run there: both databases have their own thread.
     static func main() async {
+        if let refusal = SecretFlags.refusal(CommandLine.arguments.dropFirst()) {
+            FileHandle.standardError.write(Data("renewal: \(refusal)\n".utf8))
+            Foundation.exit(64)
+        }
         _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
         await main(nil)
     }

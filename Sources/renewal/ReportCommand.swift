@@ -15,7 +15,7 @@ struct ReportCommand: AsyncParsableCommand {
             subscribers by product over the last 30 runs, failures by reason, and the tables behind them). \
             --since/--until take 2026-11-01, 2026-11-01T06:00:00Z, or an age such as 36h or 7d. Rows are \
             read a page at a time, so any run size renders in flat memory.
-            """)
+            """ + EnvironmentHelp.text(.database))
 
     @Option(
         name: .long,

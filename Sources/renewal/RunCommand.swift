@@ -20,7 +20,7 @@ struct RunCommand: AsyncParsableCommand {
             changes a subscription: the failure is recorded and the receipt retried later. On SQLite an \
             overlapping run exits 75 without touching anything. SIGTERM stops claiming, finishes in-flight \
             receipts and writes a partial report.
-            """)
+            """ + EnvironmentHelp.text(.database, .apple, .webhook, .logging))
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var appStore: AppStoreOptions
@@ -188,9 +188,10 @@ struct JobRunner {
 
     static func summary(_ outcome: RenewalOutcome, dryRun: Bool, html: String? = nil) -> String {
         let c = outcome.counts
+        // Receipts first (changed + unchanged + failed = checked), then the events they made.
         var line = "\(dryRun ? "dry run" : "run") \(outcome.runID): \(outcome.status.rawValue); checked \(c.checked), "
-        line += "changes \(c.changed), unchanged \(c.unchanged), failed \(c.failed), invalid \(c.invalid), "
-        line += "conflicts \(c.conflicts), skipped \(c.skipped)"
+        line += "receipts changed \(c.receiptsChanged), unchanged \(c.unchanged), failed \(c.failed); "
+        line += "invalid \(c.invalid), events \(c.changed), conflicts \(c.conflicts), skipped \(c.skipped)"
         if c.migrated > 0 { line += ", migrated \(c.migrated)" }
         if let stopped = c.appsStopped { line += ", apps stopped \(stopped.keys.sorted().joined(separator: ","))" }
         if let report = outcome.reportPath { line += "; report: \(report)" }

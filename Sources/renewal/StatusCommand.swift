@@ -14,7 +14,7 @@ struct StatusCommand: AsyncParsableCommand {
             next_check_at (RFC 3339 UTC or null), ownership_type, last_failure, source (verify_receipt, \
             server_api, or null before the first valid answer) and bundle_id (the app; null until known). Rows are streamed, so it \
             works on any table size.
-            """)
+            """ + EnvironmentHelp.text(.database))
 
     @Flag(name: .long, help: "Print JSON (the stable contract) instead of a table.")
     var json = false
@@ -30,7 +30,7 @@ struct StatusCommand: AsyncParsableCommand {
             _ = logging.makeLogger()
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
-            var output = StatusOutput(json: json)
+            var output = StatusOutput(json: json, user: user)
             var cursor: StatusCursor?
             while true {
                 let page = try await store.statusPage(userID: user, after: cursor, limit: 500)
@@ -47,6 +47,8 @@ struct StatusCommand: AsyncParsableCommand {
 /// `ReportOutput`, so a reader that stops reading never holds an event loop).
 struct StatusOutput {
     let json: Bool
+    /// The one user asked for, if any: an empty answer then says that user has no receipt.
+    let user: String?
     private let sink = ReportOutput()
     private var count = 0
     private let encoder: JSONEncoder = {
@@ -55,8 +57,9 @@ struct StatusOutput {
         return encoder
     }()
 
-    init(json: Bool) {
+    init(json: Bool, user: String? = nil) {
         self.json = json
+        self.user = user
     }
 
     /// Writes one page of rows in one call.
@@ -90,6 +93,10 @@ struct StatusOutput {
     func finish() async throws {
         if json {
             try await sink.write(count == 0 ? "[]\n" : "\n]\n")
+        } else if count == 0, let user {
+            try await sink.write(
+                "User \(user) has no receipt in this database (user ids match exactly; `renewal status` lists them all).\n"
+            )
         } else if count == 0 {
             try await sink.write("No receipts. Load some with `renewal import FILE`.\n")
         }

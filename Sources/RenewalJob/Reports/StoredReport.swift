@@ -164,7 +164,7 @@ public final class ReportOutput {
     /// A file, replaced atomically by `finish()`.
     public init(path: String) throws {
         let temporary = path + ".tmp-\(ProcessInfo.processInfo.processIdentifier)"
-        guard FileManager.default.createFile(atPath: temporary, contents: nil),
+        guard OwnerOnlyFile.create(atPath: temporary, truncate: true),
             let handle = FileHandle(forWritingAtPath: temporary)
         else {
             throw RenewalRunError.report(
