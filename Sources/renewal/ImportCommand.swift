@@ -17,7 +17,7 @@ struct ImportCommand: AsyncParsableCommand {
             optionally "app_account_token". Upserts by user_id: a new receipt or id replaces the stored one, \
             the same just becomes due now. A bad line is reported with its line number and skipped; the rest \
             is imported. Exit 0 when every line was imported, 3 when some were skipped.
-            """)
+            """ + EnvironmentHelp.text(.database))
 
     @Argument(help: ArgumentHelp("JSON Lines file, or - for standard input.", valueName: "file"))
     var file: String
@@ -198,6 +198,9 @@ enum ImportLine {
             guard text.utf8.contains(where: { !isWhitespace($0) }) else {
                 return .failure("user_id is missing or empty; give the app's user id as a string")
             }
+            if let problem = TextField.userID.problem(with: text) {
+                return .failure("user_id \(problem); give the app's user id as it stores it")
+            }
             userID = text
         case .true?, .false?: return .failure("user_id must be a string or an integer, not a boolean")
         case .number?:
@@ -228,6 +231,11 @@ enum ImportLine {
         if let value = fields[2], value.kind != .null {
             guard value.kind == .string, let text = value.string else {
                 return .failure("product_id must be a string (user \(userID))")
+            }
+            if let problem = TextField.productID.problem(with: text) {
+                return .failure(
+                    "product_id \(problem) (user \(userID)); give the product id from App Store Connect, or leave it out"
+                )
             }
             productID = text.isEmpty ? nil : text
         }
