@@ -21,7 +21,7 @@ struct RenewalCommand: AsyncParsableCommand {
             """,
         subcommands: [
             DemoCommand.self, MigrateCommand.self, ImportCommand.self, RunCommand.self, BackfillCommand.self,
-            StatusCommand.self, ReportCommand.self, CheckCommand.self, DeliverCommand.self,
+            StatusCommand.self, ReportCommand.self, CheckCommand.self, DeliverCommand.self, CopyDatabaseCommand.self,
         ]
     )
 
