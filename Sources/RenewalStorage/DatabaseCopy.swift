@@ -222,7 +222,12 @@ public struct DatabaseCopy: Sendable {
                 try !connection.execute("SELECT 1 AS present FROM \(table.name) LIMIT 1", []).isEmpty
             }
             if occupied { throw DatabaseCopyError.targetNotEmpty(table: table.name) }
-            let copied = try await copy(table, columns: columns)
+            let copied: Int
+            do {
+                copied = try await copy(table, columns: columns)
+            } catch let error as SubscriptionStoreError {
+                throw DatabaseCopyError.tableFailed(table: table.name, reason: error.description)
+            }
             logger.info(
                 "Copied table", metadata: ["db.table": "\(table.name)", "db.rows": "\(copied)"])
             counts.append(Copied(table: table.name, count: copied))
@@ -342,6 +347,8 @@ public enum DatabaseCopyError: Error, Sendable, CustomStringConvertible {
     case transactionLost(side: String)
     /// The target holds another number of rows than were copied into it.
     case countMismatch(table: String, copied: Int, found: Int)
+    /// Reading or writing `table` failed for `reason` (the database's message, which holds no value).
+    case tableFailed(table: String, reason: String)
 
     public var description: String {
         switch self {
@@ -361,6 +368,9 @@ public enum DatabaseCopyError: Error, Sendable, CustomStringConvertible {
         case .transactionLost(let side):
             return
                 "the connection to the \(side) database was lost during the copy; nothing was committed to the target: run copy-database again"
+        case .tableFailed(let table, let reason):
+            return
+                "copying \(table) failed (\(reason)); nothing was committed to the target: fix the cause and run copy-database again"
         case .countMismatch(let table, let copied, let found):
             return
                 "the target holds \(found) rows in \(table) after copying \(copied); nothing was committed: run copy-database again"
@@ -372,7 +382,7 @@ public enum DatabaseCopyError: Error, Sendable, CustomStringConvertible {
     public var isConfiguration: Bool {
         switch self {
         case .sourceSchema, .targetNotEmpty, .unknownTable, .columnsDiffer: return true
-        case .transactionLost, .countMismatch: return false
+        case .transactionLost, .countMismatch, .tableFailed: return false
         }
     }
 }

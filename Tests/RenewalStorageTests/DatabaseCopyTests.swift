@@ -263,7 +263,13 @@ struct DatabaseCopyTests {
         try await PostgresTestSchema.with { schema in
             let postgres = try PostgresDatabase(url: schema.url)
             let copy = DatabaseCopy(source: source, target: postgres, batchSize: 2, logger: Self.quiet)
-            await #expect(throws: SubscriptionStoreError.self) { try await copy.run() }
+            do {
+                _ = try await copy.run()
+                Issue.record("a value PostgreSQL refuses was copied")
+            } catch DatabaseCopyError.tableFailed(let table, let reason) {
+                #expect(table == "api_request_budget")
+                #expect(reason.contains("22P02") && !reason.contains("soon"), "\(reason)")
+            }
             let left = try await Self.contents(postgres)
             #expect(left.values.allSatisfy { $0.isEmpty }, "\(left.filter { !$0.value.isEmpty }.keys)")
             #expect(try await Self.views(postgres).isEmpty)
