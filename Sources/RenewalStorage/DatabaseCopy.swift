@@ -158,6 +158,9 @@ public struct DatabaseCopy: Sendable {
                 }
             }
             let counts = try await copyTables()
+            // Every row is read: end the source's snapshot now rather than hold it (and, on PostgreSQL,
+            // an idle transaction the server may end) while the target rebuilds its summaries.
+            _ = try? await source.withConnection { try $0.rollbackTransaction() }
             try await onTarget { connection in
                 if targetDialect == .postgres {
                     for table in Self.tables where table.numbered {
