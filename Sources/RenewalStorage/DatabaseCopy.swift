@@ -183,7 +183,6 @@ public struct DatabaseCopy: Sendable {
                 }
             }
             try await onTarget { try $0.commitTransaction() }
-            _ = try? await source.withConnection { try $0.rollbackTransaction() }
             if targetDialect == .postgres {
                 // Fresh statistics for the planner, which would otherwise plan on empty tables until
                 // autovacuum came round. Only an optimisation: a failure is logged, not thrown.
