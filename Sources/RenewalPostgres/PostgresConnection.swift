@@ -229,6 +229,11 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         _ = try execute("ROLLBACK", [])
     }
 
+    var isInTransaction: Bool {
+        let status = PQtransactionStatus(handle)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR || status == PQTRANS_ACTIVE
+    }
+
     /// Re-establishes a broken connection with the same parameters; a no-op when it is fine.
     func reconnectIfBroken() throws {
         guard isBroken || PQstatus(handle) != CONNECTION_OK else { return }

@@ -76,6 +76,10 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         _ = try execute("ROLLBACK", [])
     }
 
+    var isInTransaction: Bool {
+        sqlite3_get_autocommit(handle) == 0
+    }
+
     // MARK: - Private
 
     private func prepared(_ sql: String) throws -> OpaquePointer {

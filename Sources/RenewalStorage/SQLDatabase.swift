@@ -15,6 +15,11 @@ public protocol SQLConnection {
     func commitTransaction() throws
     func rollbackTransaction() throws
 
+    /// Whether a transaction is open on this connection. A caller that keeps one open across several
+    /// `withConnection` calls checks it, as a lost PostgreSQL session is replaced by a new one
+    /// outside any transaction.
+    var isInTransaction: Bool { get }
+
     /// Whether `copy` loads in bulk here: PostgreSQL, where each statement costs a round trip. SQLite
     /// (in-process, no round trip) writes row by row.
     var bulkLoads: Bool { get }

@@ -279,11 +279,12 @@ extension SQLSchema {
             """
     }
 
-    static func version11(_ dialect: SQLDialect) -> [String] {
+    /// The statements that bring every summary to what the tables hold (see `fill`): version 11 runs
+    /// them once, and `DatabaseCopy` runs them on emptied summaries after loading a database.
+    static func summaryFills(_ dialect: SQLDialect) -> [String] {
         guard dialect == .postgres else { return [] }
         let day = { (column: String) in dialect.utcDay(column) }
-        let entitledStates = "('active', 'grace_period')"
-        let fills = [
+        return [
             fill(
                 .subscriptions,
                 from: """
@@ -333,7 +334,19 @@ extension SQLSchema {
                     GROUP BY CASE WHEN delivered_at IS NOT NULL THEN 'delivered' ELSE 'failed' END
                     """),
         ]
-        return fills + [
+    }
+
+    /// Empties every summary and fills it again from the tables, one row per group (PostgreSQL;
+    /// nothing on SQLite). For a database loaded in bulk, whose triggers counted as rows arrived.
+    static func summaryRebuild(_ dialect: SQLDialect) -> [String] {
+        guard dialect == .postgres else { return [] }
+        return DashboardSummary.all.map { "DELETE FROM \($0.table)" } + summaryFills(dialect)
+    }
+
+    static func version11(_ dialect: SQLDialect) -> [String] {
+        guard dialect == .postgres else { return [] }
+        let entitledStates = "('active', 'grace_period')"
+        return summaryFills(dialect) + [
             "DROP VIEW entitlements_by_product",
             """
             CREATE VIEW entitlements_by_product AS

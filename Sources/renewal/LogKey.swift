@@ -8,4 +8,6 @@ enum LogKey {
     static let bucket = "renewal.bucket"
     static let dbApplied = "db.applied"
     static let dbBackend = "db.backend"
+    static let dbFrom = "db.from"
+    static let dbTo = "db.to"
 }

@@ -24,7 +24,7 @@ struct RenewalCommand: AsyncParsableCommand {
         version: RenewalVersion.text,
         subcommands: [
             DemoCommand.self, MigrateCommand.self, ImportCommand.self, RunCommand.self, BackfillCommand.self,
-            StatusCommand.self, ReportCommand.self, CheckCommand.self, DeliverCommand.self,
+            StatusCommand.self, ReportCommand.self, CheckCommand.self, DeliverCommand.self, CopyDatabaseCommand.self,
         ]
     )
 

@@ -9,7 +9,9 @@ import Testing
 struct DocumentedFlagsTests {
     /// The project's programs and their subcommands, as `renewal run` names one.
     static let programs = [
-        "renewal": ["demo", "migrate", "import", "run", "backfill", "status", "report", "check", "deliver"],
+        "renewal": [
+            "demo", "migrate", "import", "run", "backfill", "status", "report", "check", "deliver", "copy-database",
+        ],
         "appstore-simulator": ["serve", "receipts", "storekit2", "bench-jws"],
     ]
     static var commands: [String] {
