@@ -18,7 +18,7 @@ struct CopyDatabaseCommand: AsyncParsableCommand {
             read and written a batch at a time, in one transaction on TO: a copy that fails leaves TO without \
             receipts, to be run again. Stop the cron job or workers first; on SQLite the copy holds the run lock. \
             Give passwords through PGPASSWORD or ~/.pgpass.
-            """)
+            """ + EnvironmentHelp.text(.database))
 
     @Argument(help: ArgumentHelp("The database to copy: a SQLite file path or a postgres:// URL.", valueName: "from"))
     var from: String

@@ -157,7 +157,7 @@ struct NewUserFixesTests {
             "check": database + apple + webhook,
             "deliver": database + webhook + ["RENEWAL_PUSHGATEWAY_URL"],
             "import": database + ["APPSTORE_BUNDLE_ID"],
-            "migrate": database, "status": database, "report": database,
+            "migrate": database, "status": database, "report": database, "copy-database": ["PGPASSWORD", "RENEWAL_LOG_LEVEL"],
         ]
         for (command, variables) in expected {
             let help = try await CLI.run([command, "--help"])
