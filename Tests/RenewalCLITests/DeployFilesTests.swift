@@ -21,16 +21,20 @@ enum DeployFiles {
     /// Every document of a YAML file, through PyYAML's safe loader (as kubectl and Prometheus would refuse what it
     /// refuses).
     static func yamlDocuments(_ relative: String) throws -> [[String: Any]] {
+        try yamlDocuments(atPath: root + "/" + relative)
+    }
+
+    static func yamlDocuments(atPath path: String) throws -> [[String: Any]] {
         let python = try #require(python)
         let script =
             """
             import json, sys, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d is \
             not None]))
             """
-        let json = try tool(python, ["-c", script, root + "/" + relative])
+        let json = try tool(python, ["-c", script, path])
         return try #require(
             try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]],
-            "\(relative) is not a list of YAML mappings")
+            "\(path) is not a list of YAML mappings")
     }
 
     /// The long options a subcommand's `--help` lists, every name of each (`--server-api-url, --server-apiurl <url>`).
