@@ -159,6 +159,7 @@ struct CheckCommand: AsyncParsableCommand {
                 try Self.report(
                     answer, sample: sample, identity: app.identity, url: configuration.productionURL,
                     secretSetting: "the shared_secret_file of \(bundleID)")
+                try await Self.probeSandbox(configuration, logger: logger)
             } catch let error as ConfigurationError {
                 FileHandle.standardError.write(Data("renewal: \(bundleID): \(error.description)\n".utf8))
                 problems.append(bundleID)
