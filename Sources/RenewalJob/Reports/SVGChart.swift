@@ -1,0 +1,112 @@
+import Foundation
+import RenewalCore
+import RenewalStorage
+
+/// Inline SVG charts with no script and no external resource.
+enum SVGChart {
+    static let palette = ["#2f6fb0", "#d9822b", "#3c9a5f", "#b8473f", "#7a5aa6", "#8c6d3f", "#c75d9d", "#6b7781"]
+
+    /// Horizontal bars, one per label, longest first as given.
+    static func bars(id: String, _ rows: [(label: String, value: Int)]) -> String {
+        let labelWidth = 190.0, barWidth = 520.0, rowHeight = 24.0
+        let height = max(1, Double(rows.count)) * rowHeight + 10
+        let maximum = Double(max(1, rows.map(\.value).max() ?? 1))
+        var svg =
+            """
+            <svg class=\"chart\" id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" \
+            width=\"\(Int(labelWidth + barWidth + 70))\" height=\"\(Int(height))\" role=\"img\" \
+            aria-label=\"\(id)\">\n
+            """
+        if rows.isEmpty {
+            svg += "<text x=\"4\" y=\"18\">nothing to draw</text>\n"
+        }
+        for (index, row) in rows.enumerated() {
+            let y = Double(index) * rowHeight + 4
+            let width = max(2, barWidth * Double(row.value) / maximum)
+            svg +=
+                """
+                <text x=\"\(Int(labelWidth - 8))\" y=\"\(Int(y + 15))\" \
+                text-anchor=\"end\">\(StoredReport.escape(row.label))</text>
+                """
+            svg +=
+                """
+                <rect class=\"mark\" x=\"\(Int(labelWidth))\" y=\"\(Int(y))\" \
+                width=\"\(String(format: "%.1f", width))\" height=\"\(Int(rowHeight - 6))\" \
+                fill=\"\(palette[0])\"><title>\(StoredReport.escape(row.label)): \(row.value)</title></rect>
+                """
+            svg +=
+                """
+                <text x=\"\(String(format: "%.1f", labelWidth + width + 6))\" \
+                y=\"\(Int(y + 15))\">\(row.value)</text>\n
+                """
+        }
+        return svg + "</svg>\n"
+    }
+
+    /// One line per series over the x labels, with a legend.
+    static func lines(id: String, series: [(name: String, values: [Int])], xLabels: [String]) -> String {
+        let width = 860.0, height = 260.0, left = 50.0, right = 290.0, top = 12.0, bottom = 30.0
+        let plotWidth = width - left - right, plotHeight = height - top - bottom
+        let maximum = Double(max(1, series.flatMap(\.values).max() ?? 1))
+        var svg =
+            """
+            <svg class=\"chart\" id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" \
+            height=\"\(Int(height))\" role=\"img\" aria-label=\"\(id)\">\n
+            """
+        svg +=
+            """
+            <line x1=\"\(Int(left))\" y1=\"\(Int(top + plotHeight))\" x2=\"\(Int(left + plotWidth))\" \
+            y2=\"\(Int(top + plotHeight))\" stroke=\"#8a939c\"/>
+            """
+        svg +=
+            """
+            <line x1=\"\(Int(left))\" y1=\"\(Int(top))\" x2=\"\(Int(left))\" y2=\"\(Int(top + plotHeight))\" \
+            stroke=\"#8a939c\"/>\n
+            """
+        svg += "<text x=\"\(Int(left - 6))\" y=\"\(Int(top + 10))\" text-anchor=\"end\">\(Int(maximum))</text>"
+        svg += "<text x=\"\(Int(left - 6))\" y=\"\(Int(top + plotHeight))\" text-anchor=\"end\">0</text>\n"
+        if let first = xLabels.first {
+            svg +=
+                """
+                <text x=\"\(Int(left))\" \
+                y=\"\(Int(height - 8))\">\(StoredReport.escape(String(first.prefix(10))))</text>
+                """
+        }
+        if xLabels.count > 1, let last = xLabels.last {
+            svg +=
+                """
+                <text x=\"\(Int(left + plotWidth))\" y=\"\(Int(height - 8))\" \
+                text-anchor=\"end\">\(StoredReport.escape(String(last.prefix(10))))</text>\n
+                """
+        }
+        if series.isEmpty { svg += "<text x=\"\(Int(left + 10))\" y=\"\(Int(top + 20))\">nothing to draw</text>\n" }
+        let step = xLabels.count > 1 ? plotWidth / Double(xLabels.count - 1) : 0
+        for (index, line) in series.prefix(palette.count).enumerated() {
+            let color = palette[index % palette.count]
+            let points = line.values.enumerated().map { position, value in
+                let x = left + (xLabels.count > 1 ? Double(position) * step : plotWidth / 2)
+                let y = top + plotHeight - plotHeight * Double(value) / maximum
+                return String(format: "%.1f,%.1f", x, y)
+            }
+            svg +=
+                "<polyline class=\"mark\" fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" "
+                + "points=\"\(points.joined(separator: " "))\">"
+                + "<title>\(StoredReport.escape(line.name))</title></polyline>"
+            for point in points where line.values.count == 1 {
+                let xy = point.split(separator: ",")
+                svg += "<circle cx=\"\(xy[0])\" cy=\"\(xy[1])\" r=\"3\" fill=\"\(color)\"/>"
+            }
+            let legendY = top + 14 + Double(index) * 18
+            svg +=
+                """
+                <rect x=\"\(Int(width - right + 12))\" y=\"\(Int(legendY - 9))\" width=\"10\" height=\"10\" \
+                fill=\"\(color)\"/>
+                """
+            svg +=
+                "<text x=\"\(Int(width - right + 28))\" y=\"\(Int(legendY))\">"
+                + StoredReport.escape(line.name.count > 36 ? "…" + line.name.suffix(35) : line.name)
+                + " (\(line.values.last ?? 0))</text>\n"
+        }
+        return svg + "</svg>\n"
+    }
+}

@@ -1,0 +1,211 @@
+import ArgumentParser
+import Foundation
+import RenewalCore
+import RenewalStorage
+
+/// Parses and checks one import line. Messages name the problem and the fix, never the receipt.
+enum ImportLine {
+    enum Parsed {
+        case skip
+        /// A good line; a `signedTransaction` still has to pass verification (`StoreKitImport`).
+        case success(ReceiptImport, signedTransaction: String?)
+        case failure(String)
+    }
+
+    /// The members a line is read for.
+    private static let keys = JSONKeys([
+        "user_id", "latest_receipt", "product_id", "original_transaction_id", "signed_transaction",
+        "app_account_token", "bundle_id",
+    ])
+
+    static func parse(_ line: ImportLineBytes) -> Parsed {
+        let bytes: Data
+        switch line {
+        case .tooLong(let length):
+            return .failure(
+                """
+                the line is \(length) bytes, over the \(LineReader.maximumLineBytes) allowed; is this a JSON \
+                Lines file?
+                """
+            )
+        case .line(let data): bytes = data
+        }
+        if bytes.allSatisfy(isWhitespace) { return .skip }
+        let shape = """
+            each line must be {"user_id": "...", "latest_receipt": "..."}, or name the subscription by \
+            "original_transaction_id" or "signed_transaction" instead of (or as well as) the receipt
+            """
+        guard let document = try? JSONDocument(bytes: Array(bytes)) else {
+            if String(validating: bytes, as: UTF8.self) == nil {
+                return .failure("the line is not UTF-8; export the file as UTF-8 JSON Lines")
+            }
+            return .failure("not valid JSON (cut short, or nested too deep?); \(shape)")
+        }
+        // A name given twice: the last value counts, as most JSON readers do.
+        guard document.root.kind == .object, let fields = try? document.root.members(keys, lastWins: true) else {
+            return .failure("not a JSON object; \(shape)")
+        }
+        let userID: String
+        switch fields[0]?.kind {
+        case .string?:
+            guard let text = fields[0]?.string else {
+                return .failure("user_id is not UTF-8; export the file as UTF-8 JSON Lines")
+            }
+            guard text.utf8.contains(where: { !isWhitespace($0) }) else {
+                return .failure("user_id is missing or empty; give the app's user id as a string")
+            }
+            if let problem = TextField.userID.problem(with: text) {
+                return .failure("user_id \(problem); give the app's user id as it stores it")
+            }
+            userID = text
+        case .true?, .false?: return .failure("user_id must be a string or an integer, not a boolean")
+        case .number?:
+            guard let number = fields[0]?.integer else {
+                return .failure("user_id must be a string or an integer, not \(fields[0]?.numberText ?? "a fraction")")
+            }
+            userID = String(number)
+        default: return .failure("user_id is missing or empty; give the app's user id as a string")
+        }
+        var receipt: String?
+        if let value = fields[1], value.kind != .null {
+            guard value.kind == .string, let rawReceipt = value.string else {
+                return .failure(
+                    "latest_receipt is not a string; give the base64 receipt the app stored (user \(userID))")
+            }
+            // Receipts pasted from a terminal or a wrapped export carry line breaks: those go.
+            let cleaned =
+                isBase64(rawReceipt)
+                ? rawReceipt : String(decoding: rawReceipt.utf8.filter { !isWhitespace($0) }, as: UTF8.self)
+            guard !cleaned.isEmpty else { return .failure("latest_receipt is empty (user \(userID))") }
+            guard isBase64(cleaned) else {
+                return .failure(
+                    "latest_receipt is not valid base64 (user \(userID)); export the receipt exactly as Apple gave it")
+            }
+            receipt = cleaned
+        }
+        var productID: String?
+        if let value = fields[2], value.kind != .null {
+            guard value.kind == .string, let text = value.string else {
+                return .failure("product_id must be a string (user \(userID))")
+            }
+            if let problem = TextField.productID.problem(with: text) {
+                return .failure(
+                    "product_id \(problem) (user \(userID)); give the product id from App Store Connect, or leave it out"
+                )
+            }
+            productID = text.isEmpty ? nil : text
+        }
+        var transactionID: String?
+        if let value = fields[3], value.kind != .null {
+            switch value.kind {
+            case .string: transactionID = value.string
+            case .number: transactionID = value.integer.map(String.init)
+            default: break
+            }
+            guard let id = transactionID, isTransactionID(id) else {
+                return .failure(
+                    """
+                    original_transaction_id must be Apple's transaction id, digits only, e.g. "2000000123456789" \
+                    (user \(userID)); StoreKit 2 gives it as Transaction.originalID
+                    """)
+            }
+        }
+        var signedTransaction: String?
+        if let value = fields[4], value.kind != .null {
+            guard value.kind == .string, let text = value.string, isCompactJWS(text) else {
+                return .failure(
+                    """
+                    signed_transaction is not a signed transaction (three base64url parts joined by dots) \
+                    (user \(userID)); give StoreKit 2's Transaction.jwsRepresentation as the app received it
+                    """)
+            }
+            signedTransaction = text
+        }
+        var appAccountToken: String?
+        if let value = fields[5], value.kind != .null {
+            guard value.kind == .string, let text = value.string, let uuid = UUID(uuidString: text) else {
+                return .failure(
+                    """
+                    app_account_token must be a UUID such as "6d1b1e9c-3f5e-4b0a-9a57-0c1c1c1c1c1c" \
+                    (user \(userID)); give the appAccountToken the app set at purchase
+                    """)
+            }
+            appAccountToken = uuid.uuidString.lowercased()
+        }
+        var bundleID: String?
+        if let value = fields[6], value.kind != .null {
+            guard value.kind == .string, let text = value.string, isBundleID(text) else {
+                return .failure(
+                    """
+                    bundle_id must be the app's bundle id, such as "com.example.app" (letters, digits, dots and \
+                    hyphens) (user \(userID)); leave it out to learn it from Apple's first answer
+                    """)
+            }
+            bundleID = text
+        }
+        guard receipt != nil || transactionID != nil || signedTransaction != nil else {
+            return .failure(
+                """
+                the line names no subscription (user \(userID)): give latest_receipt (the base64 app receipt), \
+                original_transaction_id or signed_transaction
+                """)
+        }
+        return .success(
+            ReceiptImport(
+                userID: userID, latestReceipt: receipt, productID: productID, originalTransactionID: transactionID,
+                appAccountToken: appAccountToken, bundleID: bundleID),
+            signedTransaction: signedTransaction)
+    }
+
+    /// A bundle id as App Store Connect allows it: letters, digits, dots and hyphens, at most 155.
+    static func isBundleID(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 155
+            && text.utf8.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == 0x2E || byte == 0x2D
+            }
+    }
+
+    /// Apple's transaction ids are decimal digits (16 today); 1 to 32 are accepted.
+    static func isTransactionID(_ text: String) -> Bool {
+        (1...32).contains(text.utf8.count) && text.utf8.allSatisfy { (0x30...0x39).contains($0) }
+    }
+
+    /// Three non-empty base64url parts joined by dots, under 64 KiB (a signed transaction is about 3 KiB).
+    static func isCompactJWS(_ text: String) -> Bool {
+        guard text.utf8.count < 64 << 10 else { return false }
+        let parts = text.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        return parts.count == 3
+            && parts.allSatisfy { part in
+                !part.isEmpty
+                    && part.allSatisfy { byte in
+                        (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte)
+                            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+                    }
+            }
+    }
+
+    /// Space, tab, line feed, vertical tab, form feed, carriage return.
+    private static func isWhitespace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || (0x09...0x0D).contains(byte)
+    }
+
+    /// Standard base64 with padding, as `Data(base64Encoded:)` takes it: whole groups of four, the
+    /// alphabet, and at most two `=` at the very end. Checked without decoding.
+    static func isBase64(_ text: String) -> Bool {
+        text.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard bytes.count % 4 == 0 else { return false }
+            var end = bytes.count
+            for _ in 0..<2 where end > 0 && bytes[end - 1] == UInt8(ascii: "=") { end -= 1 }
+            // Every byte is tested, without branching on the answer, so the compiler can test many
+            // at once: a receipt is kilobytes, and a byte at a time took a fifth of an import's CPU.
+            var allDigits = true
+            for byte in UnsafeBufferPointer(rebasing: bytes[0..<end]) {
+                let letter = (byte | 0x20) &- UInt8(ascii: "a") < 26
+                let digit = byte &- UInt8(ascii: "0") < 10
+                allDigits = allDigits && (letter || digit || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "/"))
+            }
+            return allDigits
+        } ?? (Data(base64Encoded: text) != nil)
+    }
+}
