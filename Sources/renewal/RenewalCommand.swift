@@ -13,14 +13,7 @@ struct RenewalCommand: AsyncParsableCommand {
             `renewal run` from cron every few minutes. Settings come from flags or environment variables \
             (RENEWAL_DATABASE, APPSTORE_SHARED_SECRET or APPSTORE_SHARED_SECRET_FILE, \
             APPSTORE_VERIFY_RECEIPT_URL, APPSTORE_SANDBOX_VERIFY_RECEIPT_URL, RENEWAL_LOG_LEVEL).
-
-            Exit codes: 0 all due work done; 3 finished, but some receipts could not be verified (they keep \
-            their state and are retried later); 4 aborted because Apple was unavailable; 5 several apps: some \
-            but not all were stopped (their receipts left as they were); 64 usage error (a secret given as a \
-            flag among them); 75 another run holds the lock; 78 configuration error (bad database, shared secret \
-            rejected, one of a production/sandbox URL pair set without the other); 1 internal error; 130 / 143 a \
-            second SIGINT / SIGTERM ended the process at once.
-            """,
+            """ + "\n\n" + ExitCodes.help,
         version: RenewalVersion.text,
         subcommands: [
             DemoCommand.self, MigrateCommand.self, ImportCommand.self, RunCommand.self, BackfillCommand.self,
