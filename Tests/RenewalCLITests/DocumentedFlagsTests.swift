@@ -1,11 +1,13 @@
 import Foundation
 import Testing
 
-/// Every `--flag` the README, `crontab.example` and the files in `Deploy/` name, checked against the
-/// options the built binaries list in `renewal SUBCOMMAND --help` (and `appstore-simulator
+/// Every `--flag` the README, the pages in `docs/`, `crontab.example` and the files in `Deploy/` name,
+/// checked against the options the built binaries list in `renewal SUBCOMMAND --help` (and `appstore-simulator
 /// SUBCOMMAND --help`), so the documents and the binaries cannot drift apart again (the README once
 /// named `--server-api-url` while the binary only knew `--server-apiurl`).
-@Suite("Documented flags: every flag the README and Deploy/ name is accepted by the command they name it for")
+@Suite(
+    "Documented flags: every flag the README, docs/ and Deploy/ name is accepted by the command they name it for"
+)
 struct DocumentedFlagsTests {
     /// The project's programs and their subcommands, as `renewal run` names one.
     static let programs = [
@@ -36,9 +38,12 @@ struct DocumentedFlagsTests {
         var description: String { "\(file):\(line): \(command.map { "\($0) " } ?? "")\(flag)" }
     }
 
-    /// The documents a user reads: the README, the crontab example and every text file in `Deploy/`.
+    /// The documents a user reads: the README, every page in `docs/`, the crontab example and every text
+    /// file in `Deploy/`.
     static func documents() throws -> [(name: String, text: String)] {
         var names = ["README.md", "crontab.example"]
+        names += try FileManager.default.contentsOfDirectory(atPath: DeployFiles.root + "/docs")
+            .filter { $0.hasSuffix(".md") }.map { "docs/" + $0 }
         let deploy = DeployFiles.root + "/Deploy"
         let enumerator = FileManager.default.enumerator(atPath: deploy)
         while let path = enumerator?.nextObject() as? String {
@@ -53,8 +58,8 @@ struct DocumentedFlagsTests {
     }
 
     /// Where a flag is named, and for which subcommand:
-    /// - a row of the README's configuration table: `renewal run` and `renewal backfill` (both take
-    ///   every option it lists);
+    /// - a row of the configuration table (in the README or a page of `docs/`, under a heading
+    ///   "Configuration" of any level): `renewal run` and `renewal backfill` (both take every option it lists);
     /// - a row of the commands table (its first cell is a `renewal` subcommand);
     /// - `renewal SUBCOMMAND …` or `appstore-simulator SUBCOMMAND …` up to the end of the shell
     ///   command or code span;
@@ -77,7 +82,9 @@ struct DocumentedFlagsTests {
             separator: "\n", omittingEmptySubsequences: false)
         for (index, line) in lines.enumerated() {
             let number = index + 1
-            if line.hasPrefix("#") { inConfigurationSection = line.hasPrefix("### Configuration") }
+            if line.hasPrefix("#") {
+                inConfigurationSection = line.drop { $0 == "#" }.hasPrefix(" Configuration")
+            }
             var attributed: [Range<String.Index>] = []
             func add(_ command: String, _ range: Range<String.Index>) {
                 attributed.append(range)
@@ -86,7 +93,7 @@ struct DocumentedFlagsTests {
                         Mention(file: file, line: number, command: command, flag: String(line[match.range])))
                 }
             }
-            if file == "README.md", inConfigurationSection, line.hasPrefix("| `--") {
+            if file == "README.md" || file.hasPrefix("docs/"), inConfigurationSection, line.hasPrefix("| `--") {
                 let firstCell = line.dropFirst().prefix { $0 != "|" }
                 for command in ["renewal run", "renewal backfill"] {
                     add(command, firstCell.startIndex..<firstCell.endIndex)
@@ -133,11 +140,20 @@ struct DocumentedFlagsTests {
                 "renewal report --format", "- --concurrency",
                 "appstore-simulator serve --export-dir", "- --register",
             ])
+        // The configuration table is found in a page of docs/ too, under a heading of any level.
+        let page = """
+            ## Configuration
+            | `--timeout` | — | `30` seconds per Apple request |
+            ## Exit codes
+            | `--limit` | — | none |
+            """
+        let inDocs = Self.mentions(in: page, file: "docs/operating.md").map { "\($0.command ?? "-") \($0.flag)" }
+        #expect(inDocs == ["renewal run --timeout", "renewal backfill --timeout", "- --limit"])
     }
 
     @Test(
         """
-        every flag named in README.md, crontab.example and Deploy/ is in the named subcommand's --help, or in \
+        every flag named in README.md, docs/, crontab.example and Deploy/ is in the named subcommand's --help, or in \
         some subcommand's
         """
     )
