@@ -310,7 +310,7 @@ EOF
   done
 }
 
-# The dashboard views' README example queries, one per line.
+# The dashboard views' example queries (docs/dashboards.md), one per line.
 dashboard_queries() {
   cat <<'SQL'
 SELECT product_id, SUM(subscribers) AS entitled FROM entitlements_by_product WHERE entitled = 1 AND environment = 'Production' GROUP BY product_id ORDER BY entitled DESC

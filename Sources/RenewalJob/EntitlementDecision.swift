@@ -5,7 +5,7 @@ import RenewalStorage
 /// What the job concludes from Apple's answer about one receipt: the rows to write, and how the run
 /// counts it. A pure function of (stored rows, answer, owners, now, rules): no I/O, no clock.
 ///
-/// The evidence rules (README, "What it guarantees"):
+/// The evidence rules (docs/operating.md, "What it guarantees"):
 /// - Only a valid answer moves an entitlement; `.transient` answers keep every row as it was.
 /// - 21002 and 21003 never take away what a valid answer granted: a receipt verified before is never
 ///   invalidated by them. A never-verified receipt becomes `invalid` only after

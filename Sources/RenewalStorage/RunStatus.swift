@@ -47,7 +47,7 @@ public struct RunStatus: OpenVocabulary {
         .credentialsRejected, .appsStopped, .failed, .locked,
     ]
 
-    /// The exit code a run that ends with this status gives (README, "Exit codes"); 1 for a status
+    /// The exit code a run that ends with this status gives (docs/operating.md, "Exit codes"); 1 for a status
     /// that is not an ending.
     public var exitCode: Int32 {
         switch self {

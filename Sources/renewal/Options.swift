@@ -71,7 +71,7 @@ struct AppStoreOptions: ParsableArguments {
         help: ArgumentHelp(
             """
             JSON file listing several apps in one database, each with its bundle id, shared secret file, \
-            optional Server API key and products (README: "Several apps"). Env: RENEWAL_APPS_FILE. Default: one \
+            optional Server API key and products (docs/several-apps.md). Env: RENEWAL_APPS_FILE. Default: one \
             app, from the APPSTORE_* variables.
             """,
             valueName: "file"))

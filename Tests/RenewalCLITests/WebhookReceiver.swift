@@ -48,7 +48,7 @@ final class WebhookReceiver: Sendable {
     /// Requests that followed a redirect to `/elsewhere`.
     var redirected: Int { state.withLock { $0.redirected } }
 
-    /// The receiver's own check, written as the README tells app developers to.
+    /// The receiver's own check, written as docs/webhooks.md tells app developers to.
     func verify(id: String, timestamp: String, body: Data, signatures: String) -> Bool {
         let mac = HMAC<SHA256>.authenticationCode(
             for: Data("\(id).\(timestamp).".utf8) + body, using: SymmetricKey(data: key))

@@ -3,7 +3,7 @@ import Testing
 
 @testable import RenewalCore
 
-/// `SchedulePolicy` against docs/design.md §4 and the README's schedule, with the default policy and a fixed `now`.
+/// `SchedulePolicy` against docs/design.md §4 and the default schedule in docs/operating.md, with the default policy and a fixed `now`.
 @Suite struct SchedulePolicyTests {
     let policy = SchedulePolicy()
     let now = Clock.now

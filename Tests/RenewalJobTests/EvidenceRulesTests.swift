@@ -5,7 +5,7 @@ import RenewalJob
 import RenewalStorage
 import Testing
 
-/// The evidence rules (README, "What it guarantees"): thin or odd answers never move an
+/// The evidence rules (docs/operating.md, "What it guarantees"): thin or odd answers never move an
 /// entitlement. Each test runs on a real SQLite file and, when CI provides one, a real PostgreSQL.
 @Suite("Evidence rules: only clear Apple answers move entitlements")
 struct EvidenceRulesTests {

@@ -214,7 +214,7 @@ struct GarbageAnswerPropertyTests {
         .renewal, .billingRetry, .gracePeriod, .refund, .voluntaryExpiry, .familyShared, .upgrade,
     ]
 
-    /// Failure reasons the job names; anything else is a new reason the README must list.
+    /// Failure reasons the job names; anything else is a new reason docs/dashboards.md must list.
     static let namedReasons: Set<String> = [
         "invalid_answer", "unreadable_answer", "response_too_large", "environment_loop", "wrong_bundle",
         "unknown_products", "no_subscription", "insufficient_evidence",

@@ -6,7 +6,7 @@ import Testing
 /// One run status vocabulary for the outcome, the `runs` table, the metrics and the exit code.
 @Suite("RunStatus: one vocabulary for outcome, stored run, metrics and exit code")
 struct RunStatusTests {
-    @Test("each ending has the README's exit code; a status that is not an ending is exit 1")
+    @Test("each ending has the exit code docs/operating.md lists; a status that is not an ending is exit 1")
     func exitCodes() {
         let expected: [RunStatus: Int32] = [
             .completed: 0, .completedWithFailures: 3, .incomplete: 3, .interrupted: 3, .abortedAppleUnavailable: 4,
