@@ -1,6 +1,6 @@
 extension SQLSchema {
     /// Version 4: dashboards. The run counts the report has and the table lacked, and seven views
-    /// written once for both databases (stable names and columns, documented in the README).
+    /// written once for both databases (stable names and columns, documented in docs/dashboards.md).
     static func version4(_ dialect: SQLDialect) -> [String] {
         let entitledStates = "('active', 'grace_period')"
         return [
