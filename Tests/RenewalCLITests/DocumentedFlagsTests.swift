@@ -29,6 +29,13 @@ struct DocumentedFlagsTests {
         "--now", "--filter", "--product", "--in-place", "--recursive",
     ]
 
+    /// Flags swift-argument-parser gives every command without listing them in `--help` (the
+    /// completion and manual generators), with arguments that make each answer: accepted only when
+    /// the binary really answers to them.
+    static let parserBuiltIns: [String: [String]] = [
+        "--generate-completion-script": ["bash"], "--experimental-dump-help": [],
+    ]
+
     /// One flag named in a document, and the subcommand it is named for (nil: the text names none).
     struct Mention: CustomStringConvertible {
         var file: String
@@ -163,7 +170,10 @@ struct DocumentedFlagsTests {
             let words = command.split(separator: " ").map(String.init)
             options[command] = try await DeployFiles.options(of: words[1], program: words[0])
         }
-        let anyCommand = options.values.reduce(into: Set(["--help", "--version"])) { $0.formUnion($1) }
+        var anyCommand = options.values.reduce(into: Set(["--help", "--version"])) { $0.formUnion($1) }
+        for (flag, arguments) in Self.parserBuiltIns where try await CLI.run([flag] + arguments).status == 0 {
+            anyCommand.insert(flag)
+        }
         var checked = 0
         for document in try Self.documents() {
             for mention in Self.mentions(in: document.text, file: document.name) {
