@@ -116,32 +116,35 @@ extension SQLSubscriptionStore {
 
     public func entitledDeltas(since: Date) async throws -> [String: [EntitledPlan: Int]] {
         // One answer's events for one subscription share their run, user, time and state move:
-        // grouped, that move counts once, out of the product it left and into the one it is on.
-        let moves = """
-            SELECT c.run_id, c.from_state, c.to_state, COALESCE(MAX(c.product_id), '') AS to_product,
-                   COALESCE(MAX(c.from_product_id), MAX(c.product_id), '') AS from_product,
-                   COALESCE(MAX(c.environment), '') AS environment
-            FROM entitlement_changes c JOIN runs r ON r.id = c.run_id
-            WHERE r.started_at >= $1
-            GROUP BY c.run_id, c.user_id, c.original_transaction_id, c.occurred_at, c.from_state, c.to_state
-            """
+        // grouped (`moves`), that move counts once, out of the product it left and into the one it
+        // is on. The moves are then counted per kind, so few rows come back.
         let entitled = "IN ('active', 'grace_period') THEN 1 ELSE 0 END"
         return try await onConnection { connection in
             var result: [String: [EntitledPlan: Int]] = [:]
             let rows = try connection.execute(
                 """
-                SELECT run_id, name, environment, SUM(delta) AS delta FROM (
-                    SELECT run_id, to_product AS name, environment, CASE WHEN to_state \(entitled) AS delta
-                    FROM (\(moves)) m
-                    UNION ALL
-                    SELECT run_id, from_product, environment, -CASE WHEN from_state \(entitled)
-                    FROM (\(moves)) m
-                ) d
-                GROUP BY run_id, name, environment
+                SELECT run_id, from_product, to_product, environment,
+                       CASE WHEN from_state \(entitled) AS was_entitled, CASE WHEN to_state \(entitled) AS is_entitled,
+                       COUNT(*) AS moves
+                FROM (
+                    SELECT c.run_id, c.from_state, c.to_state, COALESCE(MAX(c.product_id), '') AS to_product,
+                           COALESCE(MAX(c.from_product_id), MAX(c.product_id), '') AS from_product,
+                           COALESCE(MAX(c.environment), '') AS environment
+                    FROM entitlement_changes c JOIN runs r ON r.id = c.run_id
+                    WHERE r.started_at >= $1
+                    GROUP BY c.run_id, c.user_id, c.original_transaction_id, c.occurred_at, c.from_state, c.to_state
+                ) m
+                GROUP BY run_id, from_product, to_product, environment, from_state, to_state
                 """, [SQLValue(since)])
             for row in rows {
-                let plan = EntitledPlan(productID: try row.text("name"), environment: try row.text("environment"))
-                result[try row.text("run_id"), default: [:]][plan, default: 0] += try row.int("delta")
+                let environment = try row.text("environment")
+                let moves = try row.int("moves")
+                var deltas = result[try row.text("run_id"), default: [:]]
+                deltas[EntitledPlan(productID: try row.text("from_product"), environment: environment), default: 0] -=
+                    try row.int("was_entitled") * moves
+                deltas[EntitledPlan(productID: try row.text("to_product"), environment: environment), default: 0] +=
+                    try row.int("is_entitled") * moves
+                result[try row.text("run_id")] = deltas
             }
             return result
         }

@@ -24,27 +24,27 @@ struct EndpointPairs {
     var pairs: [Pair]
 
     /// The verifyReceipt and Server API pairs, from the options (nil: only the variables count, for a
-    /// command without those flags).
+    /// command without those flags, and the messages name only them).
     init(appStore: AppStoreOptions?, serverAPI: ServerAPIOptions?) {
+        let flag = { (name: String) in appStore == nil ? nil : name }
         pairs = [
             Pair(
                 api: "verifyReceipt",
                 production: Side(
-                    flag: "--production-url", variable: "APPSTORE_VERIFY_RECEIPT_URL",
+                    flag: flag("--production-url"), variable: "APPSTORE_VERIFY_RECEIPT_URL",
                     flagValue: appStore?.productionURL),
                 sandbox: Side(
-                    flag: "--sandbox-url", variable: "APPSTORE_SANDBOX_VERIFY_RECEIPT_URL",
+                    flag: flag("--sandbox-url"), variable: "APPSTORE_SANDBOX_VERIFY_RECEIPT_URL",
                     flagValue: appStore?.sandboxURL)),
             Pair(
                 api: "App Store Server API",
                 production: Side(
-                    flag: "--server-api-url", variable: "APPSTORE_SERVER_API_URL", flagValue: serverAPI?.serverAPIURL),
+                    flag: flag("--server-api-url"), variable: "APPSTORE_SERVER_API_URL",
+                    flagValue: serverAPI?.serverAPIURL),
                 sandbox: Side(
-                    flag: "--sandbox-server-api-url", variable: "APPSTORE_SANDBOX_SERVER_API_URL",
+                    flag: flag("--sandbox-server-api-url"), variable: "APPSTORE_SANDBOX_SERVER_API_URL",
                     flagValue: serverAPI?.sandboxServerAPIURL)),
         ]
-        // A command without these flags names only the variables.
-        if appStore == nil { pairs = pairs.map(\.withoutFlags) }
     }
 
     /// Throws a `ConfigurationError` (exit 78) for the first pair overridden on one side only.
@@ -60,14 +60,5 @@ struct EndpointPairs {
                 or to Apple's own URL if that is meant), or unset \(set.name).
                 """)
         }
-    }
-}
-
-extension EndpointPairs.Pair {
-    fileprivate var withoutFlags: Self {
-        var pair = self
-        pair.production.flag = nil
-        pair.sandbox.flag = nil
-        return pair
     }
 }
