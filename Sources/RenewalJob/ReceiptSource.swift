@@ -1,4 +1,5 @@
 import Foundation
+import RenewalCore
 import RenewalStorage
 
 /// Hands out the receipts a run works on, page by page (flat memory), claiming each page with a

@@ -32,7 +32,7 @@ extension RenewalRun {
         /// screened with its app's identity; a rejected secret or key stops that app's rows only.
         /// Nil: one app, `identity` and the run's verifier.
         public var apps: AppCatalogue?
-        /// The policies every decision of this run follows.
+        /// The policies every decision of this run follows (resolved once per run, `RunExecution.rules`).
         var rules: EntitlementDecision.Rules {
             var rules = EntitlementDecision.Rules(schedule: schedule, identity: identity, feedStreams: feedStreams)
             rules.apps = apps?.identities ?? [:]

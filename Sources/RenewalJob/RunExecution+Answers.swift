@@ -10,6 +10,9 @@ extension RunExecution {
     /// Does with one answer what the state machine's rules say: release the receipt untouched, hold
     /// an outage back, or write the held results and this one.
     mutating func handle(_ receipt: StoredReceipt, _ answer: AppleAnswer, app: String? = nil) async throws {
+        // Screened once: the decision and the claims both read this.
+        let request = EntitlementDecision.Request(
+            receipt: receipt, answer: rules.screen(answer, of: receipt), context: decisionContext())
         if case .verified(let evidence) = answer {
             if !evidence.unmatchedRenewalInfo.isEmpty {
                 logger.debug(
@@ -25,15 +28,14 @@ extension RunExecution {
             case .write:
                 // Any usable answer from Apple writes the outages held so far.
                 try await writeHeldOutages()
-                try await commit(receipt, deciding: answer, claiming: claims(receipt, evidence))
+                try await commit(request)
             }
             return
         }
         // Decided only when the rules look at it (a receipt released untouched is not).
         var decided: EntitlementDecision?
-        let (run, runID, leaseOwner) = (self.run, self.runID, self.leaseOwner)
         let disposition = machine.answered(evidence: false, app: app) {
-            let decision = Self.decide(receipt, answer, owners: [:], run: run, runID: runID, leaseOwner: leaseOwner)
+            let decision = request.decide(owners: [:])
             decided = decision
             return decision.outcome == .failed(outage: true)
         }
@@ -49,7 +51,6 @@ extension RunExecution {
         case .holdAndStopApp:
             heldOutages.append((receipt, decision, app))
             guard let app else { break }
-            stoppedApps[app] = "apple_unavailable"
             logger.error(
                 "Apple keeps failing for this app; its breaker is open and its receipts are left untouched, the other apps go on",
                 metadata: [
@@ -98,31 +99,11 @@ extension RunExecution {
         counts.leaseLost += try await run.store.recordFailures(failures, runID: runID, releasingLeasesOf: leaseOwner)
     }
 
-    /// The pure decision for one receipt.
-    func decide(_ receipt: StoredReceipt, _ answer: AppleAnswer, owners: [String: SubscriptionOwner])
-        -> EntitlementDecision
-    {
-        Self.decide(receipt, answer, owners: owners, run: run, runID: runID, leaseOwner: leaseOwner)
-    }
-
-    static func decide(
-        _ receipt: StoredReceipt, _ answer: AppleAnswer, owners: [String: SubscriptionOwner], run: RenewalRun,
-        runID: String, leaseOwner: String?
-    ) -> EntitlementDecision {
-        let configuration = run.configuration
-        var decision = EntitlementDecision(
-            receipt: receipt, answer: answer, owners: owners, now: run.now(), rules: configuration.rules,
-            random: run.random(), runID: configuration.dryRun ? nil : runID, leaseOwner: leaseOwner)
-        decision.update.queueWebhooks = configuration.queueWebhooks && !configuration.dryRun
-        return decision
-    }
-
-    /// The subscriptions of a valid answer this receipt does not hold yet: their owner is settled in
-    /// the transaction that writes the result.
-    func claims(_ receipt: StoredReceipt, _ evidence: AppleEvidence) -> [String] {
-        guard case .success(let screened) = configuration.rules.screen(evidence, of: receipt) else { return [] }
-        let held = Set(receipt.subscriptions.map(\.snapshot.originalTransactionID))
-        return screened.originalTransactionIDs.filter { !held.contains($0) }
+    /// What every decision of this run reads besides the receipt and the answer, at this instant.
+    func decisionContext() -> EntitlementDecision.Context {
+        EntitlementDecision.Context(
+            now: run.now(), random: run.random(), runID: configuration.dryRun ? nil : runID, leaseOwner: leaseOwner,
+            queueWebhooks: configuration.queueWebhooks && !configuration.dryRun, rules: rules)
     }
 
     mutating func writeHeldOutages() async throws {
@@ -133,26 +114,15 @@ extension RunExecution {
         }
     }
 
-    /// Decides with the owners read in the writing transaction (dry runs: read without one) and
-    /// writes (with the batch), so exactly one receipt ends up owning each subscription.
-    mutating func commit(_ receipt: StoredReceipt, deciding answer: AppleAnswer, claiming ids: [String])
-        async throws
-    {
+    /// A valid answer: decided with the owners read in the writing transaction (dry runs: read
+    /// without one), so exactly one receipt ends up owning each subscription.
+    mutating func commit(_ request: EntitlementDecision.Request) async throws {
         if configuration.dryRun {
-            let decision = decide(receipt, answer, owners: try await run.store.owners(ofOriginalTransactionIDs: ids))
-            try await record(receipt, decision)
+            let owners = try await run.store.owners(ofOriginalTransactionIDs: request.claims)
+            try await record(request.receipt, request.decide(owners: owners))
             return
         }
-        let (run, runID, leaseOwner) = (self.run, self.runID, self.leaseOwner)
-        pending.append(
-            (
-                receipt,
-                PendingSave(receiptID: receipt.id, leaseOwner: leaseOwner, claiming: ids) { owners in
-                    let decision = Self.decide(
-                        receipt, answer, owners: owners, run: run, runID: runID, leaseOwner: leaseOwner)
-                    return (decision.update, decision)
-                }
-            ))
+        pending.append((request.receipt, .deciding(request)))
     }
 
     mutating func commit(_ receipt: StoredReceipt, _ decision: EntitlementDecision) async throws {
@@ -160,13 +130,7 @@ extension RunExecution {
             try await record(receipt, decision)
             return
         }
-        pending.append(
-            (
-                receipt,
-                PendingSave(receiptID: receipt.id, leaseOwner: decision.update.leaseOwner) { _ in
-                    (decision.update, decision)
-                }
-            ))
+        pending.append((receipt, .decided(decision)))
     }
 
     /// Leaves a claimed receipt exactly as it was, but for its lease.

@@ -16,6 +16,8 @@ struct RunExecution {
     let report: ReportWriter?
     /// A `run` takes the receipts due at this time (its start, or the end of its feed read).
     let dueAsOf: Date
+    /// The policies every decision of this run follows, resolved once.
+    let rules: EntitlementDecision.Rules
     var counts = RenewalCounts()
     var machine: RunStateMachine
     /// Outage failures not yet written: if the streak opens the breaker they are dropped and their
@@ -23,13 +25,13 @@ struct RunExecution {
     var heldOutages: [HeldOutage] = []
     /// An outage result held back, and the app whose credentials asked (several apps).
     typealias HeldOutage = (receipt: StoredReceipt, decision: EntitlementDecision, app: String?)
-    /// Apps (of several) whose credentials Apple rejected in this run, with why: their rows are
-    /// left untouched from then on.
-    var stoppedApps: [String: String] = [:]
     private var lastProbe: Date?
-    /// Results decided but not yet written: written together, one transaction per batch.
+    /// Results decided (or waiting for their owners, `PendingSave.deciding`) but not yet written:
+    /// written together, one transaction per batch.
     var pending: [PendingResult] = []
-    typealias PendingResult = (receipt: StoredReceipt, save: PendingSave<EntitlementDecision>)
+    typealias PendingResult = (receipt: StoredReceipt, save: PendingSave)
+    /// The receipts of the current pass.
+    private var source: ReceiptSource
     var configuration: RenewalRun.Configuration { run.configuration }
     var leaseOwner: String? { configuration.dryRun ? nil : configuration.workerID }
 
@@ -40,6 +42,7 @@ struct RunExecution {
         self.report = report
         self.dueAsOf = dueAsOf
         let configuration = run.configuration
+        rules = configuration.rules
         let dueRun = if case .run = configuration.command { true } else { false }
         let leases = !configuration.dryRun
         machine = RunStateMachine(
@@ -48,10 +51,27 @@ struct RunExecution {
                 maximumPending: Self.maximumPending, maximumRescans: Self.maximumRescans,
                 mayRescan: leases && configuration.limit == nil && dueRun),
             breaker: configuration.circuitBreaker, apps: configuration.apps?.apps.count ?? 1)
+        source = Self.source(of: run, dueAsOf: dueAsOf, concurrency: machine.limits.concurrency)
+    }
+
+    /// The receipts of one pass: the due rows (a `run`) or the selected ones (a backfill).
+    private static func source(of run: RenewalRun, dueAsOf: Date, concurrency: Int) -> ReceiptSource {
+        let configuration = run.configuration
+        let selection: ReceiptSelection
+        switch configuration.command {
+        case .run: selection = .due(asOf: dueAsOf)
+        case .backfill(let selector): selection = .backfill(selector)
+        }
+        let leaseOwner = configuration.dryRun ? nil : configuration.workerID
+        // Claim small batches so a lease never runs out while its rows wait their turn.
+        let pageSize = leaseOwner == nil ? configuration.pageSize : min(configuration.pageSize, concurrency * 2)
+        return ReceiptSource(
+            store: run.store, selection: selection, pageSize: pageSize, limit: configuration.limit,
+            leaseOwner: leaseOwner, leaseDuration: configuration.leaseDuration, now: run.now)
     }
 
     /// What the task group's children report: an answer from Apple, or a step of a graceful shutdown.
-    private enum Event: Sendable {
+    enum Event: Sendable {
         /// `app`: the app whose credentials asked (several apps); nil with one app.
         case answer(StoredReceipt, AppleAnswer, app: String?)
         /// SIGTERM/SIGINT: stop claiming; in-flight requests get `drainTimeout` to finish.
@@ -66,34 +86,10 @@ struct RunExecution {
         case none
     }
 
+    typealias TaskGroup = ThrowingTaskGroup<Event, any Error>
+
+    /// Runs the loop to its end, then writes or releases what is left and says how the run ended.
     mutating func process() async throws -> RenewalOutcome.Status {
-        let selection: ReceiptSelection
-        switch configuration.command {
-        case .run: selection = .due(asOf: dueAsOf)
-        case .backfill(let selector): selection = .backfill(selector)
-        }
-        // Claim small batches so a lease never runs out while its rows wait their turn.
-        let pageSize =
-            leaseOwner == nil ? configuration.pageSize : min(configuration.pageSize, machine.limits.concurrency * 2)
-        let makeSource = { [run, configuration, leaseOwner] in
-            ReceiptSource(
-                store: run.store, selection: selection, pageSize: pageSize, limit: configuration.limit,
-                leaseOwner: leaseOwner, leaseDuration: configuration.leaseDuration, now: run.now)
-        }
-        // A due run goes over the due rows again while a pass still finds work: rows a dead worker
-        // held, or another worker released, behind this pass's cursor (`RunStateMachine.Limits.mayRescan`).
-        var source = makeSource()
-        let verifier = run.verifier
-        let logger = self.logger
-        let drainTimeout = configuration.drainTimeout
-
-        /// Another pass over the due rows, after writing what is pending.
-        func rescan() async throws {
-            try await flush()
-            try await probeForDeadWorkers(every: 0)
-            source = makeSource()
-        }
-
         try await withThrowingTaskGroup(of: Event.self) { group in
             group.addTask {
                 do {
@@ -103,113 +99,154 @@ struct RunExecution {
                     return .none
                 }
             }
-            loop: while true {
-                switch machine.nextAction() {
-                case .claim:
-                    try await probeForDeadWorkers(every: configuration.livenessProbeInterval)
-                    guard let receipt = try await source.next() else {
-                        machine.sourceExhausted()
-                        continue
-                    }
-                    if let app = receipt.bundleID, stoppedApps[app] != nil {
-                        try await release(receipt)
-                        continue
-                    }
-                    machine.claimed()
-                    if let apps = configuration.apps {
-                        let stopped = Set(stoppedApps.keys)
-                        group.addTask {
-                            let (answer, app) = await apps.verify(receipt.check, skipping: stopped, logger: logger)
-                            return .answer(receipt, answer, app: app)
-                        }
-                    } else {
-                        group.addTask {
-                            .answer(receipt, await verifier.verify(receipt.check, logger: logger), app: nil)
-                        }
-                    }
-                    continue
-                case .write:
-                    startWriting(in: &group)
-                    continue
-                case .rescan:
-                    try await rescan()
-                    continue
-                case .scheduleFlush:
-                    group.addTask {
-                        try? await Task.sleep(for: Self.flushInterval)
-                        return .flushDue
-                    }
-                    continue
-                case .finish:
-                    // Rows of a stopped app stay due: another pass would only claim and release them.
-                    guard machine.limits.mayRescan, machine.stop == nil, !machine.draining, stoppedApps.isEmpty,
-                        try await run.store.countDue(asOf: dueAsOf, unleasedAt: run.now()) > 0,
-                        machine.dueRowsRemain() == .rescan
-                    else { break loop }
-                    try await rescan()
-                    continue
-                case .scheduleDrainDeadline, .cancelInFlight:
-                    // Answers to events, performed where the event is handled.
-                    continue
-                case .wait:
-                    break
-                }
+            while try await perform(machine.nextAction(), in: &group) {
                 guard let event = try await group.next() else { break }
-                switch event {
-                case .none:
-                    machine.idle()
-                case .flushDue:
-                    if machine.flushDue() == .write { startWriting(in: &group) }
-                case .written(let batch, let results):
-                    try await record(batch, results)
-                    if machine.batchWritten(pending: pending.count) == .write { startWriting(in: &group) }
-                case .shutdownRequested:
-                    _ = machine.shutdownRequested()
-                    logger.notice(
-                        "Shutdown requested: no more receipts are claimed, retries stop, in-flight requests may finish",
-                        metadata: [
-                            LogKey.inFlight: "\(machine.inFlight)",
-                            LogKey.drainSeconds: "\(drainTimeout.components.seconds)",
-                        ])
-                    group.addTask {
-                        try? await Task.sleep(for: drainTimeout)
-                        return .drainExpired
-                    }
-                case .drainExpired:
-                    guard machine.drainExpired() == .cancelInFlight else { continue }
-                    logger.warning(
-                        "Drain time over: cancelling in-flight Apple requests; their receipts are released untouched",
-                        metadata: [
-                            LogKey.inFlight: "\(machine.inFlight)"
-                        ])
-                    group.cancelAll()
-                case .answer(let receipt, let answer, let app):
-                    if case .misconfigured(let failure) = answer, let app, let apps = configuration.apps,
-                        stopApp(app, failure: failure, of: apps)
-                    {
-                        try await release(receipt)
-                        machine.answerDropped()
-                        continue
-                    }
-                    if case .misconfigured(let failure) = answer, machine.stop == nil {
-                        logger.error(
-                            "Apple says the configuration is wrong; stopping before writing anything else",
-                            metadata: [
-                                LogKey.reason: "\(failure.reason)"
-                            ])
-                        machine.misconfigured(
-                            failure.reason == .appleStatus(.sharedSecretRejected)
-                                ? .sharedSecretRejected : .credentialsRejected)
-                    }
-                    try await handle(receipt, answer, app: app)
-                    if machine.resultsPending(pending.count) == .write { startWriting(in: &group) }
-                }
+                try await handle(event, in: &group)
             }
             group.cancelAll()
         }
+        return try await finish()
+    }
 
-        counts.skipped += try await source.releaseUnstarted()
+    /// Performs the state machine's actions until it says to wait (true) or the loop is over (false).
+    private mutating func perform(_ first: RunStateMachine.Action, in group: inout TaskGroup) async throws -> Bool {
+        var action = first
+        while true {
+            switch action {
+            case .claim:
+                try await claim(in: &group)
+            case .write:
+                startWriting(in: &group)
+            case .rescan:
+                try await rescan()
+            case .scheduleFlush:
+                group.addTask {
+                    try? await Task.sleep(for: Self.flushInterval)
+                    return .flushDue
+                }
+            case .finish:
+                // Due rows another worker made due (or released) behind this pass get another one.
+                guard machine.mayTakeAnotherPass,
+                    try await run.store.countDue(asOf: dueAsOf, unleasedAt: run.now()) > 0,
+                    machine.dueRowsRemain() == .rescan
+                else { return false }
+                try await rescan()
+            case .scheduleDrainDeadline, .cancelInFlight:
+                // Answers to events, performed where the event is handled.
+                break
+            case .wait:
+                return true
+            }
+            action = machine.nextAction()
+        }
+    }
+
+    /// Claims the next receipt of the pass and asks Apple about it in a child task.
+    private mutating func claim(in group: inout TaskGroup) async throws {
+        try await probeForDeadWorkers(every: configuration.livenessProbeInterval)
+        guard let receipt = try await source.next() else {
+            machine.sourceExhausted()
+            return
+        }
+        if let app = receipt.bundleID, machine.isStopped(app) {
+            try await release(receipt)
+            return
+        }
+        machine.claimed()
+        let logger = self.logger
+        if let apps = configuration.apps {
+            let stopped = machine.stoppedApps
+            group.addTask {
+                let (answer, app) = await apps.verify(receipt.check, skipping: stopped, logger: logger)
+                return .answer(receipt, answer, app: app)
+            }
+        } else {
+            let verifier = run.verifier
+            group.addTask { .answer(receipt, await verifier.verify(receipt.check, logger: logger), app: nil) }
+        }
+    }
+
+    /// Another pass over the due rows, after writing what is pending.
+    private mutating func rescan() async throws {
+        try await flush()
+        try await probeForDeadWorkers(every: 0)
+        source = Self.source(of: run, dueAsOf: dueAsOf, concurrency: machine.limits.concurrency)
+    }
+
+    /// Hands one child's event to the state machine and performs what it says.
+    private mutating func handle(_ event: Event, in group: inout TaskGroup) async throws {
+        switch event {
+        case .none:
+            machine.idle()
+        case .flushDue:
+            if machine.flushDue() == .write { startWriting(in: &group) }
+        case .written(let batch, let results):
+            try await record(batch, results)
+            if machine.batchWritten(pending: pending.count) == .write { startWriting(in: &group) }
+        case .shutdownRequested:
+            _ = machine.shutdownRequested()
+            let drainTimeout = configuration.drainTimeout
+            logger.notice(
+                "Shutdown requested: no more receipts are claimed, retries stop, in-flight requests may finish",
+                metadata: [
+                    LogKey.inFlight: "\(machine.inFlight)", LogKey.drainSeconds: "\(drainTimeout.components.seconds)",
+                ])
+            group.addTask {
+                try? await Task.sleep(for: drainTimeout)
+                return .drainExpired
+            }
+        case .drainExpired:
+            guard machine.drainExpired() == .cancelInFlight else { return }
+            logger.warning(
+                "Drain time over: cancelling in-flight Apple requests; their receipts are released untouched",
+                metadata: [LogKey.inFlight: "\(machine.inFlight)"])
+            group.cancelAll()
+        case .answer(let receipt, let answer, let app):
+            if case .misconfigured(let failure) = answer {
+                guard try await misconfigured(receipt, failure, app: app) else { return }
+            }
+            try await handle(receipt, answer, app: app)
+            if machine.resultsPending(pending.count) == .write { startWriting(in: &group) }
+        }
+    }
+
+    /// Apple says the configuration is wrong. With several apps, only that app stops while another
+    /// still runs (the answer is dropped: returns false); otherwise the run stops before writing
+    /// anything else, and the answer is handled (true).
+    private mutating func misconfigured(_ receipt: StoredReceipt, _ failure: CheckFailure, app: String?)
+        async throws -> Bool
+    {
+        let reason = AppStopReason(failure)
+        if let app, let apps = configuration.apps {
+            let rejection = machine.credentialsRejected(app: app, reason: reason)
+            if rejection != .alreadyStopped {
+                logger.error(
+                    "Apple rejected this app's credentials; its receipts are left untouched, the other apps' go on",
+                    metadata: [
+                        LogKey.app: "\(app)", LogKey.reason: "\(failure.reason)",
+                        LogKey.appsStopped: "\(machine.stoppedApps.count)/\(apps.apps.count)",
+                    ])
+            }
+            if rejection != .noAppLeft {
+                try await release(receipt)
+                machine.answerDropped()
+                return false
+            }
+        }
         if machine.stop == nil {
+            logger.error(
+                "Apple says the configuration is wrong; stopping before writing anything else",
+                metadata: [LogKey.reason: "\(failure.reason)"])
+            machine.misconfigured(reason == .sharedSecretRejected ? .sharedSecretRejected : .credentialsRejected)
+        }
+        return true
+    }
+
+    /// The loop is over: releases what was claimed and not started, writes (or, when the run stopped
+    /// early, releases) the held outages, writes what is pending, and says how the run ended.
+    private mutating func finish() async throws -> RenewalOutcome.Status {
+        counts.skipped += try await source.releaseUnstarted()
+        if machine.writesHeldOutagesAtEnd {
             try await writeHeldOutages()
         } else {
             let held = heldOutages
@@ -227,39 +264,16 @@ struct RunExecution {
             logger.warning(
                 "Shutdown requested; in-flight receipts finished or released, the rest is left for the next run")
         }
-        if !stoppedApps.isEmpty { counts.appsStopped = stoppedApps }
-        if machine.stop == nil, !machine.draining, machine.limits.mayRescan, stoppedApps.isEmpty {
+        if !machine.stopReasons.isEmpty { counts.appsStopped = machine.stopReasons.mapValues(\.rawValue) }
+        if machine.endedOnItsOwn {
             counts.dueLeft = try await run.store.countDue(asOf: dueAsOf, unleasedAt: run.now())
             if counts.dueLeft > 0 {
                 logger.warning(
                     "Due receipts are left that this run could have taken; the next run starts with them",
-                    metadata: [
-                        LogKey.dueLeft: "\(counts.dueLeft)"
-                    ])
+                    metadata: [LogKey.dueLeft: "\(counts.dueLeft)"])
             }
         }
-        let outcome = machine.outcome(dueLeft: counts.dueLeft, failed: counts.failed)
-        if !stoppedApps.isEmpty, [.completed, .completedWithFailures, .incomplete].contains(outcome) {
-            return .appsStopped
-        }
-        return outcome
-    }
-
-    /// Apple rejected `app`'s credentials (several apps): its rows are left untouched from now on,
-    /// the other apps' go on. Returns false when every app is stopped: then the whole run stops,
-    /// as with one app.
-    private mutating func stopApp(_ app: String, failure: CheckFailure, of apps: AppCatalogue) -> Bool {
-        let reason =
-            failure.reason == .appleStatus(.sharedSecretRejected) ? "shared_secret_rejected" : "credentials_rejected"
-        guard stoppedApps[app] == nil else { return true }
-        stoppedApps[app] = reason
-        logger.error(
-            "Apple rejected this app's credentials; its receipts are left untouched, the other apps' go on",
-            metadata: [
-                LogKey.app: "\(app)", LogKey.reason: "\(failure.reason)",
-                LogKey.appsStopped: "\(stoppedApps.count)/\(apps.apps.count)",
-            ])
-        return machine.stopApp(app)
+        return machine.outcome(dueLeft: counts.dueLeft, failed: counts.failed)
     }
 
     /// At most this many extra passes over the due rows (each pass must still be finding work).

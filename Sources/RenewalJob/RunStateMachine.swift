@@ -1,3 +1,4 @@
+import RenewalCore
 import RenewalStorage
 
 /// The rules of one run's loop, as a value: how many receipts are in flight, when results are
@@ -72,8 +73,10 @@ struct RunStateMachine {
     /// per app); 1 with one app, whose breaker is `breaker`.
     private let apps: Int
     private var appBreakers: [String: CircuitBreaker] = [:]
+    /// Apps stopped for the rest of the run, and why: their rows are left untouched from then on.
+    private(set) var stopReasons: [String: AppStopReason] = [:]
     /// Apps stopped for the rest of the run (their breaker opened, or Apple rejected their credentials).
-    private(set) var stoppedApps: Set<String> = []
+    var stoppedApps: Set<String> { Set(stopReasons.keys) }
     private var phase = Phase.claiming
     private var window = 1
     private(set) var inFlight = 0
@@ -133,10 +136,24 @@ struct RunStateMachine {
     /// marks receipts due while the others are already scanning). Another pass takes them, within the
     /// same limit on passes; `.finish` when no pass is left or the run may not rescan.
     mutating func dueRowsRemain() -> Action {
-        guard stop == nil, !draining, limits.mayRescan, inFlight == 0, !writing, rescans < limits.maximumRescans
-        else { return .finish }
+        guard mayTakeAnotherPass else { return .finish }
         return startPass()
     }
+
+    /// Whether due rows left at the end would get another pass (`dueRowsRemain()`): the run may
+    /// rescan, nothing stopped it, no app is stopped (its rows stay due: another pass would only claim
+    /// and release them), nothing is in flight or being written, and a pass is left.
+    var mayTakeAnotherPass: Bool {
+        endedOnItsOwn && inFlight == 0 && !writing && rescans < limits.maximumRescans
+    }
+
+    /// The run may rescan and ended by running out of work: no stop, no shutdown, no stopped app.
+    /// Only then do due rows left at the end say something about this run (`dueLeft`, `incomplete`).
+    var endedOnItsOwn: Bool { limits.mayRescan && stop == nil && !draining && stopReasons.isEmpty }
+
+    /// Whether the outages still held at the end are written (recorded as failures, their rows
+    /// rescheduled): yes unless the run stopped early, when their rows are left untouched.
+    var writesHeldOutagesAtEnd: Bool { stop == nil }
 
     /// Another pass over the due rows begins (`.rescan`: the executor writes what is pending first).
     private mutating func startPass() -> Action {
@@ -169,12 +186,31 @@ struct RunStateMachine {
         if stop == nil { stop = status }
     }
 
-    /// Several apps: `app` is stopped for the rest of the run (Apple rejected its credentials).
-    /// Returns whether another app still runs; when none does, the caller stops the run.
-    mutating func stopApp(_ app: String) -> Bool {
-        stoppedApps.insert(app)
-        return stoppedApps.count < apps
+    /// Several apps: `app` is stopped for the rest of the run (Apple rejected its credentials, or its
+    /// breaker opened). Returns whether another app still runs; when none does, the run stops.
+    mutating func stopApp(_ app: String, reason: AppStopReason) -> Bool {
+        if stopReasons[app] == nil { stopReasons[app] = reason }
+        return stopReasons.count < apps
     }
+
+    /// Several apps: Apple rejected `app`'s credentials (21004, or 401 from both environments).
+    mutating func credentialsRejected(app: String, reason: AppStopReason) -> AppRejection {
+        guard stopReasons[app] == nil else { return .alreadyStopped }
+        return stopApp(app, reason: reason) ? .othersGoOn : .noAppLeft
+    }
+
+    /// What Apple rejecting one app's credentials means for the run.
+    enum AppRejection: Sendable, Hashable {
+        /// The app was stopped already: the answer is dropped.
+        case alreadyStopped
+        /// The app stops now; the answer is dropped and the other apps go on.
+        case othersGoOn
+        /// It was the last app running: the whole run stops, as with one app (`misconfigured`).
+        case noAppLeft
+    }
+
+    /// Whether `app`'s rows are left untouched for the rest of the run.
+    func isStopped(_ app: String) -> Bool { stopReasons[app] != nil }
 
     /// An answer released unexamined because Apple rejected its app's credentials (several apps, the
     /// others go on): it tells the breaker nothing and writes nothing.
@@ -202,12 +238,12 @@ struct RunStateMachine {
         }
         if stop != nil { return .release }
         if apps > 1, let app {
-            if stoppedApps.contains(app) { return .release }
+            if isStopped(app) { return .release }
             var appBreaker = appBreakers[app] ?? CircuitBreaker(configuration: breaker.configuration)
             let open = appBreaker.record(outage: true)
             appBreakers[app] = appBreaker
             guard open else { return .hold }
-            if stopApp(app) { return .holdAndStopApp }
+            if stopApp(app, reason: .appleUnavailable) { return .holdAndStopApp }
             stop = .abortedAppleUnavailable
             return .holdAndOpenBreaker
         }
@@ -272,10 +308,28 @@ struct RunStateMachine {
 
     /// How the run ended, once the loop is over and every result is written. `dueLeft`: due rows no
     /// lease held at the end (counted only when the run may rescan); `failed`: receipts not verified.
+    /// With an app stopped (several apps), a run that otherwise ended normally is `apps_stopped`.
     func outcome(dueLeft: Int, failed: Int) -> RunStatus {
         if let stop { return stop }
         if draining { return .interrupted }
+        if !stopReasons.isEmpty { return .appsStopped }
         if limits.mayRescan, dueLeft > 0 { return .incomplete }
         return failed > 0 ? .completedWithFailures : .completed
+    }
+}
+
+/// Why one app (of several) stopped for the rest of a run: recorded in `runs.apps_stopped` and the
+/// report.
+enum AppStopReason: String, Sendable, Hashable {
+    /// Apple answered 21004: the app's shared secret is wrong.
+    case sharedSecretRejected = "shared_secret_rejected"
+    /// Apple refused the app's App Store Server API key.
+    case credentialsRejected = "credentials_rejected"
+    /// The app's circuit breaker opened: Apple kept failing for it.
+    case appleUnavailable = "apple_unavailable"
+
+    /// The reason for a misconfigured answer.
+    init(_ failure: CheckFailure) {
+        self = failure.reason == .appleStatus(.sharedSecretRejected) ? .sharedSecretRejected : .credentialsRejected
     }
 }

@@ -55,3 +55,13 @@ public struct ReceiptCursor: Sendable, Hashable {
         self.id = id
     }
 }
+
+extension StoredReceipt {
+    /// Where a page of receipts ordered by due time ends.
+    public var cursor: ReceiptCursor { ReceiptCursor(nextCheckAt: nextCheckAt, id: id) }
+}
+
+extension String {
+    /// The string, or nil when it is empty (`latest_receipt` of a row without a receipt).
+    var nonEmpty: String? { isEmpty ? nil : self }
+}

@@ -14,7 +14,7 @@ extension SQLSubscriptionStore {
         }
     }
 
-    public func saveBatch<Decision: Sendable>(_ items: [PendingSave<Decision>]) async throws -> [Decision?] {
+    public func saveBatch(_ items: [PendingSave]) async throws -> [EntitlementDecision?] {
         guard !items.isEmpty else { return [] }
         let dialect = database.dialect
         if items.count > 1 {
@@ -28,7 +28,7 @@ extension SQLSubscriptionStore {
                 // One transaction each below: the same work, without what made the batch fail.
             }
         }
-        var results: [Decision?] = []
+        var results: [EntitlementDecision?] = []
         for item in items {
             do {
                 results.append(
@@ -43,17 +43,17 @@ extension SQLSubscriptionStore {
 
     /// Fences, claims, decides and writes one item on a connection inside a transaction; nil
     /// (nothing written) when its worker no longer holds the lease.
-    private static func saveFenced<Decision: Sendable>(
-        _ item: PendingSave<Decision>, on connection: any SQLConnection, dialect: SQLDialect
-    ) throws -> Decision? {
+    private static func saveFenced(
+        _ item: PendingSave, on connection: any SQLConnection, dialect: SQLDialect
+    ) throws -> EntitlementDecision? {
         if let owner = item.leaseOwner, try !holdsLease(item.receiptID, owner: owner, on: connection, dialect: dialect)
         {
             return nil
         }
         let (claimed, owners) = try claim(item.claiming, forReceipt: item.receiptID, on: connection)
-        let (update, decision) = item.decide(owners)
-        try write(update, on: connection, dialect: dialect)
-        try giveBack(claimed, unusedBy: update, on: connection)
+        let decision = item.decide(owners: owners)
+        try write(decision.update, on: connection, dialect: dialect)
+        try giveBack(claimed, unusedBy: decision.update, on: connection)
         return decision
     }
 

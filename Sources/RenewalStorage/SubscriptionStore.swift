@@ -42,7 +42,11 @@ public protocol SubscriptionStore: Sendable {
     /// update it returns is written (claims it did not use are given back). If the shared
     /// transaction fails (a PostgreSQL deadlock between two workers claiming the same
     /// subscriptions, say), the items are written one transaction each.
-    func saveBatch<Decision: Sendable>(_ items: [PendingSave<Decision>]) async throws -> [Decision?]
+    ///
+    /// An item still `deciding` claims the subscriptions its answer names that the receipt does not
+    /// hold yet, reads the owners of those another receipt already holds, and takes the decision
+    /// (`EntitlementDecision.Request.decide`) with them before writing it.
+    func saveBatch(_ items: [PendingSave]) async throws -> [EntitlementDecision?]
 
     /// Records failures of receipts whose state stays exactly as it was (the circuit breaker opened
     /// before they could be written) in `run_failures`, and releases their leases. A receipt whose
@@ -148,5 +152,45 @@ extension SubscriptionStore {
 
     public func fallBackToPolling(environment: AppStoreEnvironment) async throws -> Int {
         try await fallBackToPolling(FeedStream(environment))
+    }
+}
+
+/// One check's result waiting to be written with others (`SubscriptionStore.saveBatch`).
+public enum PendingSave: Sendable, Hashable {
+    /// Decided already (an answer that claims no subscription): its update is written as it is.
+    case decided(EntitlementDecision)
+    /// A valid answer: the decision is taken in the writing transaction, once the subscriptions it
+    /// claims are settled.
+    case deciding(EntitlementDecision.Request)
+
+    public var receiptID: Int64 {
+        switch self {
+        case .decided(let decision): decision.update.receiptID
+        case .deciding(let request): request.receipt.id
+        }
+    }
+
+    /// The worker whose lease must still hold the row (nil: not fenced).
+    public var leaseOwner: String? {
+        switch self {
+        case .decided(let decision): decision.update.leaseOwner
+        case .deciding(let request): request.context.leaseOwner
+        }
+    }
+
+    /// Subscriptions of the answer the receipt does not hold yet.
+    public var claiming: [String] {
+        switch self {
+        case .decided: []
+        case .deciding(let request): request.claims
+        }
+    }
+
+    /// The decision, given the owners of the claimed subscriptions another receipt already holds.
+    func decide(owners: [String: SubscriptionOwner]) -> EntitlementDecision {
+        switch self {
+        case .decided(let decision): decision
+        case .deciding(let request): request.decide(owners: owners)
+        }
     }
 }

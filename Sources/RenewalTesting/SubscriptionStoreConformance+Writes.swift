@@ -73,18 +73,22 @@ extension SubscriptionStoreConformance {
         let lost = try #require(taken.first)
         // When A writes all three in one batch, each claiming its own new subscription
         let items = leased.map { receipt in
-            let id = "otid-\(receipt.userID)"
-            return PendingSave(receiptID: receipt.id, leaseOwner: "A", claiming: [id]) { owners in
-                let write = verifiedWrite(
-                    receipt,
-                    subscriptions: [
-                        subscription(id, product: "p", state: .active, expiresAt: at(minutes: 40_000), verifiedAt: now)
-                    ],
-                    runID: "run-1", checkedAt: now, leaseOwner: "A")
-                return (write, owners.isEmpty ? receipt.userID : "owned elsewhere")
-            }
+            let evidence = AppleEvidence(
+                environment: .production, bundleID: nil, latestReceipt: nil,
+                subscriptions: [
+                    SubscriptionEvidence(
+                        originalTransactionID: "otid-\(receipt.userID)", productID: "p",
+                        expiresAt: at(minutes: 40_000), autoRenew: true, environment: .production)
+                ])
+            let context = EntitlementDecision.Context(
+                now: now, random: 0, runID: "run-1", leaseOwner: "A", rules: EntitlementDecision.Rules())
+            return PendingSave.deciding(
+                EntitlementDecision.Request(receipt: receipt, answer: .verified(evidence), context: context))
         }
-        let results = try await store.saveBatch(items)
+        // (each result named by its user, or "owned elsewhere" when another receipt held its subscription)
+        let results = try await store.saveBatch(items).map { decision in
+            decision.map { $0.update.conflicts.isEmpty ? $0.update.userID : "owned elsewhere" }
+        }
         // Then the two it still held are written, the lost one gives nil and is untouched
         #expect(results == leased.map { $0.id == lost.id ? nil : $0.userID })
         for receipt in leased {

@@ -1,6 +1,7 @@
 import Foundation
 import PropertyBased
 import RenewalSQLite
+import RenewalCore
 import RenewalStorage
 import Testing
 

@@ -1,5 +1,4 @@
 import Foundation
-import RenewalCore
 
 /// Everything one check writes for one receipt, in one transaction: the receipt row, its
 /// subscriptions, the change events, the failure or the conflicts.
@@ -73,7 +72,10 @@ public struct ReceiptUpdate: Sendable, Hashable {
     }
 
     /// An update that leaves `receipt` as it is (the starting point of every decision).
-    public init(unchanged receipt: StoredReceipt, runID: String?, checkedAt: Date, leaseOwner: String?) {
+    public init(
+        unchanged receipt: StoredReceipt, runID: String?, checkedAt: Date, leaseOwner: String?,
+        queueWebhooks: Bool = false
+    ) {
         self.init(
             receiptID: receipt.id, userID: receipt.userID, runID: runID, checkedAt: checkedAt, newLatestReceipt: nil,
             status: receipt.status, environment: receipt.environment, verifiedAt: nil, nextCheckAt: receipt.nextCheckAt,
@@ -82,6 +84,7 @@ public struct ReceiptUpdate: Sendable, Hashable {
             rejectedSince: receipt.rejectedSince, noSubscriptionSince: receipt.noSubscriptionSince)
         self.originalTransactionID = receipt.originalTransactionID
         self.bundleID = receipt.bundleID
+        self.queueWebhooks = queueWebhooks
     }
 }
 
@@ -97,26 +100,5 @@ public struct OwnershipConflict: Sendable, Hashable, Codable {
         self.ownerUserID = ownerUserID
         self.claimantUserID = claimantUserID
         self.productID = productID
-    }
-}
-
-/// One check's result waiting to be written with others (`SubscriptionStore.saveBatch`).
-public struct PendingSave<Decision: Sendable>: Sendable {
-    public var receiptID: Int64
-    /// The worker whose lease must still hold the row (nil: not fenced).
-    public var leaseOwner: String?
-    /// Subscriptions of the answer the receipt does not hold yet.
-    public var claiming: [String]
-    /// Decides with the owners of the claimed subscriptions another receipt already holds.
-    public var decide: @Sendable ([String: SubscriptionOwner]) -> (ReceiptUpdate, Decision)
-
-    public init(
-        receiptID: Int64, leaseOwner: String?, claiming: [String] = [],
-        decide: @escaping @Sendable ([String: SubscriptionOwner]) -> (ReceiptUpdate, Decision)
-    ) {
-        self.receiptID = receiptID
-        self.leaseOwner = leaseOwner
-        self.claiming = claiming
-        self.decide = decide
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import RenewalCore
 
 /// A stored receipt with the subscriptions it owns.
 public struct StoredReceipt: Sendable, Hashable {
@@ -53,8 +52,6 @@ public struct StoredReceipt: Sendable, Hashable {
         self.noSubscriptionSince = noSubscriptionSince
         self.subscriptions = subscriptions
     }
-
-    public var cursor: ReceiptCursor { ReceiptCursor(nextCheckAt: nextCheckAt, id: id) }
 }
 
 /// A stored subscription: the last derived snapshot plus bookkeeping.
@@ -70,6 +67,7 @@ public struct StoredSubscription: Sendable, Hashable {
     }
 }
 
+/// The receipt (and its user) that holds a subscription.
 public struct SubscriptionOwner: Sendable, Hashable {
     public var receiptID: Int64
     public var userID: String
@@ -78,9 +76,4 @@ public struct SubscriptionOwner: Sendable, Hashable {
         self.receiptID = receiptID
         self.userID = userID
     }
-}
-
-extension String {
-    /// The string, or nil when it is empty (`latest_receipt` of a row without a receipt).
-    var nonEmpty: String? { isEmpty ? nil : self }
 }
