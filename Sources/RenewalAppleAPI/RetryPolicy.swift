@@ -78,8 +78,9 @@ public struct RetryPolicy: Sendable, Hashable {
 
     /// Full jitter: a uniform delay in `[0, min(maxDelay, baseDelay * 2^(attempt-1))]`.
     package func backoff(afterAttempt attempt: Int) -> Duration {
-        let ceiling = min(maxDelay.seconds, baseDelay.seconds * Double(1 << min(max(attempt - 1, 0), 30)))
-        guard ceiling > 0, ceiling.isFinite else { return .zero }
-        return .milliseconds(Int64((Double.random(in: 0...ceiling) * 1000).rounded()))
+        let backoff = Backoff(base: baseDelay.seconds, maximum: maxDelay.seconds, jitter: .full)
+        let delay = backoff.delay(afterRetries: attempt - 1, random: Double.random(in: 0...1))
+        guard delay > 0, delay.isFinite else { return .zero }
+        return .milliseconds(Int64((delay * 1000).rounded()))
     }
 }

@@ -193,9 +193,9 @@ public struct SchedulePolicy: Sendable, Hashable, Codable {
     ///
     /// - Parameter random: a value in 0..<1 (injected so the core stays deterministic).
     public func nextCheckAfterFailure(consecutiveFailures: Int, now: Date, random: Double) -> Date {
-        let exponent = Double(min(max(consecutiveFailures - 1, 0), 30))
-        let base = min(failureBackoffBase * pow(2, exponent), failureBackoffMaximum)
-        let jitter = 1 + failureJitter * (2 * random - 1)
-        return now.addingTimeInterval(max(base * jitter, minimumInterval))
+        let backoff = Backoff(
+            base: failureBackoffBase, maximum: failureBackoffMaximum, jitter: .proportional(failureJitter))
+        let delay = backoff.delay(afterRetries: consecutiveFailures - 1, random: random)
+        return now.addingTimeInterval(max(delay, minimumInterval))
     }
 }

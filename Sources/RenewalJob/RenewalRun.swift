@@ -47,14 +47,80 @@ public struct RenewalRun: Sendable {
         /// The end of the run: at least the time it really took after `startedAt`, even when the
         /// clock it reads stands still (the demo's simulated days) or steps back.
         func finishTime() -> Date { max(now(), startedAt.addingTimeInterval((ContinuousClock.now - started).seconds)) }
-        let command = configuration.command.name
         var record = RunRecord(
-            id: runID, command: command, startedAt: startedAt, host: configuration.host,
+            id: runID, command: configuration.command.name, startedAt: startedAt, host: configuration.host,
             processID: configuration.processID, workerID: configuration.dryRun ? nil : configuration.workerID)
+        logStart(logger: logger)
+        // Start-up: a database that refuses these fails with its own error (exit 78 or 75).
+        var recovered = RecoveredWork()
+        if !configuration.dryRun {
+            try await store.beginRun(record)
+            // Work of processes that died holding it is taken back before anything is claimed.
+            recovered = try await store.recoverAbandonedWork(except: configuration.workerID, now: startedAt)
+            RunExecution.log(recovered, logger: logger)
+        }
+        // Apple's change feed first: what it names is due now, so this run checks it; then whether
+        // the feed can be trusted decides this run's schedule for Server API subscriptions.
+        var run = self
+        let feeds = try await readFeeds(runID: runID, startedAt: startedAt, logger: logger)
+        run.configuration.feedStreams = feeds.health?.healthy ?? []
+        // Due rows are those due once the feed was read: it may have made some due after `startedAt`.
+        let dueAsOf = max(startedAt, now())
+        var dueAtStart: Int?
+        if case .run = configuration.command, !configuration.dryRun {
+            dueAtStart = try await store.countDue(asOf: dueAsOf, unleasedAt: dueAsOf)
+            record.counts.dueAtStart = dueAtStart
+        }
+        var report: ReportWriter?
+        if let reportPath = configuration.reportPath {
+            report = try await ReportWriter(
+                path: reportPath, runID: runID, command: record.command, dryRun: configuration.dryRun,
+                startedAt: startedAt)
+        }
+
+        var loop = RunExecution(run: run, runID: runID, logger: logger, report: report, dueAsOf: dueAsOf)
+        loop.counts.recoveredLeases = recovered.releasedLeases
+        loop.counts.notifications = feeds.outcome?.notifications ?? 0
+        loop.counts.notificationsUnmatched = feeds.outcome?.unmatched ?? 0
+        loop.counts.feedLagSeconds = feeds.health?.lagSeconds
+        loop.counts.feedFallback = feeds.health.map(\.fallbackNames)
+        loop.counts.dueAtStart = dueAtStart
+        configuration.progress?.started(total: dueAtStart.map { min($0, configuration.limit ?? $0) })
+        defer { configuration.progress?.finished() }
+        let status: RenewalOutcome.Status
+        do {
+            status = try await loop.process()
+        } catch {
+            await report?.discard()
+            logger.error("Run failed", metadata: ["error": "\(error)"])
+            try await recordFailure(&record, finishedAt: finishTime(), leaseLost: loop.counts.leaseLost)
+            // Past start-up a failing database is an internal error (exit 1), not a configuration one.
+            if let error = error as? SubscriptionStoreError { throw RenewalRunError.databaseFailedMidRun(error) }
+            throw error
+        }
+
+        if let webhooks = configuration.webhooks, case .run = configuration.command, !configuration.dryRun {
+            // The changes just written go out now, within the delivery's own time budget and breaker.
+            let delivery = await webhooks.deliverForRun(logger: logger, metrics: configuration.metrics)
+            loop.counts.delivered = delivery.delivered
+            loop.counts.deliveryFailed = delivery.failed
+            loop.counts.oldestUndeliveredSeconds = delivery.oldestUndeliveredSeconds
+        }
+        let finishedAt = finishTime()
+        let counts = loop.counts
+        try await report?.finish(finishedAt: finishedAt, status: status, exitCode: Int(status.exitCode), counts: counts)
+        try await recordEnd(&record, status: status, counts: counts, finishedAt: finishedAt, logger: logger)
+        logEnd(status: status, counts: counts, seconds: finishedAt.timeIntervalSince(startedAt), logger: logger)
+        return RenewalOutcome(
+            runID: runID, status: status, counts: counts, startedAt: startedAt, finishedAt: finishedAt,
+            reportPath: configuration.reportPath)
+    }
+
+    private func logStart(logger: Logger) {
         logger.info(
             "Run started",
             metadata: [
-                LogKey.command: "\(command)", LogKey.dryRun: "\(configuration.dryRun)",
+                LogKey.command: "\(configuration.command.name)", LogKey.dryRun: "\(configuration.dryRun)",
                 LogKey.concurrency: "\(configuration.concurrency)",
                 LogKey.limit: "\(configuration.limit.map(String.init) ?? "none")",
                 LogKey.worker: "\(configuration.workerID)",
@@ -71,117 +137,81 @@ public struct RenewalRun: Sendable {
                 """
             )
         }
-        // Start-up: a database that refuses these fails with its own error (exit 78 or 75).
-        var recovered = RecoveredWork()
-        if !configuration.dryRun {
-            try await store.beginRun(record)
-            // Work of processes that died holding it is taken back before anything is claimed.
-            recovered = try await store.recoverAbandonedWork(except: configuration.workerID, now: startedAt)
-            RunExecution.log(recovered, logger: logger)
-        }
-        // Apple's change feed first: what it names is due now, so this run checks it; then whether
-        // the feed can be trusted decides this run's schedule for Server API subscriptions.
-        var run = self
-        var feedOutcome: FeedPull.Outcome?
-        var feedHealth: FeedHealth?
-        if !configuration.dryRun {
-            let sources = configuration.feedSources
-            let feeds = sources.compactMap { source in source.feed.map { (app: source.app, feed: $0) } }
-            if case .run = configuration.command, !feeds.isEmpty {
-                feedOutcome = try await FeedPull(
-                    feeds: feeds, store: store, overlap: configuration.feedOverlap, runID: runID, logger: logger,
-                    clock: now
-                ).pull(environments: AppStoreEnvironment.feedEnvironments, now: startedAt)
-            }
-            let health = try await FeedHealth.assess(
-                sources: sources.map { ($0.app, $0.feed != nil) }, outcome: feedOutcome,
-                environments: AppStoreEnvironment.feedEnvironments, maximumLag: configuration.feedMaximumLag,
-                store: store, now: startedAt, logger: logger)
-            run.configuration.feedStreams = health.healthy
-            feedHealth = health
-            if let feedOutcome {
-                configuration.metrics?.feedRead(
-                    byType: feedOutcome.byType, healthy: health.fallbacks.isEmpty, lagSeconds: health.lagSeconds ?? 0)
-                logger.info(
-                    "Change feed read",
-                    metadata: [
-                        LogKey.feedNotifications: "\(feedOutcome.notifications)",
-                        LogKey.feedUnmatched: "\(feedOutcome.unmatched)",
-                        LogKey.feedFallback: "\(health.fallbackNames.sorted { $0.key < $1.key })",
-                    ])
-            } else if !feeds.isEmpty {
-                configuration.metrics?.feedHealth(healthy: health.fallbacks.isEmpty)
-            }
-        }
-        // Due rows are those due once the feed was read: it may have made some due after `startedAt`.
-        let dueAsOf = max(startedAt, now())
-        var dueAtStart: Int?
-        if case .run = configuration.command, !configuration.dryRun {
-            dueAtStart = try await store.countDue(asOf: dueAsOf, unleasedAt: dueAsOf)
-            record.counts.dueAtStart = dueAtStart
-        }
-        var report: ReportWriter?
-        if let reportPath = configuration.reportPath {
-            report = try await ReportWriter(
-                path: reportPath, runID: runID, command: command, dryRun: configuration.dryRun, startedAt: startedAt)
-        }
+    }
 
-        var loop = RunExecution(run: run, runID: runID, logger: logger, report: report, dueAsOf: dueAsOf)
-        loop.counts.recoveredLeases = recovered.releasedLeases
-        loop.counts.notifications = feedOutcome?.notifications ?? 0
-        loop.counts.notificationsUnmatched = feedOutcome?.unmatched ?? 0
-        loop.counts.feedLagSeconds = feedHealth?.lagSeconds
-        loop.counts.feedFallback = feedHealth.map(\.fallbackNames)
-        loop.counts.dueAtStart = dueAtStart
-        configuration.progress?.started(total: dueAtStart.map { min($0, configuration.limit ?? $0) })
-        defer { configuration.progress?.finished() }
-        let status: RenewalOutcome.Status
+    /// What the change feeds said at the start of the run: nil outcome when none was read (a
+    /// backfill, a dry run, no feed), nil health for dry runs.
+    private struct FeedReading {
+        var outcome: FeedPull.Outcome?
+        var health: FeedHealth?
+    }
+
+    /// Reads each app's change feed (a `run` only) and judges which feeds this run may trust.
+    private func readFeeds(runID: String, startedAt: Date, logger: Logger) async throws -> FeedReading {
+        guard !configuration.dryRun else { return FeedReading() }
+        let sources = configuration.feedSources
+        let feeds = sources.compactMap { source in source.feed.map { (app: source.app, feed: $0) } }
+        var outcome: FeedPull.Outcome?
+        if case .run = configuration.command, !feeds.isEmpty {
+            outcome = try await FeedPull(
+                feeds: feeds, store: store, overlap: configuration.feedOverlap, runID: runID, logger: logger, clock: now
+            ).pull(environments: AppStoreEnvironment.feedEnvironments, now: startedAt)
+        }
+        let health = try await FeedHealth.assess(
+            sources: sources.map { ($0.app, $0.feed != nil) }, outcome: outcome,
+            environments: AppStoreEnvironment.feedEnvironments, maximumLag: configuration.feedMaximumLag,
+            store: store, now: startedAt, logger: logger)
+        if let outcome {
+            configuration.metrics?.feedRead(
+                byType: outcome.byType, healthy: health.fallbacks.isEmpty, lagSeconds: health.lagSeconds ?? 0)
+            logger.info(
+                "Change feed read",
+                metadata: [
+                    LogKey.feedNotifications: "\(outcome.notifications)",
+                    LogKey.feedUnmatched: "\(outcome.unmatched)",
+                    LogKey.feedFallback: "\(health.fallbackNames.sorted { $0.key < $1.key })",
+                ])
+        } else if !feeds.isEmpty {
+            configuration.metrics?.feedHealth(healthy: health.fallbacks.isEmpty)
+        }
+        return FeedReading(outcome: outcome, health: health)
+    }
+
+    /// The run failed past start-up: it is recorded `failed` (exit 1) and its leases released, so
+    /// they do not hold their rows until they expire. Best effort: the database may be what failed.
+    private func recordFailure(_ record: inout RunRecord, finishedAt: Date, leaseLost: Int) async throws {
+        guard !configuration.dryRun else { return }
+        record.finishedAt = finishedAt
+        record.status = .failed
+        record.exitCode = 1
+        record.leaseLost = leaseLost
+        try? await store.finishRun(record)
+        _ = try? await store.releaseEveryLease(of: configuration.workerID)
+    }
+
+    /// Records how the run ended, then compacts the dashboards' summaries.
+    private func recordEnd(
+        _ record: inout RunRecord, status: RunStatus, counts: RenewalCounts, finishedAt: Date, logger: Logger
+    ) async throws {
+        guard !configuration.dryRun else { return }
+        record.finishedAt = finishedAt
+        record.status = status
+        record.exitCode = Int(status.exitCode)
+        record.counts = counts
         do {
-            status = try await loop.process()
+            try await store.finishRun(record)
+        } catch let error as SubscriptionStoreError {
+            throw RenewalRunError.databaseFailedMidRun(error)
+        }
+        do {
+            try await store.compactSummaries()
         } catch {
-            await report?.discard()
-            logger.error("Run failed", metadata: ["error": "\(error)"])
-            if !configuration.dryRun {
-                record.finishedAt = finishTime()
-                record.status = .failed
-                record.exitCode = 1
-                record.leaseLost = loop.counts.leaseLost
-                try? await store.finishRun(record)
-                // The leases of this run would otherwise hold their rows until they expire.
-                _ = try? await store.releaseEveryLease(of: configuration.workerID)
-            }
-            // Past start-up a failing database is an internal error (exit 1), not a configuration one.
-            if let error = error as? SubscriptionStoreError { throw RenewalRunError.databaseFailedMidRun(error) }
-            throw error
+            // The views stay right, only slower to read, and the next run compacts again.
+            logger.warning("Dashboard summaries not compacted", metadata: ["error": "\(error)"])
         }
+    }
 
-        if let webhooks = configuration.webhooks, case .run = configuration.command, !configuration.dryRun {
-            // The changes just written go out now, within the delivery's own time budget and breaker.
-            let delivery = await webhooks.deliverForRun(logger: logger, metrics: configuration.metrics)
-            loop.counts.delivered = delivery.delivered
-            loop.counts.deliveryFailed = delivery.failed
-            loop.counts.oldestUndeliveredSeconds = delivery.oldestUndeliveredSeconds
-        }
-        let finishedAt = finishTime()
-        let counts = loop.counts
-        try await report?.finish(finishedAt: finishedAt, status: status, exitCode: Int(status.exitCode), counts: counts)
-        if !configuration.dryRun {
-            record.finishedAt = finishedAt
-            record.status = status
-            record.exitCode = Int(status.exitCode)
-            record.counts = counts
-            do {
-                try await store.finishRun(record)
-            } catch let error as SubscriptionStoreError {
-                throw RenewalRunError.databaseFailedMidRun(error)
-            }
-            do {
-                try await store.compactSummaries()
-            } catch {
-                // The views stay right, only slower to read, and the next run compacts again.
-                logger.warning("Dashboard summaries not compacted", metadata: ["error": "\(error)"])
-            }
-        }
+    private func logEnd(status: RunStatus, counts: RenewalCounts, seconds: TimeInterval, logger: Logger) {
         logger.info(
             "Run finished",
             metadata: [
@@ -191,10 +221,7 @@ public struct RenewalRun: Sendable {
                 LogKey.conflicts: "\(counts.conflicts)", LogKey.skipped: "\(counts.skipped)",
                 LogKey.leaseLost: "\(counts.leaseLost)", LogKey.recoveredLeases: "\(counts.recoveredLeases)",
                 LogKey.migrated: "\(counts.migrated)",
-                LogKey.seconds: "\(String(format: "%.3f", finishedAt.timeIntervalSince(startedAt)))",
+                LogKey.seconds: "\(String(format: "%.3f", seconds))",
             ])
-        return RenewalOutcome(
-            runID: runID, status: status, counts: counts, startedAt: startedAt, finishedAt: finishedAt,
-            reportPath: configuration.reportPath)
     }
 }

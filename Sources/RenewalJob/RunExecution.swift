@@ -32,6 +32,8 @@ struct RunExecution {
     typealias PendingResult = (receipt: StoredReceipt, save: PendingSave)
     /// The receipts of the current pass.
     private var source: ReceiptSource
+    /// Due rows no lease held when the loop ended on its own (`RunStateMachine.endedOnItsOwn`).
+    private var dueAtFinish: Int?
     var configuration: RenewalRun.Configuration { run.configuration }
     var leaseOwner: String? { configuration.dryRun ? nil : configuration.workerID }
 
@@ -125,11 +127,14 @@ struct RunExecution {
                     return .flushDue
                 }
             case .finish:
-                // Due rows another worker made due (or released) behind this pass get another one.
-                guard machine.mayTakeAnotherPass,
-                    try await run.store.countDue(asOf: dueAsOf, unleasedAt: run.now()) > 0,
-                    machine.dueRowsRemain() == .rescan
-                else { return false }
+                // Due rows another worker made due (or released) behind this pass get another one;
+                // counted once, so what the run reports as left is what it chose not to take.
+                guard machine.endedOnItsOwn else { return false }
+                let due = try await run.store.countDue(asOf: dueAsOf, unleasedAt: run.now())
+                guard due > 0, machine.dueRowsRemain() == .rescan else {
+                    dueAtFinish = due
+                    return false
+                }
                 try await rescan()
             case .scheduleDrainDeadline, .cancelInFlight:
                 // Answers to events, performed where the event is handled.
@@ -254,10 +259,11 @@ struct RunExecution {
             for (receipt, _, _) in held { try await release(receipt) }
         }
         try await flush()
+        var strays = 0
         if let leaseOwner {
             // Nothing of this run is still in flight: a lease left now is a stray (a claim whose
             // answer was lost with a dropped connection) and must not hold its row back.
-            let strays = try await run.store.releaseEveryLease(of: leaseOwner)
+            strays = try await run.store.releaseEveryLease(of: leaseOwner)
             if strays > 0 { logger.notice("Released leases left by this run", metadata: [LogKey.leases: "\(strays)"]) }
         }
         if machine.draining, machine.stop == nil {
@@ -266,7 +272,14 @@ struct RunExecution {
         }
         if !machine.stopReasons.isEmpty { counts.appsStopped = machine.stopReasons.mapValues(\.rawValue) }
         if machine.endedOnItsOwn {
-            counts.dueLeft = try await run.store.countDue(asOf: dueAsOf, unleasedAt: run.now())
+            // The count the loop ended on, and the strays just released (their rows are still due).
+            // Counting again now would also count rows another worker made due since (the feed's
+            // reader, before it claims them), which this run never chose to leave.
+            if let dueAtFinish {
+                counts.dueLeft = dueAtFinish + strays
+            } else {
+                counts.dueLeft = try await run.store.countDue(asOf: dueAsOf, unleasedAt: run.now())
+            }
             if counts.dueLeft > 0 {
                 logger.warning(
                     "Due receipts are left that this run could have taken; the next run starts with them",

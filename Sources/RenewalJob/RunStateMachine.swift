@@ -143,7 +143,7 @@ struct RunStateMachine {
     /// Whether due rows left at the end would get another pass (`dueRowsRemain()`): the run may
     /// rescan, nothing stopped it, no app is stopped (its rows stay due: another pass would only claim
     /// and release them), nothing is in flight or being written, and a pass is left.
-    var mayTakeAnotherPass: Bool {
+    private var mayTakeAnotherPass: Bool {
         endedOnItsOwn && inFlight == 0 && !writing && rescans < limits.maximumRescans
     }
 

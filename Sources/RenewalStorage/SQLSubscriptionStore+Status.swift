@@ -4,20 +4,7 @@ import RenewalCore
 extension SQLSubscriptionStore {
     public func statusPage(userID: String?, after: StatusCursor?, limit: Int) async throws -> [StatusRow] {
         guard limit > 0 else { return [] }
-        // The page's users, found on the user_id index: from the cursor's user to before the
-        // (limit + 2)th, so each page reads and sorts only its own rows, never the whole table
-        // (there are at least `limit` rows past the cursor among them, one per user at least).
-        var upperUser: String?
-        if userID == nil {
-            var rangeBinds = SQLBinds()
-            let from = after.map { "WHERE user_id >= \(rangeBinds.add(.text($0.userID)))" } ?? ""
-            let offset = rangeBinds.add(.int64(Int64(limit) + 1))
-            let rows = try await onConnection { connection in
-                try connection.execute(
-                    "SELECT user_id FROM receipts \(from) ORDER BY user_id LIMIT 1 OFFSET \(offset)", rangeBinds.values)
-            }
-            upperUser = try rows.first?.text("user_id")
-        }
+        let upperUser = userID == nil ? try await firstUser(pastPageOf: limit, after: after) : nil
         var binds = SQLBinds()
         var conditions: [String] = []
         var branch: [String] = []
@@ -70,31 +57,7 @@ extension SQLSubscriptionStore {
             """
         let values = binds.values
         return try await onConnection { connection in
-            try connection.execute(sql, values).map { row in
-                let otid = try row.text("otid")
-                return StatusRow(
-                    userID: try row.text("user_id"),
-                    originalTransactionID: otid.isEmpty ? nil : otid,
-                    productID: try row.optionalText("product_id"),
-                    state: try row.state("state"),
-                    entitled: try row.bool("entitled"),
-                    expiresAt: try row.optionalDate("expires_at"),
-                    autoRenew: try row.optionalBool("auto_renew"),
-                    environment: try row.environment("environment"),
-                    gracePeriodExpiresAt: try row.optionalDate("grace_period_expires_at"),
-                    lastVerifiedAt: try row.optionalDate("last_verified_at"),
-                    nextCheckAt: try row.optionalDate("next_check_at"),
-                    ownershipType: try row.optionalText("ownership_type"),
-                    lastFailure: try row.optionalText("last_failure"),
-                    source: try row.optionalText("source"),
-                    lastNotification: try row.optionalText("last_notification_type").map { type in
-                        StatusRow.LastNotification(
-                            type: type, subtype: try row.optionalText("last_notification_subtype"),
-                            signedAt: try row.date("last_notification_at"))
-                    },
-                    bundleID: try row.optionalText("bundle_id")
-                )
-            }
+            try connection.execute(sql, values).map(StatusRow.init(statusRow:))
         }
     }
 }
@@ -177,5 +140,50 @@ extension SQLSubscriptionStore: RunHistoryStore {
                     )
                 }
         }
+    }
+
+    /// The user after the page's last possible user, found on the user_id index: from the cursor's
+    /// user to before the (limit + 2)th, so each page reads and sorts only its own rows, never the
+    /// whole table (there are at least `limit` rows past the cursor among them, one per user at
+    /// least). Nil when the table ends first.
+    private func firstUser(pastPageOf limit: Int, after: StatusCursor?) async throws -> String? {
+        var binds = SQLBinds()
+        let from = after.map { "WHERE user_id >= \(binds.add(.text($0.userID)))" } ?? ""
+        let offset = binds.add(.int64(Int64(limit) + 1))
+        let values = binds.values
+        let rows = try await onConnection { connection in
+            try connection.execute(
+                "SELECT user_id FROM receipts \(from) ORDER BY user_id LIMIT 1 OFFSET \(offset)", values)
+        }
+        return try rows.first?.text("user_id")
+    }
+}
+
+extension StatusRow {
+    /// One row of the status query.
+    init(statusRow row: SQLRow) throws {
+        let otid = try row.text("otid")
+        self.init(
+            userID: try row.text("user_id"),
+            originalTransactionID: otid.isEmpty ? nil : otid,
+            productID: try row.optionalText("product_id"),
+            state: try row.state("state"),
+            entitled: try row.bool("entitled"),
+            expiresAt: try row.optionalDate("expires_at"),
+            autoRenew: try row.optionalBool("auto_renew"),
+            environment: try row.environment("environment"),
+            gracePeriodExpiresAt: try row.optionalDate("grace_period_expires_at"),
+            lastVerifiedAt: try row.optionalDate("last_verified_at"),
+            nextCheckAt: try row.optionalDate("next_check_at"),
+            ownershipType: try row.optionalText("ownership_type"),
+            lastFailure: try row.optionalText("last_failure"),
+            source: try row.optionalText("source"),
+            lastNotification: try row.optionalText("last_notification_type").map { type in
+                StatusRow.LastNotification(
+                    type: type, subtype: try row.optionalText("last_notification_subtype"),
+                    signedAt: try row.date("last_notification_at"))
+            },
+            bundleID: try row.optionalText("bundle_id")
+        )
     }
 }

@@ -129,35 +129,12 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
         // hashed the whole table once it held some 100,000 rows (29 ms a batch of 500, for 2 ms).
         _ = try connection.execute("SET LOCAL enable_hashjoin = off", [])
         _ = try connection.execute("SET LOCAL enable_mergejoin = off", [])
-        _ = try connection.execute(
-            """
-            CREATE TEMPORARY TABLE IF NOT EXISTS receipt_import_lines (
-                ord INTEGER NOT NULL, user_id TEXT NOT NULL, receipt_digest TEXT, product_id TEXT,
-                original_transaction_id TEXT, app_account_token TEXT, environment TEXT, bundle_id TEXT,
-                receipt_id BIGINT, outcome TEXT
-            ) ON COMMIT DELETE ROWS
-            """, [])
-        _ = try connection.execute(
-            """
-            CREATE TEMPORARY TABLE IF NOT EXISTS receipt_import_receipts (
-                ord INTEGER PRIMARY KEY, latest_receipt TEXT NOT NULL
-            ) ON COMMIT DELETE ROWS
-            """, [])
+        _ = try connection.execute(BulkImportSQL.lineTable, [])
+        _ = try connection.execute(BulkImportSQL.receiptTable, [])
         let staged = items.enumerated().map { stagedRow($1, ord: $0) }
         try connection.copy(into: "receipt_import_lines", columns: stagedColumns, rows: staged)
         // Classified first, against the rows as they were before this batch.
-        _ = try connection.execute(
-            """
-            UPDATE receipt_import_lines s SET receipt_id = r.id, outcome = CASE
-                    WHEN s.bundle_id IS NOT NULL AND r.bundle_id IS NOT NULL AND r.bundle_id <> s.bundle_id
-                        THEN 'other_app'
-                    WHEN (s.receipt_digest IS NULL
-                            OR encode(sha256(convert_to(r.latest_receipt, 'UTF8')), 'hex') = s.receipt_digest)
-                        AND (s.original_transaction_id IS NULL OR s.original_transaction_id = r.original_transaction_id)
-                        THEN 'unchanged'
-                    ELSE 'replaced' END
-            FROM receipts r WHERE r.user_id = s.user_id
-            """, [])
+        _ = try connection.execute(BulkImportSQL.classify, [])
         let classified = try connection.execute("SELECT ord, outcome FROM receipt_import_lines ORDER BY ord", [])
         guard classified.count == items.count else {
             throw SubscriptionStoreError.query("the bulk import staged \(classified.count) of \(items.count) lines")
@@ -165,14 +142,7 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
         let outcomes = try classified.map { row in
             try row.optionalText("outcome").flatMap(ReceiptImportOutcome.init(rawValue:)) ?? .inserted
         }
-        _ = try connection.execute(
-            """
-            UPDATE receipts r SET next_check_at = $1, updated_at = $1,
-                imported_product_id = COALESCE(s.product_id, r.imported_product_id),
-                app_account_token = COALESCE(s.app_account_token, r.app_account_token),
-                bundle_id = COALESCE(s.bundle_id, r.bundle_id)
-            FROM receipt_import_lines s WHERE s.receipt_id = r.id AND s.outcome = 'unchanged'
-            """, [SQLValue(now)])
+        _ = try connection.execute(BulkImportSQL.updateUnchanged, [SQLValue(now)])
         // As line by line: a new receipt or id clears the counters, the verdict and the lease.
         let replacements = zip(items, outcomes).enumerated().compactMap { ord, line -> [String?]? in
             guard line.1 == .replaced, let receipt = line.0.latestReceipt else { return nil }
@@ -183,23 +153,7 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
                 into: "receipt_import_receipts", columns: ["ord", "latest_receipt"], rows: replacements)
         }
         if outcomes.contains(.replaced) {
-            _ = try connection.execute(
-                """
-                UPDATE receipts r SET latest_receipt = COALESCE(n.latest_receipt, r.latest_receipt),
-                    next_check_at = $1, updated_at = $1, lease_owner = NULL, lease_expires_at = NULL,
-                    imported_product_id = COALESCE(s.product_id, r.imported_product_id),
-                    original_transaction_id = COALESCE(s.original_transaction_id, r.original_transaction_id),
-                    app_account_token = COALESCE(s.app_account_token, r.app_account_token),
-                    environment = COALESCE(s.environment, r.environment),
-                    bundle_id = COALESCE(s.bundle_id, r.bundle_id),
-                    source = CASE WHEN COALESCE(n.latest_receipt, r.latest_receipt) = '' THEN 'server_api'
-                        ELSE r.source END,
-                    status = CASE WHEN r.status = 'invalid' THEN 'unverified' ELSE r.status END,
-                    consecutive_failures = 0, consecutive_malformed = 0, last_failure_reason = NULL,
-                    rejected_since = NULL, no_subscription_since = NULL
-                FROM receipt_import_lines s LEFT JOIN receipt_import_receipts n ON n.ord = s.ord
-                WHERE s.receipt_id = r.id AND s.outcome = 'replaced'
-                """, [SQLValue(now)])
+            _ = try connection.execute(BulkImportSQL.updateReplaced, [SQLValue(now)])
         }
         // New users, in line order (their ids follow it, as line by line).
         let milliseconds = String(AppleDateFormat.milliseconds(now))

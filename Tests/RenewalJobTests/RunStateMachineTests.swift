@@ -1,4 +1,5 @@
 import RenewalStorage
+import RenewalCore
 import Testing
 
 @testable import RenewalJob

@@ -10,8 +10,21 @@ extension StoredReport {
     /// the table it draws; the changes and failures lists stop at `htmlRowLimit` rows.
     func renderHTML(_ selection: ReportSelection, to output: ReportOutput) async throws {
         // First pass: totals and the runs' outcomes.
+        let summary = try await htmlSummary(selection)
+        guard let last = summary.last else { return }
+        let entitled = try await entitledSeries(upTo: last.startedAt)
+        try await output.write(Self.summaryPage(summary, last: last, entitled: entitled))
+        // Second pass: the lists, streamed.
+        try await writeChangeList(selection, changed: summary.totals.changed, to: output)
+        try await writeFailureList(selection, to: output)
+        try await output.write(Self.pageTail)
+    }
+
+    /// What the page's head shows of the selected runs.
+    struct HTMLSummary {
         var kinds: [String: Int] = [:]
         var reasons: [String: Int] = [:]
+        /// The last 200 runs, for the runs table.
         var runs: [RunRecord] = []
         var runCount = 0
         var totals = RenewalCounts()
@@ -19,38 +32,48 @@ extension StoredReport {
         var last: RunRecord?
         var took: TimeInterval = 0
         var unfinished = 0
+    }
+
+    private func htmlSummary(_ selection: ReportSelection) async throws -> HTMLSummary {
+        var summary = HTMLSummary()
         try await forEachRun(selection) { run in
-            runCount += 1
-            if first == nil { first = run }
-            last = run
+            summary.runCount += 1
+            if summary.first == nil { summary.first = run }
+            summary.last = run
             if let finished = run.finishedAt {
-                took += finished.timeIntervalSince(run.startedAt)
+                summary.took += finished.timeIntervalSince(run.startedAt)
             } else {
-                unfinished += 1
+                summary.unfinished += 1
             }
-            if runs.count == 200 { runs.removeFirst() }
-            runs.append(run)
-            totals.checked += run.checked
-            totals.changed += run.changed
-            totals.failed += run.failed
-            totals.conflicts += run.conflicts
-            totals.unchanged += run.unchanged
+            if summary.runs.count == 200 { summary.runs.removeFirst() }
+            summary.runs.append(run)
+            summary.totals.checked += run.checked
+            summary.totals.changed += run.changed
+            summary.totals.failed += run.failed
+            summary.totals.conflicts += run.conflicts
+            summary.totals.unchanged += run.unchanged
             for (kind, count) in try await store.changeCounts(ofRun: run.id, app: app) {
-                kinds[kind, default: 0] += count
+                summary.kinds[kind, default: 0] += count
             }
             for (reason, count) in try await store.failureCounts(ofRun: run.id, app: app) {
-                reasons[reason, default: 0] += count
+                summary.reasons[reason, default: 0] += count
             }
         }
-        guard let last else { return }
-        let entitled = try await entitledSeries(upTo: last.startedAt)
+        return summary
+    }
 
+    /// The page up to the lists: title, cards, the charts with their tables, and the runs.
+    private static func summaryPage(
+        _ summary: HTMLSummary, last: RunRecord, entitled: (runs: [RunRecord], series: [(name: String, values: [Int])])
+    ) -> String {
+        let runCount = summary.runCount
         let title =
             runCount == 1
             ? "renewal run \(last.id)"
-            : "renewal runs \(Self.readable(first?.startedAt ?? last.startedAt)) to \(Self.readable(last.startedAt))"
-        var page = Self.pageHead(title: title)
-        page += "<h1>\(Self.escape(title))</h1>\n<section class=\"cards\">\n"
+            : "renewal runs \(readable(summary.first?.startedAt ?? last.startedAt)) to \(readable(last.startedAt))"
+        var page = pageHead(title: title)
+        page += "<h1>\(escape(title))</h1>\n<section class=\"cards\">\n"
+        let totals = summary.totals
         let cards: [(String, String)] = [
             (
                 "status",
@@ -58,51 +81,52 @@ extension StoredReport {
             ),
             ("checked", "\(totals.checked)"), ("changes", "\(totals.changed)"), ("unchanged", "\(totals.unchanged)"),
             ("failed", "\(totals.failed)"), ("conflicts", "\(totals.conflicts)"),
-            ("took", runCount == 1 ? Self.duration(last) : Self.totalDuration(took, unfinished: unfinished)),
+            ("took", runCount == 1 ? duration(last) : totalDuration(summary.took, unfinished: summary.unfinished)),
         ]
         for (label, value) in cards {
-            page +=
-                "<div class=\"card\"><span>\(Self.escape(label))</span><strong>\(Self.escape(value))</strong></div>\n"
+            page += "<div class=\"card\"><span>\(escape(label))</span><strong>\(escape(value))</strong></div>\n"
         }
         page += "</section>\n"
 
-        let kindRows = kinds.sorted { ($1.value, $0.key) < ($0.value, $1.key) }
+        let kindRows = summary.kinds.sorted { ($1.value, $0.key) < ($0.value, $1.key) }
         page += "<h2>Changes by kind</h2>\n" + SVGChart.bars(id: "changes-by-kind", kindRows.map { ($0.key, $0.value) })
-        page += Self.htmlTable(["kind", "changes"], kindRows.map { [.text($0.key), .text("\($0.value)")] })
+        page += htmlTable(["kind", "changes"], kindRows.map { [.text($0.key), .text("\($0.value)")] })
 
         page += "<h2>Entitled subscribers by product, last \(entitled.runs.count) runs</h2>\n"
         page += SVGChart.lines(
             id: "entitled-by-product", series: entitled.series,
             xLabels: entitled.runs.map { Timestamp.string($0.startedAt) })
-        page += Self.htmlTable(
+        page += htmlTable(
             ["run started"] + entitled.series.map(\.name),
             entitled.runs.indices.map { index in
                 [.time(entitled.runs[index].startedAt)] + entitled.series.map { .text("\($0.values[index])") }
             })
 
-        let reasonRows = reasons.sorted { ($1.value, $0.key) < ($0.value, $1.key) }
+        let reasonRows = summary.reasons.sorted { ($1.value, $0.key) < ($0.value, $1.key) }
         page +=
             "<h2>Failures by reason</h2>\n"
             + SVGChart.bars(id: "failures-by-reason", reasonRows.map { ($0.key, $0.value) })
-        page += Self.htmlTable(["reason", "failures"], reasonRows.map { [.text($0.key), .text("\($0.value)")] })
+        page += htmlTable(["reason", "failures"], reasonRows.map { [.text($0.key), .text("\($0.value)")] })
 
         page +=
             "<h2>Runs</h2>\n"
-            + Self.htmlTable(
+            + htmlTable(
                 [
                     "started", "command", "status", "exit", "took", "checked", "changed", "failed", "conflicts",
                     "run id",
                 ],
-                runs.map {
+                summary.runs.map {
                     [.time($0.startedAt)]
                         + [
-                            $0.command, $0.status.rawValue, $0.exitCode.map(String.init) ?? "-", Self.duration($0),
+                            $0.command, $0.status.rawValue, $0.exitCode.map(String.init) ?? "-", duration($0),
                             "\($0.checked)", "\($0.changed)", "\($0.failed)", "\($0.conflicts)", $0.id,
                         ].map(HTMLCell.text)
                 })
-        try await output.write(page)
+        return page
+    }
 
-        // Second pass: the lists, streamed.
+    /// The changes, at most `htmlRowLimit`, with a note when the runs hold more.
+    private func writeChangeList(_ selection: ReportSelection, changed: Int, to output: ReportOutput) async throws {
         try await output.write(
             "<h2>Changes</h2>\n<table><thead><tr>"
                 + ["time", "user", "product", "kind", "from", "to", "expires", "environment"].map { "<th>\($0)</th>" }
@@ -125,14 +149,18 @@ extension StoredReport {
             }
         }
         try await output.write("</tbody></table>\n")
-        if totals.changed > listed {
+        if changed > listed {
             try await output.write(
                 """
-                <p class=\"note\">\(listed) of \(totals.changed) changes listed; <code>renewal report --format \
+                <p class=\"note\">\(listed) of \(changed) changes listed; <code>renewal report --format \
                 csv</code> has them all.</p>\n
                 """
             )
         }
+    }
+
+    /// The failures, at most `htmlRowLimit`.
+    private func writeFailureList(_ selection: ReportSelection, to output: ReportOutput) async throws {
         try await output.write(
             "<h2>Failures</h2>\n<table><thead><tr><th>time</th><th>user</th><th>reason</th><th>message</th></tr>"
                 + "</thead><tbody>\n"
@@ -152,7 +180,6 @@ extension StoredReport {
             }
         }
         try await output.write("</tbody></table>\n")
-        try await output.write(Self.pageTail)
     }
 
     /// Entitled subscriptions per product after each of the last runs up to `upTo`, Production and

@@ -122,7 +122,8 @@ public struct WebhookDelivery: Sendable {
             return outcome
         }
         let started = ContinuousClock.now
-        var failuresInARow = 0
+        // Attempts that failed in a row, whatever their change: the endpoint's trouble, not one change's.
+        var breaker = CircuitBreaker(configuration: .init(threshold: configuration.breakerThreshold))
         while configuration.timeBudget.map({ ContinuousClock.now - started < $0 }) ?? true {
             let claimedAt = now()
             let batch = try await store.claimDeliveries(
@@ -135,48 +136,8 @@ public struct WebhookDelivery: Sendable {
                 }
                 return try await group.reduce(into: [(PendingDelivery, Attempt)]()) { $0.append($1) }
             }
-            var records: [DeliveryRecord] = []
-            for (delivery, attempt) in attempts.sorted(by: { $0.0.changeID < $1.0.changeID }) {
-                let at = now()
-                switch attempt {
-                case .delivered:
-                    failuresInARow = 0
-                    outcome.delivered += 1
-                    records.append(DeliveryRecord(changeID: delivery.changeID, outcome: .delivered, at: at))
-                case .gone:
-                    // Not the change's fault: it waits in the outbox for the URL the operator sets next.
-                    outcome.gone = true
-                    records.append(
-                        DeliveryRecord(
-                            changeID: delivery.changeID,
-                            outcome: .retry(
-                                error: "HTTP 410 Gone: the endpoint asked for no more deliveries", next: at),
-                            at: at))
-                case .failed(let error):
-                    failuresInARow += 1
-                    if at.timeIntervalSince(delivery.createdAt) >= configuration.maxAge {
-                        outcome.failed += 1
-                        records.append(
-                            DeliveryRecord(
-                                changeID: delivery.changeID,
-                                outcome: .failed(error: "\(error); given up after \(delivery.attempts + 1) attempts"),
-                                at: at))
-                    } else {
-                        outcome.retried += 1
-                        records.append(
-                            DeliveryRecord(
-                                changeID: delivery.changeID,
-                                outcome: .retry(
-                                    error: error, next: at.addingTimeInterval(backoff(after: delivery.attempts))),
-                                at: at))
-                    }
-                    logger.warning(
-                        "Webhook delivery failed; retried later",
-                        metadata: [
-                            LogKey.webhookChangeID: "\(delivery.changeID)", LogKey.webhookError: "\(error)",
-                            LogKey.webhookAttempts: "\(delivery.attempts + 1)",
-                        ])
-                }
+            let records = attempts.sorted(by: { $0.0.changeID < $1.0.changeID }).map { delivery, attempt in
+                record(attempt, of: delivery, outcome: &outcome, breaker: &breaker)
             }
             // One transaction for the batch's outcomes.
             try await store.recordDeliveries(records, owner: owner)
@@ -189,22 +150,59 @@ public struct WebhookDelivery: Sendable {
                     """)
                 break
             }
-            if failuresInARow >= configuration.breakerThreshold {
+            if breaker.isOpen {
                 outcome.breakerOpened = true
                 logger.warning(
                     "The webhook endpoint keeps failing; delivery stops until the next deliver or run",
-                    metadata: [LogKey.webhookAttempts: "\(failuresInARow)"])
+                    metadata: [LogKey.webhookAttempts: "\(breaker.consecutiveOutages)"])
                 break
             }
         }
         return outcome
     }
 
+    /// What one attempt means for its change: delivered, waiting for a new URL (410), retried later
+    /// with backoff, or given up once it is older than `maxAge`.
+    private func record(
+        _ attempt: Attempt, of delivery: PendingDelivery, outcome: inout Outcome, breaker: inout CircuitBreaker
+    ) -> DeliveryRecord {
+        let at = now()
+        switch attempt {
+        case .delivered:
+            breaker.record(outage: false)
+            outcome.delivered += 1
+            return DeliveryRecord(changeID: delivery.changeID, outcome: .delivered, at: at)
+        case .gone:
+            // Not the change's fault: it waits in the outbox for the URL the operator sets next.
+            outcome.gone = true
+            return DeliveryRecord(
+                changeID: delivery.changeID,
+                outcome: .retry(error: "HTTP 410 Gone: the endpoint asked for no more deliveries", next: at), at: at)
+        case .failed(let error):
+            breaker.record(outage: true)
+            logger.warning(
+                "Webhook delivery failed; retried later",
+                metadata: [
+                    LogKey.webhookChangeID: "\(delivery.changeID)", LogKey.webhookError: "\(error)",
+                    LogKey.webhookAttempts: "\(delivery.attempts + 1)",
+                ])
+            if at.timeIntervalSince(delivery.createdAt) >= configuration.maxAge {
+                outcome.failed += 1
+                return DeliveryRecord(
+                    changeID: delivery.changeID,
+                    outcome: .failed(error: "\(error); given up after \(delivery.attempts + 1) attempts"), at: at)
+            }
+            outcome.retried += 1
+            return DeliveryRecord(
+                changeID: delivery.changeID,
+                outcome: .retry(error: error, next: at.addingTimeInterval(backoff(after: delivery.attempts))), at: at)
+        }
+    }
+
     /// Exponential from `backoffBase`, capped, with full jitter (at least a second).
     func backoff(after attempts: Int) -> TimeInterval {
-        let exponent = Double(min(attempts, 30))
-        let ceiling = min(configuration.backoffBase * pow(2, exponent), configuration.backoffMaximum)
-        return max(1, ceiling * random())
+        let backoff = Backoff(base: configuration.backoffBase, maximum: configuration.backoffMaximum, jitter: .full)
+        return max(1, backoff.delay(afterRetries: attempts, random: random()))
     }
 
     private func send(_ delivery: PendingDelivery) async throws -> Attempt {

@@ -2,6 +2,11 @@ extension SQLSchema {
     /// Version 1: receipts, their subscriptions, and what each run did (runs, entitlement changes,
     /// failures, ownership conflicts).
     static func version1(_ dialect: SQLDialect) -> [String] {
+        receiptTables(dialect) + historyTables(dialect)
+    }
+
+    /// Receipts and the subscriptions they own.
+    private static func receiptTables(_ dialect: SQLDialect) -> [String] {
         [
             """
             CREATE TABLE receipts (
@@ -52,6 +57,12 @@ extension SQLSchema {
             """,
             "CREATE INDEX subscriptions_receipt_id_idx ON subscriptions (receipt_id)",
             "CREATE INDEX subscriptions_user_id_idx ON subscriptions (user_id)",
+        ]
+    }
+
+    /// What each run did: the runs, entitlement changes, failures and ownership conflicts.
+    private static func historyTables(_ dialect: SQLDialect) -> [String] {
+        [
             """
             CREATE TABLE runs (
                 id TEXT PRIMARY KEY,

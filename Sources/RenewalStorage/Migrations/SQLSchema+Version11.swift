@@ -22,8 +22,13 @@ extension SQLSchema {
     /// No table is rewritten.
     static func version11Prelude(_ dialect: SQLDialect) -> [String] {
         guard dialect == .postgres else { return [] }
-        let day = { (column: String) in dialect.utcDay(column) }
-        let summaries: [String] = [
+        return summaryIndexes + summaryTables + countingFunctions + eventCountingFunctions(dialect) + countingTriggers
+    }
+
+    /// The summary tables: triggers insert one delta row per group and write; `compactSummaries`
+    /// folds them.
+    private static var summaryTables: [String] {
+        [
             """
             CREATE TABLE IF NOT EXISTS subscription_counts (
                 bundle_id TEXT, product_id TEXT, environment TEXT, ownership_type TEXT NOT NULL,
@@ -61,8 +66,11 @@ extension SQLSchema {
             )
             """,
         ]
-        let indexes =
-            concurrentIndex("run_failures_receipt_id_idx", on: "run_failures (receipt_id, occurred_at)")
+    }
+
+    /// The indexes the summaries' fills and the views read through, built without blocking writes.
+    private static var summaryIndexes: [String] {
+        concurrentIndex("run_failures_receipt_id_idx", on: "run_failures (receipt_id, occurred_at)")
             // The newest migration of each group is read from the receipts through this index.
             + concurrentIndex(
                 "receipts_migrated_at_idx",
@@ -82,12 +90,15 @@ extension SQLSchema {
                 on: "entitlement_changes (original_transaction_id, to_state, occurred_at)")
             + concurrentIndex(
                 "webhook_outbox_failed_at_idx", on: "webhook_outbox (failed_at, change_id) WHERE failed_at IS NOT NULL")
-        // A subscription counts under its receipt's app; a receipt learning its app moves its
-        // subscriptions' counts with it. Changes, failures and notifications are only ever
-        // inserted. A failure counts its receipt once per app, day and reason: when no other failure
-        // of that receipt is on record for them. A webhook delivery is counted when it finishes
-        // (delivered or given up), which it does once.
-        let functions: [String] = [
+    }
+
+    /// The counting functions of subscriptions and receipts. A subscription counts under its
+    /// receipt's app; a receipt learning its app moves its subscriptions' counts with it. (Changes,
+    /// failures and notifications are only ever inserted. A failure counts its receipt once per app,
+    /// day and reason: when no other failure of that receipt is on record for them. A webhook
+    /// delivery is counted when it finishes, delivered or given up, which it does once.)
+    private static var countingFunctions: [String] {
+        [
             """
             CREATE OR REPLACE FUNCTION renewal_count_subscription() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
@@ -133,6 +144,14 @@ extension SQLSchema {
             END
             $$
             """,
+        ]
+    }
+
+    /// The counting functions of rows that are only ever inserted: changes, failures, notifications
+    /// and finished webhook deliveries.
+    private static func eventCountingFunctions(_ dialect: SQLDialect) -> [String] {
+        let day = { (column: String) in dialect.utcDay(column) }
+        return [
             """
             CREATE OR REPLACE FUNCTION renewal_count_change() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
@@ -180,9 +199,12 @@ extension SQLSchema {
             $$
             """,
         ]
-        let triggers =
-            trigger(
-                "subscriptions_counted", on: "subscriptions", "AFTER INSERT OR DELETE", "renewal_count_subscription")
+    }
+
+    /// The triggers that call the counting functions, each only when a counted column changes.
+    private static var countingTriggers: [String] {
+        trigger(
+            "subscriptions_counted", on: "subscriptions", "AFTER INSERT OR DELETE", "renewal_count_subscription")
             + trigger(
                 "subscriptions_recounted", on: "subscriptions",
                 """
@@ -218,13 +240,17 @@ extension SQLSchema {
                 "webhook_outbox_inserted_finished", on: "webhook_outbox", "AFTER INSERT",
                 "renewal_count_webhook_outcome",
                 when: "NEW.delivered_at IS NOT NULL OR NEW.failed_at IS NOT NULL")
-        return indexes + summaries + functions + triggers
     }
 
     static func version11(_ dialect: SQLDialect) -> [String] {
         guard dialect == .postgres else { return [] }
+        return summaryFills(dialect) + countViews + activityViews(dialect)
+    }
+
+    /// The views of entitlements, receipts and changes, reading the summaries.
+    private static var countViews: [String] {
         let entitledStates = "('active', 'grace_period')"
-        return summaryFills(dialect) + [
+        return [
             "DROP VIEW entitlements_by_product",
             """
             CREATE VIEW entitlements_by_product AS
@@ -269,6 +295,13 @@ extension SQLSchema {
             WHERE kind = 'refunded'
             GROUP BY bundle_id, day, product_id, environment
             """,
+        ]
+    }
+
+    /// The views of failures, notifications and webhook deliveries, reading the summaries, and the
+    /// billing backlog through its partial index.
+    private static func activityViews(_ dialect: SQLDialect) -> [String] {
+        [
             "DROP VIEW failures_by_reason",
             """
             CREATE VIEW failures_by_reason AS
