@@ -1,13 +1,5 @@
 import RenewalCore
 
-/// Which of Apple's APIs a request went to; it words the failure messages.
-public enum AppleAPI: String, Sendable, Hashable {
-    /// The deprecated `verifyReceipt` endpoints, asked about a receipt.
-    case verifyReceipt = "verify_receipt"
-    /// The App Store Server API, asked about a transaction.
-    case serverAPI = "server_api"
-}
-
 /// Why one request to Apple, or one check, gave no usable answer: one type for every Apple API, with
 /// one classification (`isOutage`, `isRetryable`) and one set of reasons. Never holds a receipt, a
 /// token, a key or a secret.
@@ -82,17 +74,17 @@ public enum AppleAPIError: Error, Sendable, Hashable {
     }
 
     /// The failure as the core records it, worded for the API that failed.
-    public func checkFailure(_ api: AppleAPI) -> CheckFailure {
+    public func checkFailure(_ api: CheckSource) -> CheckFailure {
         CheckFailure(reason: reason, message: message(api))
     }
 
     /// The failure as a check that keeps its state: outages feed the circuit breaker.
-    public func answer(_ api: AppleAPI) -> AppleAnswer {
+    public func answer(_ api: CheckSource) -> AppleAnswer {
         .transient(checkFailure(api), isOutage: isOutage)
     }
 
     /// What happened and what follows, for the report and the logs; no receipt, token or secret.
-    public func message(_ api: AppleAPI) -> String {
+    public func message(_ api: CheckSource) -> String {
         let verifyReceipt = api == .verifyReceipt
         let who = verifyReceipt ? "Apple" : "The App Store Server API"
         let kept =

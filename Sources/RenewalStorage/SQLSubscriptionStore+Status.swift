@@ -177,7 +177,7 @@ extension StatusRow {
             nextCheckAt: try row.optionalDate("next_check_at"),
             ownershipType: try row.optionalText("ownership_type"),
             lastFailure: try row.optionalText("last_failure"),
-            source: try row.optionalText("source"),
+            source: try row.optionalText("source").flatMap(CheckSource.init(rawValue:)),
             lastNotification: try row.optionalText("last_notification_type").map { type in
                 StatusRow.LastNotification(
                     type: type, subtype: try row.optionalText("last_notification_subtype"),

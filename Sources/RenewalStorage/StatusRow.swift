@@ -28,7 +28,7 @@ public struct StatusRow: Sendable, Hashable {
     public var ownershipType: String?
     public var lastFailure: String?
     /// The API that read the receipt last (`verify_receipt`, `server_api`); nil when none has.
-    public var source: String?
+    public var source: CheckSource?
     /// The last notification Apple's change feed brought about this subscription (for a receipt
     /// without subscriptions: about the receipt); nil when none has.
     public var lastNotification: LastNotification?
@@ -50,7 +50,8 @@ public struct StatusRow: Sendable, Hashable {
     public init(
         userID: String, originalTransactionID: String?, productID: String?, state: SubscriptionState, entitled: Bool,
         expiresAt: Date?, autoRenew: Bool?, environment: AppStoreEnvironment?, gracePeriodExpiresAt: Date?,
-        lastVerifiedAt: Date?, nextCheckAt: Date?, ownershipType: String?, lastFailure: String?, source: String? = nil,
+        lastVerifiedAt: Date?, nextCheckAt: Date?, ownershipType: String?, lastFailure: String?,
+        source: CheckSource? = nil,
         lastNotification: LastNotification? = nil, bundleID: String? = nil
     ) {
         self.bundleID = bundleID

@@ -155,6 +155,11 @@ extension SubscriptionStore {
     }
 }
 
+/// Everything the job keeps in one database: subscriptions and receipts, run history, the webhook
+/// outbox and the fleet's request slots. What the CLI opens (`SQLSubscriptionStore`, on SQLite or
+/// PostgreSQL), so no command has to ask a store what it can do.
+public typealias RenewalStore = RunHistoryStore & WebhookOutboxStore & RequestSlotStore
+
 /// One check's result waiting to be written with others (`SubscriptionStore.saveBatch`).
 public enum PendingSave: Sendable, Hashable {
     /// Decided already (an answer that claims no subscription): its update is written as it is.

@@ -64,9 +64,7 @@ struct DeliverCommand: AsyncParsableCommand {
             try EndpointPairs(appStore: nil, serverAPI: nil).check()
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
-            guard let outbox = store as? any WebhookOutboxStore else {
-                throw ConfigurationError("This database has no webhook outbox.")
-            }
+            let outbox = store
             if status {
                 try await Self.printStatus(try await outbox.deliveryStatus(now: clock()), json: json, now: clock())
                 return

@@ -76,9 +76,7 @@ struct ReportCommand: AsyncParsableCommand {
             _ = logging.makeLogger()
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
-            guard let history = store as? any RunHistoryStore else {
-                throw ValidationError("This database backend keeps no run history.")
-            }
+            let history = store
             let now = Date()
             let selection: ReportSelection
             if let run {

@@ -109,7 +109,7 @@ struct JobRunner {
                         status: code == RunStatus.locked.exitCode ? .locked : .failed, exitCode: code,
                         startedAt: startedAt, finishedAt: clock(),
                         dueAtStart: nil, dueLeft: nil,
-                        lastSuccess: try? await (store as? any RunHistoryStore)?.lastSuccess())
+                        lastSuccess: try? await store.lastSuccess())
                     await metricsOutput.write(metrics, warn: warn)
                 }
                 throw error
@@ -119,7 +119,7 @@ struct JobRunner {
                     status: outcome.status, exitCode: outcome.status.exitCode, startedAt: outcome.startedAt,
                     finishedAt: clock(),
                     dueAtStart: outcome.counts.dueAtStart, dueLeft: command == .run ? outcome.counts.dueLeft : nil,
-                    lastSuccess: try? await (store as? any RunHistoryStore)?.lastSuccess())
+                    lastSuccess: try? await store.lastSuccess())
                 await metricsOutput.write(metrics, warn: warn)
             }
             if let html = options.htmlReport {
@@ -130,10 +130,10 @@ struct JobRunner {
                         run's JSON.
                         """
                     )
-                } else if let history = store as? any RunHistoryStore {
+                } else {
                     let output = try ReportOutput(path: html)
                     do {
-                        try await StoredReport(store: history).render(.run(outcome.runID), format: .html, to: output)
+                        try await StoredReport(store: store).render(.run(outcome.runID), format: .html, to: output)
                         try await output.finish()
                     } catch {
                         await output.discard()

@@ -153,10 +153,10 @@ struct RunOptions: ParsableArguments {
 
     /// Runs `body` with the run's webhook delivery (nil without a webhook URL), over an HTTP client of its own.
     func withWebhooks<T: Sendable>(
-        store: any SubscriptionStore, owner: String, logger: Logger, clock: @escaping @Sendable () -> Date,
+        store: any RenewalStore, owner: String, logger: Logger, clock: @escaping @Sendable () -> Date,
         _ body: (WebhookDelivery?) async throws -> T
     ) async throws -> T {
-        guard webhook.resolvedURL != nil, let outbox = store as? any WebhookOutboxStore else {
+        guard webhook.resolvedURL != nil else {
             return try await body(nil)
         }
         var configuration = WebhookDelivery.Configuration(url: try webhook.url(), signer: try webhook.signer())
@@ -167,7 +167,7 @@ struct RunOptions: ParsableArguments {
         return try await WebhookDelivery.withHTTPClient { client in
             try await body(
                 WebhookDelivery(
-                    configuration: configuration, store: outbox, client: client, owner: owner + "-webhooks",
+                    configuration: configuration, store: store, client: client, owner: owner + "-webhooks",
                     logger: logger, now: clock))
         }
     }

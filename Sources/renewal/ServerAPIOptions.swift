@@ -170,20 +170,19 @@ extension ServerAPIOptions {
 /// When the database cannot reserve a slot, the request waits and tries again rather than go out
 /// unbudgeted; after three failures the check fails (the row keeps its state).
 struct FleetRequestBudget: RequestBudget {
-    let store: (any RequestSlotStore)?
+    let store: any RequestSlotStore
     let rates: RequestRates
     let local: LocalRequestBudget
     let logger: Logger
 
-    init(store: any SubscriptionStore, rates: RequestRates, logger: Logger) {
-        self.store = store as? any RequestSlotStore
+    init(store: any RequestSlotStore, rates: RequestRates, logger: Logger) {
+        self.store = store
         self.rates = rates
         self.local = LocalRequestBudget(rates: rates)
         self.logger = logger
     }
 
     func admit(_ bucket: RequestBucket) async throws {
-        guard let store else { return try await local.admit(bucket) }
         let interval = rates.interval(for: bucket.environment)
         for attempt in 1...3 {
             do {

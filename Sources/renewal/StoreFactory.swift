@@ -7,7 +7,7 @@ import RenewalStorage
 enum StoreFactory {
     /// A `postgres://`/`postgresql://` URL opens PostgreSQL (libpq conventions apply; `create` is
     /// moot, `renewal migrate` creates the tables); anything else without a scheme is a SQLite path.
-    static func open(_ database: String, create: Bool) throws -> any SubscriptionStore {
+    static func open(_ database: String, create: Bool) throws -> any RenewalStore {
         store(on: try openDatabase(database, create: create))
     }
 
@@ -40,7 +40,7 @@ enum StoreFactory {
     }
 
     /// The store on `database`, whichever kind it is.
-    private static func store<Database: SQLDatabase>(on database: Database) -> any SubscriptionStore {
+    private static func store<Database: SQLDatabase>(on database: Database) -> any RenewalStore {
         SQLSubscriptionStore(database: database)
     }
 

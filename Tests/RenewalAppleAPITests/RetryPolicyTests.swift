@@ -146,7 +146,7 @@ struct AppleAPIErrorTests {
         #expect(error.reason.rawValue == reason)
         #expect(error.isOutage == outage)
         #expect(error.isRetryable == outage)
-        for api in [AppleAPI.verifyReceipt, .serverAPI] {
+        for api in [CheckSource.verifyReceipt, .serverAPI] {
             let answer = error.answer(api)
             guard case .transient(let failure, let isOutage) = answer else {
                 Issue.record("\(error) is not a transient answer")
