@@ -99,18 +99,51 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Metrics, progress and logs: what a run tells the people watching it.
+        .target(
+            name: "RenewalObservability",
+            dependencies: [
+                "RenewalCore",
+                "RenewalAppleAPI",
+                "RenewalStorage",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
+        // Webhooks: the outbox delivered to the app's server, signed.
+        .target(
+            name: "RenewalDelivery",
+            dependencies: [
+                "RenewalCore",
+                "RenewalStorage",
+                "RenewalObservability",
+                "RenewalReports",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        // Reports: the run's JSON report as it goes, and text, JSON lines, CSV and HTML from the history.
+        .target(
+            name: "RenewalReports",
+            dependencies: ["RenewalCore", "RenewalStorage"]
+        ),
+        // The run: claims, Apple, decisions, writes, the change feed's read, graceful shutdown.
         .target(
             name: "RenewalJob",
             dependencies: [
                 "RenewalCore",
                 "RenewalAppleAPI",
                 "RenewalStorage",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "RenewalObservability",
+                "RenewalDelivery",
+                "RenewalReports",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
@@ -138,6 +171,9 @@ let package = Package(
                 "RenewalSQLite",
                 "RenewalPostgres",
                 "RenewalJob",
+                "RenewalObservability",
+                "RenewalDelivery",
+                "RenewalReports",
                 "AppStoreSimulator",
                 "RenewalServerAPI",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -171,6 +207,8 @@ let package = Package(
                 "RenewalAppStore",
                 "RenewalCore",
                 "RenewalJob",
+                "RenewalDelivery",
+                "RenewalObservability",
                 "RenewalSQLite",
                 "RenewalServerAPI",
                 "RenewalStorage",
@@ -230,7 +268,8 @@ let package = Package(
         .testTarget(
             name: "RenewalJobTests",
             dependencies: [
-                "RenewalJob", "RenewalSQLite", "RenewalPostgres", "RenewalAppStore", "RenewalAppleAPI",
+                "RenewalJob", "RenewalDelivery", "RenewalReports", "RenewalObservability", "RenewalSQLite",
+                "RenewalPostgres", "RenewalAppStore", "RenewalAppleAPI",
                 "AppStoreSimulator",
                 "RenewalTesting",
                 "RenewalServerAPI",

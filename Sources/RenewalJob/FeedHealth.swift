@@ -99,7 +99,7 @@ struct FeedHealth: Sendable, Hashable {
         let moved = try await store.fallBackToPolling(stream)
         movedBack[stream] = moved
         var metadata: Logger.Metadata = [
-            LogKey.environment: "\(environment.rawValue)", LogKey.feedFallback: "\(fallback.rawValue)",
+            LogKey.appStoreEnvironment: "\(environment.rawValue)", LogKey.feedFallback: "\(fallback.rawValue)",
             LogKey.feedMovedBack: "\(moved)",
         ]
         if let app = stream.app { metadata[LogKey.app] = "\(app)" }

@@ -98,7 +98,7 @@ struct FeedPull: Sendable {
             logger.warning(
                 "The change feed's last pull is older than Apple keeps history: notifications in between are lost",
                 metadata: [
-                    LogKey.environment: "\(environment.rawValue)",
+                    LogKey.appStoreEnvironment: "\(environment.rawValue)",
                     LogKey.feedPulledUntil: "\(cursor.map(Timestamp.string) ?? "never")",
                 ])
             start = oldest
@@ -115,7 +115,7 @@ struct FeedPull: Sendable {
                 logger.warning(
                     "The change feed could not be read; this window is read again next run",
                     metadata: [
-                        LogKey.environment: "\(environment.rawValue)", LogKey.reason: "\(error.reason)",
+                        LogKey.appStoreEnvironment: "\(environment.rawValue)", LogKey.reason: "\(error.reason)",
                         LogKey.feedPages: "\(pages)",
                     ])
                 break pulling
@@ -125,7 +125,7 @@ struct FeedPull: Sendable {
                 for reason in page.refused {
                     logger.warning(
                         "A notification from the change feed failed verification and changes nothing",
-                        metadata: [LogKey.environment: "\(environment.rawValue)", LogKey.reason: "\(reason)"])
+                        metadata: [LogKey.appStoreEnvironment: "\(environment.rawValue)", LogKey.reason: "\(reason)"])
                 }
                 let records = page.notifications.map {
                     FeedNotificationRecord(
@@ -146,7 +146,7 @@ struct FeedPull: Sendable {
                         metadata: [
                             LogKey.originalTransactionID: "\(unknown.originalTransactionID ?? "")",
                             LogKey.notificationType: "\(unknown.type)",
-                            LogKey.environment: "\(environment.rawValue)",
+                            LogKey.appStoreEnvironment: "\(environment.rawValue)",
                         ])
                 }
                 token = page.nextToken

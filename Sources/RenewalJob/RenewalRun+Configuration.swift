@@ -1,6 +1,8 @@
 import Foundation
 import RenewalAppleAPI
 import RenewalCore
+import RenewalDelivery
+import RenewalObservability
 import RenewalStorage
 
 extension RenewalRun {
@@ -112,14 +114,12 @@ public struct RenewalOutcome: Sendable, Hashable {
 
 /// Errors that end a whole run (per-receipt problems are outcomes, not errors).
 public enum RenewalRunError: Error, Sendable, CustomStringConvertible {
-    case report(path: String, detail: String)
     /// The database failed after the run had started working (exit 1); the start-up checks
     /// (open, schema, the first write) fail with the store's own error instead (exit 78 or 75).
     case databaseFailedMidRun(SubscriptionStoreError)
 
     public var description: String {
         switch self {
-        case .report(let path, let detail): return "Cannot write the report to \(path): \(detail)."
         case .databaseFailedMidRun(let error):
             return
                 """

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import RenewalCore
 import ServiceLifecycle
 import Synchronization
 import UnixSignals

@@ -2,6 +2,9 @@ import Foundation
 import Logging
 import RenewalAppleAPI
 import RenewalCore
+import RenewalDelivery
+import RenewalObservability
+import RenewalReports
 import RenewalStorage
 import ServiceLifecycle
 

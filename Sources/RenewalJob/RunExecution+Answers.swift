@@ -1,6 +1,8 @@
 import Foundation
 import Logging
 import RenewalCore
+import RenewalObservability
+import RenewalReports
 import RenewalStorage
 
 /// What the run does with each answer from Apple: the breaker's rules applied (through the state

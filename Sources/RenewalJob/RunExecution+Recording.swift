@@ -1,6 +1,8 @@
 import Foundation
 import Logging
 import RenewalCore
+import RenewalObservability
+import RenewalReports
 import RenewalStorage
 
 /// Counting, logging and reporting what the run wrote: the report file, the metrics, the progress

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import RenewalAppleAPI
 import RenewalCore
+import RenewalReports
 import RenewalStorage
 import ServiceLifecycle
 

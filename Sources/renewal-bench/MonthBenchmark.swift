@@ -2,11 +2,12 @@ import AppStoreSimulator
 import ArgumentParser
 import Foundation
 import Logging
+import RenewalAppleAPI
 import RenewalAppStore
 import RenewalCore
 import RenewalJob
-import RenewalSQLite
 import RenewalServerAPI
+import RenewalSQLite
 import RenewalStorage
 
 @main

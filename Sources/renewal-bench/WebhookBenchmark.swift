@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import Logging
 import RenewalCore
+import RenewalDelivery
 import RenewalJob
 import RenewalSQLite
 import RenewalStorage

@@ -1,9 +1,10 @@
 import ArgumentParser
 import Foundation
 import Logging
-import RenewalAppStore
 import RenewalAppleAPI
+import RenewalAppStore
 import RenewalCore
+import RenewalDelivery
 import RenewalJob
 import RenewalServerAPI
 import RenewalStorage

@@ -2,7 +2,9 @@ import ArgumentParser
 import Foundation
 import Logging
 import RenewalCore
+import RenewalDelivery
 import RenewalJob
+import RenewalObservability
 import RenewalStorage
 
 struct DeliverCommand: AsyncParsableCommand {
@@ -114,7 +116,8 @@ struct DeliverCommand: AsyncParsableCommand {
             let delivery = WebhookDelivery(
                 configuration: configuration, store: outbox, client: client, owner: owner, logger: logger, now: clock)
             let outcome = try await delivery.deliverDue()
-            metrics?.webhooksDelivered(outcome)
+            metrics?.webhooksDelivered(
+                delivered: outcome.delivered, retried: outcome.retried, failed: outcome.failed)
             return (outcome, try await delivery.outboxStatus(metrics: metrics).0)
         }
         print(

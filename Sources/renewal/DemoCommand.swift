@@ -2,12 +2,13 @@ import AppStoreSimulator
 import ArgumentParser
 import Foundation
 import Logging
-import RenewalAppStore
 import RenewalAppleAPI
+import RenewalAppStore
 import RenewalCore
 import RenewalJob
-import RenewalSQLite
+import RenewalReports
 import RenewalServerAPI
+import RenewalSQLite
 import RenewalStorage
 
 struct DemoCommand: AsyncParsableCommand {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import RenewalObservability
 
 /// Where a command's Prometheus metrics go: `run`, `backfill` and `deliver` take the same flags.
 struct MetricsOptions: ParsableArguments {

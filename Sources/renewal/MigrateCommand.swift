@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import RenewalCore
 import RenewalStorage
 
 struct MigrateCommand: AsyncParsableCommand {
@@ -18,7 +19,7 @@ struct MigrateCommand: AsyncParsableCommand {
             let store = try StoreFactory.open(database.resolved, create: true)
             let applied = try await store.migrate()
             logger.info(
-                "Schema migrated", metadata: [LogKey.dbBackend: "\(store.backendName)", LogKey.dbApplied: "\(applied)"])
+                "Schema migrated", metadata: [LogKey.backend: "\(store.backendName)", LogKey.dbApplied: "\(applied)"])
             print(
                 applied.isEmpty
                     ? "Schema already up to date (\(store.backendName))."

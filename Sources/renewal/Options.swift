@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import RenewalCore
+import RenewalObservability
 import RenewalStorage
 import Synchronization
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import RenewalCore
 import RenewalJob
+import RenewalReports
 import RenewalStorage
 
 struct ReportCommand: AsyncParsableCommand {

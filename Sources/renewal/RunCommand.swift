@@ -2,10 +2,12 @@ import ArgumentParser
 import AsyncHTTPClient
 import Foundation
 import Logging
-import RenewalAppStore
 import RenewalAppleAPI
+import RenewalAppStore
 import RenewalCore
 import RenewalJob
+import RenewalObservability
+import RenewalReports
 import RenewalServerAPI
 import RenewalStorage
 
@@ -56,7 +58,7 @@ struct JobRunner {
             try await store.checkSchema()
             resolved.identity = try await apple.resolveIdentities(appStore: appStore, store: store)
             var metadata = apple.logMetadata
-            metadata[LogKey.dbBackend] = "\(store.backendName)"
+            metadata[LogKey.backend] = "\(store.backendName)"
             logger.info("Configuration", metadata: metadata)
             let setup = apple
             let budget = FleetRequestBudget(store: store, rates: serverAPI.rates, logger: logger)

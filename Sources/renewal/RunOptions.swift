@@ -1,7 +1,8 @@
 import ArgumentParser
 import Foundation
-import RenewalCore
 import Logging
+import RenewalCore
+import RenewalDelivery
 import RenewalJob
 import RenewalStorage
 

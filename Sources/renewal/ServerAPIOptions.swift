@@ -2,6 +2,8 @@ import ArgumentParser
 import Crypto
 import Foundation
 import Logging
+import RenewalAppleAPI
+import RenewalCore
 import RenewalJob
 import RenewalServerAPI
 import RenewalStorage

@@ -1,5 +1,5 @@
 import Foundation
-import RenewalJob
+import RenewalObservability
 import RenewalStorage
 import Synchronization
 

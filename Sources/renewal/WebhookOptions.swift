@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import RenewalDelivery
 import RenewalJob
 
 /// Where webhooks go and the key they are signed with. The secret comes only from the file named by

@@ -1,8 +1,10 @@
 import AppStoreSimulator
 import Foundation
 import InMemoryLogging
+import RenewalAppleAPI
 import RenewalCore
 import RenewalJob
+import RenewalObservability
 import RenewalPostgres
 import RenewalServerAPI
 import RenewalStorage

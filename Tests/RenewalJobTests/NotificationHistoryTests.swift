@@ -4,6 +4,7 @@ import Logging
 import RenewalAppleAPI
 import RenewalCore
 import RenewalJob
+import RenewalObservability
 import RenewalServerAPI
 import RenewalStorage
 import Testing

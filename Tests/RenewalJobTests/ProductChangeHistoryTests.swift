@@ -4,6 +4,7 @@ import RenewalCore
 import RenewalStorage
 import Testing
 
+@testable import RenewalDelivery
 @testable import RenewalJob
 
 /// A plan change keeps the plan it left: `product_changed` names `from_product_id` in the table, the

@@ -1,5 +1,6 @@
 import Foundation
 import RenewalJob
+import RenewalObservability
 import RenewalStorage
 import Testing
 

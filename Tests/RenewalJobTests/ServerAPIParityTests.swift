@@ -1,9 +1,10 @@
 import AppStoreSimulator
 import Foundation
+import RenewalAppleAPI
 import RenewalCore
 import RenewalJob
-import RenewalSQLite
 import RenewalServerAPI
+import RenewalSQLite
 import RenewalStorage
 import Testing
 

@@ -5,6 +5,8 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import RenewalCore
+import RenewalObservability
+import RenewalReports
 import RenewalStorage
 
 /// Delivers the webhook outbox: claims due changes (each user's oldest first, so a user's changes
@@ -290,23 +292,24 @@ extension TimeAmount {
 
 extension WebhookDelivery {
     /// What a run's delivery did, for its report and metrics.
-    struct RunDelivery {
-        var delivered = 0
+    package struct RunDelivery {
+        package var delivered = 0
         /// Attempts that did not deliver (retried later, or given up).
-        var failed = 0
-        var oldestUndeliveredSeconds: Double?
+        package var failed = 0
+        package var oldestUndeliveredSeconds: Double?
     }
 
     /// Delivers what is due after a run's checks. Never fails the run: a database or endpoint
     /// problem is logged, and the outbox keeps everything for `renewal deliver` and the next run.
-    func deliverForRun(logger: Logger, metrics: RunMetrics?) async -> RunDelivery {
+    package func deliverForRun(logger: Logger, metrics: RunMetrics?) async -> RunDelivery {
         var result = RunDelivery()
         do {
             // deliverDue logs a 410 and an open breaker itself.
             let outcome = try await deliverDue()
             result.delivered = outcome.delivered
             result.failed = outcome.retried + outcome.failed
-            metrics?.webhooksDelivered(outcome)
+            metrics?.webhooksDelivered(
+                delivered: outcome.delivered, retried: outcome.retried, failed: outcome.failed)
         } catch {
             logger.warning(
                 "Webhook delivery stopped; the outbox keeps the changes for renewal deliver and the next run",

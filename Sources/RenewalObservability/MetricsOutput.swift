@@ -2,24 +2,33 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
-import RenewalJob
 import RenewalStorage
 
 /// Where a run's metrics go: a textfile for node_exporter (written atomically at the end) and/or a
 /// Pushgateway (pushed every `interval` during the run and once at the end).
-struct MetricsOutput: Sendable {
-    var textfile: String?
-    var pushgateway: String?
-    var interval: Double
-    var instance: String
+package struct MetricsOutput: Sendable {
+    package var textfile: String?
+    package var pushgateway: String?
+    package var interval: Double
+    package var instance: String
     /// Grouping labels after `instance` (`deliver` pushes with `command=deliver`).
-    var group: [(String, String)] = []
+    package var group: [(String, String)] = []
 
-    var isEnabled: Bool { textfile != nil || pushgateway != nil }
+    package init(
+        textfile: String?, pushgateway: String?, interval: Double, instance: String, group: [(String, String)] = []
+    ) {
+        self.textfile = textfile
+        self.pushgateway = pushgateway
+        self.interval = interval
+        self.instance = instance
+        self.group = group
+    }
+
+    package var isEnabled: Bool { textfile != nil || pushgateway != nil }
 
     /// `{base}/metrics/job/renewal/instance/{host}` (then `/{label}/{value}` for each of `group`): a
     /// PUT there replaces that group's metrics, and only those.
-    var pushURL: String? {
+    package var pushURL: String? {
         guard let pushgateway else { return nil }
         let base = pushgateway.hasSuffix("/") ? String(pushgateway.dropLast()) : pushgateway
         let segment = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))
@@ -33,7 +42,7 @@ struct MetricsOutput: Sendable {
 
     /// Writes the textfile: a temporary file beside it, renamed into place, so the collector never
     /// reads half of it.
-    func writeTextfile(_ text: String) throws {
+    package func writeTextfile(_ text: String) throws {
         guard let textfile else { return }
         let temporary = textfile + ".tmp-\(ProcessInfo.processInfo.processIdentifier)"
         guard OwnerOnlyFile.create(atPath: temporary, truncate: true),
@@ -52,7 +61,7 @@ struct MetricsOutput: Sendable {
     }
 
     /// PUTs the metrics to the Pushgateway; throws a message naming the gateway on failure.
-    func push(_ text: String, client: HTTPClient) async throws {
+    package func push(_ text: String, client: HTTPClient) async throws {
         guard let url = pushURL else { return }
         var request = HTTPClientRequest(url: url)
         request.method = .PUT
@@ -75,7 +84,7 @@ struct MetricsOutput: Sendable {
 
     /// Writes the textfile and pushes once more at the end; failures are warnings, never the
     /// command's exit code.
-    func write(_ metrics: RunMetrics, warn: @escaping @Sendable (String) -> Void) async {
+    package func write(_ metrics: RunMetrics, warn: @escaping @Sendable (String) -> Void) async {
         let text = metrics.text()
         do { try writeTextfile(text) } catch { warn("\(error)") }
         guard pushURL != nil else { return }
@@ -88,7 +97,9 @@ struct MetricsOutput: Sendable {
 
     /// Runs `body` while pushing `metrics` every `interval` seconds; pushes once more at the end.
     /// Metric delivery problems are logged as warnings: they never change the run's exit code.
-    func around<T>(_ metrics: RunMetrics?, warn: @escaping @Sendable (String) -> Void, _ body: () async throws -> T)
+    package func around<T>(
+        _ metrics: RunMetrics?, warn: @escaping @Sendable (String) -> Void, _ body: () async throws -> T
+    )
         async throws -> T
     {
         guard let metrics, pushURL != nil else { return try await body() }
@@ -110,6 +121,6 @@ struct MetricsOutput: Sendable {
     }
 }
 
-struct MetricsOutputError: Error, CustomStringConvertible {
-    var description: String
+package struct MetricsOutputError: Error, CustomStringConvertible {
+    package var description: String
 }

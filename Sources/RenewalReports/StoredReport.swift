@@ -167,7 +167,7 @@ public final class ReportOutput {
         guard OwnerOnlyFile.create(atPath: temporary, truncate: true),
             let handle = FileHandle(forWritingAtPath: temporary)
         else {
-            throw RenewalRunError.report(
+            throw ReportFileError(
                 path: path, detail: "cannot create \(temporary); check that the directory exists and is writable")
         }
         self.handle = handle
@@ -187,7 +187,7 @@ public final class ReportOutput {
         let (handle, bytes, target) = (handle, buffer, target)
         try await writes.run {
             do { try handle.write(contentsOf: bytes) } catch {
-                throw RenewalRunError.report(path: target ?? "standard output", detail: "\(error)")
+                throw ReportFileError(path: target ?? "standard output", detail: "\(error)")
             }
         }
         buffer.removeAll(keepingCapacity: true)
@@ -204,7 +204,7 @@ public final class ReportOutput {
             guard rename(temporary, target) == 0 else {
                 let detail = String(cString: strerror(errno))
                 unlink(temporary)
-                throw RenewalRunError.report(path: target, detail: detail)
+                throw ReportFileError(path: target, detail: detail)
             }
         }
     }

@@ -10,7 +10,7 @@ import RenewalStorage
 /// write, copy, `fsync`, rename) runs on the writer's own thread (`BlockingCallQueue`). Encoded
 /// elements gather in memory up to `flushBytes` per file and go to disk in one call: memory stays
 /// bounded and a slow disk delays the run only by whole flushes.
-final class ReportWriter {
+package final class ReportWriter {
     /// How much encoded report a file gathers before it is written out.
     static let flushBytes = 64 * 1024
 
@@ -27,8 +27,8 @@ final class ReportWriter {
         return encoder
     }()
 
-    /// Opens the report for writing. Throws `RenewalRunError.report` naming the path when it cannot.
-    init(path: String, runID: String, command: String, dryRun: Bool, startedAt: Date) async throws {
+    /// Opens the report for writing. Throws `ReportFileError` naming the path when it cannot.
+    package init(path: String, runID: String, command: String, dryRun: Bool, startedAt: Date) async throws {
         self.path = path
         let temporaryPath = path + ".tmp-\(ProcessInfo.processInfo.processIdentifier)"
         self.temporaryPath = temporaryPath
@@ -42,7 +42,7 @@ final class ReportWriter {
         main.add(try ReportJSON.head(runID: runID, command: command, dryRun: dryRun, startedAt: startedAt))
     }
 
-    func append(
+    package func append(
         changes: [SubscriptionEvent], userID: String, bundleID: String?, ownership: [String: String],
         source: CheckSource?
     ) async throws {
@@ -58,20 +58,20 @@ final class ReportWriter {
         try await flush(main)
     }
 
-    func append(failure: CheckFailure, userID: String, receiptID: Int64, bundleID: String?) async throws {
+    package func append(failure: CheckFailure, userID: String, receiptID: Int64, bundleID: String?) async throws {
         failures.addElement(
             try encoder.encode(
                 ReportFailure(userID: userID, receiptID: receiptID, failure: failure, bundleID: bundleID)))
         try await flush(failures)
     }
 
-    func append(conflict: OwnershipConflict) async throws {
+    package func append(conflict: OwnershipConflict) async throws {
         conflicts.addElement(try encoder.encode(ReportConflict(conflict: conflict)))
         try await flush(conflicts)
     }
 
     /// Writes the spooled arrays, the counts and the end of the object, then renames into place.
-    func finish(finishedAt: Date, status: RunStatus, exitCode: Int, counts: RenewalCounts) async throws {
+    package func finish(finishedAt: Date, status: RunStatus, exitCode: Int, counts: RenewalCounts) async throws {
         let tail = try ReportJSON.tail(finishedAt: finishedAt, status: status, exitCode: exitCode, counts: counts)
         let (main, failures, conflicts, path, temporaryPath) = (main, failures, conflicts, path, temporaryPath)
         try await files.run {
@@ -84,19 +84,19 @@ final class ReportWriter {
                 try main.write()
                 try main.handle.synchronize()
                 try main.handle.close()
-            } catch let error as RenewalRunError {
+            } catch let error as ReportFileError {
                 throw error
             } catch {
-                throw RenewalRunError.report(path: path, detail: "\(error)")
+                throw ReportFileError(path: path, detail: "\(error)")
             }
             guard rename(temporaryPath, path) == 0 else {
-                throw RenewalRunError.report(path: path, detail: String(cString: strerror(errno)))
+                throw ReportFileError(path: path, detail: String(cString: strerror(errno)))
             }
         }
     }
 
     /// Removes temporary files if the run ends without `finish`.
-    func discard() async {
+    package func discard() async {
         let (main, failures, conflicts) = (main, failures, conflicts)
         _ = try? await files.run {
             main.remove()
@@ -110,7 +110,7 @@ final class ReportWriter {
         guard spool.pending.count >= Self.flushBytes else { return }
         let path = path
         try await files.run {
-            do { try spool.write() } catch { throw RenewalRunError.report(path: path, detail: "\(error)") }
+            do { try spool.write() } catch { throw ReportFileError(path: path, detail: "\(error)") }
         }
     }
 
@@ -130,7 +130,7 @@ final class ReportWriter {
             guard OwnerOnlyFile.create(atPath: file, truncate: true),
                 let handle = FileHandle(forUpdatingAtPath: file)
             else {
-                throw RenewalRunError.report(
+                throw ReportFileError(
                     path: reportPath,
                     detail: "cannot create \(file); check that the directory exists and is writable")
             }

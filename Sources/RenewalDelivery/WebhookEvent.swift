@@ -1,5 +1,6 @@
 import Foundation
 import RenewalCore
+import RenewalReports
 import RenewalStorage
 
 /// The body of one `entitlement.changed` webhook: `{"type", "id", "timestamp", "data"}`, where `data`

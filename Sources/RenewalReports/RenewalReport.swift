@@ -34,7 +34,7 @@ enum ReportJSON {
 }
 
 /// One element of the report's `changes`.
-struct ReportChange: Encodable {
+package struct ReportChange: Encodable {
     var userID: String
     var event: SubscriptionEvent
     var ownershipType: String?
@@ -43,7 +43,7 @@ struct ReportChange: Encodable {
     /// The receipt's app; omitted when not known yet.
     var bundleID: String?
 
-    init(userID: String, event: SubscriptionEvent, ownershipType: String?, source: String?, bundleID: String?) {
+    package init(userID: String, event: SubscriptionEvent, ownershipType: String?, source: String?, bundleID: String?) {
         self.userID = userID
         self.event = event
         self.ownershipType = ownershipType
@@ -52,13 +52,13 @@ struct ReportChange: Encodable {
     }
 
     /// A change as the database recorded it.
-    init(_ recorded: RecordedChange) {
+    package init(_ recorded: RecordedChange) {
         self.init(
             userID: recorded.userID, event: recorded.event, ownershipType: recorded.ownershipType,
             source: recorded.source, bundleID: recorded.bundleID)
     }
 
-    func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: ReportKey.self)
         try c.encode(userID, forKey: ReportKey("user_id"))
         try c.encodeIfPresent(bundleID, forKey: ReportKey("bundle_id"))
@@ -110,10 +110,23 @@ struct ReportConflict: Encodable {
     }
 }
 
-struct ReportKey: CodingKey {
-    var stringValue: String
-    var intValue: Int? { nil }
-    init(_ string: String) { stringValue = string }
-    init?(stringValue: String) { self.stringValue = stringValue }
-    init?(intValue: Int) { nil }
+package struct ReportKey: CodingKey {
+    package var stringValue: String
+    package var intValue: Int? { nil }
+    package init(_ string: String) { stringValue = string }
+    package init?(stringValue: String) { self.stringValue = stringValue }
+    package init?(intValue: Int) { nil }
+}
+
+/// A report file that cannot be written (the run fails: exit 1).
+public struct ReportFileError: Error, Sendable, CustomStringConvertible {
+    public var path: String
+    public var detail: String
+
+    public init(path: String, detail: String) {
+        self.path = path
+        self.detail = detail
+    }
+
+    public var description: String { "Cannot write the report to \(path): \(detail)." }
 }

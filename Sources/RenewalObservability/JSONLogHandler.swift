@@ -3,7 +3,7 @@ import Logging
 import RenewalCore
 
 /// `--log-format`.
-enum LogFormat: String {
+package enum LogFormat: String {
     case text
     case json
 }
@@ -11,21 +11,21 @@ enum LogFormat: String {
 /// One JSON object per line on standard error: `timestamp` (RFC 3339 UTC), `level`, `message`,
 /// `label`, `source` and `metadata` (an object of strings, arrays and objects as logged). Lines are
 /// written whole with one `write` each, so concurrent entries never interleave.
-struct JSONLogHandler: LogHandler {
-    var logLevel: Logger.Level = .info
-    var metadata: Logger.Metadata = [:]
-    let label: String
+package struct JSONLogHandler: LogHandler {
+    package var logLevel: Logger.Level = .info
+    package var metadata: Logger.Metadata = [:]
+    package let label: String
 
-    init(label: String) {
+    package init(label: String) {
         self.label = label
     }
 
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var merged = metadata
         if let extra = event.metadata { merged.merge(extra) { _, new in new } }
         var object: [String: Any] = [
@@ -52,7 +52,7 @@ struct JSONLogHandler: LogHandler {
         }
     }
 
-    static func plain(_ value: Logger.MetadataValue) -> Any {
+    package static func plain(_ value: Logger.MetadataValue) -> Any {
         switch value {
         case .string(let text): return text
         case .stringConvertible(let value): return value.description

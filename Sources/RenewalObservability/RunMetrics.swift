@@ -99,7 +99,7 @@ public final class RunMetrics: AppStoreObserver, Sendable {
     // MARK: During the run
 
     /// One receipt checked; `app` is its bundle id (several apps), nil when not known.
-    func receiptChecked(
+    package func receiptChecked(
         changes kinds: [SubscriptionEvent.Kind], failure: FailureReason?, conflicts count: Int, app: String?
     ) {
         checked(app: app).increment()
@@ -108,8 +108,8 @@ public final class RunMetrics: AppStoreObserver, Sendable {
         if count > 0 { conflicts.increment(by: Int64(count)) }
     }
 
-    func breakerTripped() { breakerTrips.increment() }
-    func leaseWasLost() { leaseLost.increment() }
+    package func breakerTripped() { breakerTrips.increment() }
+    package func leaseWasLost() { leaseLost.increment() }
 
     public func exchanged(status: String, environment: AppStoreEnvironment, seconds: Double) {
         registry.makeCounter(
@@ -129,7 +129,7 @@ public final class RunMetrics: AppStoreObserver, Sendable {
 
     /// The change feed read at the start of a `run`: new notifications by type, and whether every
     /// environment was read to the end (0 means the run fell back to its schedule alone).
-    func feedRead(byType: [String: Int], healthy: Bool, lagSeconds: Double) {
+    package func feedRead(byType: [String: Int], healthy: Bool, lagSeconds: Double) {
         for (type, count) in byType.sorted(by: { $0.key < $1.key }) {
             registry.makeCounter(
                 descriptor: Self.name(
@@ -149,7 +149,7 @@ public final class RunMetrics: AppStoreObserver, Sendable {
 
     /// Whether the last run trusted Apple's change feed in every environment (polled on the feed's
     /// long schedule), or fell back to the full schedule somewhere.
-    func feedHealth(healthy: Bool) {
+    package func feedHealth(healthy: Bool) {
         registry.makeGauge(
             descriptor: Self.name(
                 "feed_healthy", "",
@@ -162,10 +162,8 @@ public final class RunMetrics: AppStoreObserver, Sendable {
     }
 
     /// Webhook attempts of the run by result: `delivered`, `retried`, `failed` (given up).
-    public func webhooksDelivered(_ outcome: WebhookDelivery.Outcome) {
-        for (result, count) in [
-            ("delivered", outcome.delivered), ("retried", outcome.retried), ("failed", outcome.failed),
-        ] {
+    public func webhooksDelivered(delivered: Int, retried: Int, failed: Int) {
+        for (result, count) in [("delivered", delivered), ("retried", retried), ("failed", failed)] {
             registry.makeCounter(
                 descriptor: Self.name(
                     "webhook_deliveries", "total", "Webhook delivery attempts, by result (delivered, retried, failed)."),
