@@ -133,6 +133,16 @@ let package = Package(
             name: "RenewalReports",
             dependencies: ["RenewalCore", "RenewalStorage"]
         ),
+        // The import engine: JSON Lines checked line by line, signed transactions verified, batched writes.
+        .target(
+            name: "RenewalImport",
+            dependencies: [
+                "RenewalCore",
+                "RenewalStorage",
+                "RenewalServerAPI",
+                .product(name: "X509", package: "swift-certificates"),
+            ]
+        ),
         // The run: claims, Apple, decisions, writes, the change feed's read, graceful shutdown.
         .target(
             name: "RenewalJob",
@@ -174,6 +184,7 @@ let package = Package(
                 "RenewalObservability",
                 "RenewalDelivery",
                 "RenewalReports",
+                "RenewalImport",
                 "AppStoreSimulator",
                 "RenewalServerAPI",
                 .product(name: "Crypto", package: "swift-crypto"),

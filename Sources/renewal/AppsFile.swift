@@ -1,4 +1,5 @@
 import Foundation
+import RenewalImport
 
 /// `--apps FILE` / `RENEWAL_APPS_FILE`: several apps in one database.
 ///

@@ -1,5 +1,6 @@
 import AppStoreSimulator
 import Foundation
+import RenewalImport
 import RenewalServerAPI
 import RenewalStorage
 

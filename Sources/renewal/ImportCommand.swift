@@ -1,5 +1,7 @@
 import ArgumentParser
 import Foundation
+import RenewalImport
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -52,97 +54,20 @@ struct ImportCommand: AsyncParsableCommand {
             try await store.checkSchema()
             let handle = file == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: file)
             guard let handle else { throw ValidationError("Cannot read \(file).") }
-            var reader = LineReader(handle: handle)
-            var batch: [(line: Int, item: ReceiptImport)] = []
-            var tally: [ReceiptImportOutcome: Int] = [:]
-            var rejected = 0
-            var lineNumber = 0
-            let now = Date()
-            // Made on the first signed transaction, so a receipt-only file never needs the roots.
-            var signed: SignedTransactionImport?
-            // One batch is written while the next is read and parsed, so the database and this
-            // process work at the same time; batches are still written one after another, in order.
-            var writing: Task<(refused: Int, tally: [ReceiptImportOutcome: Int]), any Error>?
-            func finishWriting() async throws {
-                guard let written = try await writing?.value else { return }
-                rejected += written.refused
-                tally.merge(written.tally, uniquingKeysWith: +)
-                writing = nil
+            let bundleID = bundleID ?? Environment.value("APPSTORE_BUNDLE_ID")
+            let importer = ReceiptImporter(batchSize: batchSize) {
+                SignedTransactionImport(roots: try ServerAPIOptions.trustedRoots(), bundleID: bundleID)
             }
-            func write(_ full: [(line: Int, item: ReceiptImport)]) async throws {
-                try await finishWriting()
-                writing = Task {
-                    var counted: [ReceiptImportOutcome: Int] = [:]
-                    let refused = try await Self.store(full, in: store, now: now, tally: &counted)
-                    return (refused, counted)
-                }
-            }
-            do {
-                while let line = try await reader.next() {
-                    lineNumber += 1
-                    var parsed = ImportLine.parse(line)
-                    if case .success(let item, let jws?) = parsed {
-                        if signed == nil {
-                            signed = try SignedTransactionImport(
-                                bundleID: bundleID ?? Environment.value("APPSTORE_BUNDLE_ID"))
-                        }
-                        switch await signed?.complete(item, signedTransaction: jws) {
-                        case .success(let completed)?: parsed = .success(completed, signedTransaction: nil)
-                        case .failure(let problem)?: parsed = .failure(problem.description)
-                        case nil: break
-                        }
-                    }
-                    switch parsed {
-                    case .skip: continue
-                    case .failure(let problem):
-                        rejected += 1
-                        FileHandle.standardError.write(Data("renewal import: line \(lineNumber): \(problem)\n".utf8))
-                    case .success(let item, _):
-                        batch.append((lineNumber, item))
-                        if batch.count >= batchSize {
-                            try await write(batch)
-                            batch.removeAll(keepingCapacity: true)
-                        }
-                    }
-                }
-                if !batch.isEmpty { try await write(batch) }
-                try await finishWriting()
-            } catch {
-                // A batch already handed over is written as it would have been before the error.
-                _ = try? await writing?.value
-                throw error
+            let summary = try await importer.run(handle, into: store, now: Date()) { line, problem in
+                FileHandle.standardError.write(Data("renewal import: line \(line): \(problem)\n".utf8))
             }
             print(
                 """
-                Imported: \(tally[.inserted, default: 0]) new, \(tally[.replaced, default: 0]) replaced, \
-                \(tally[.unchanged, default: 0]) unchanged, \(rejected) rejected.
+                Imported: \(summary.inserted) new, \(summary.replaced) replaced, \(summary.unchanged) unchanged, \
+                \(summary.rejected) rejected.
                 """
             )
-            if rejected > 0 { throw ExitCode(3) }
+            if summary.rejected > 0 { throw ExitCode(3) }
         }
-    }
-
-    /// Writes a batch in one transaction and counts each line's outcome; returns how many lines were
-    /// refused (a user whose stored receipt is another app's), each named on standard error.
-    private static func store(
-        _ batch: [(line: Int, item: ReceiptImport)], in store: any SubscriptionStore, now: Date,
-        tally: inout [ReceiptImportOutcome: Int]
-    ) async throws -> Int {
-        var refused = 0
-        for (entry, outcome) in zip(batch, try await store.importReceipts(batch.map(\.item), now: now)) {
-            guard outcome == .otherApp else {
-                tally[outcome, default: 0] += 1
-                continue
-            }
-            refused += 1
-            FileHandle.standardError.write(
-                Data(
-                    """
-                    renewal import: line \(entry.line): user \(entry.item.userID) already has a receipt of another app \
-                    than \(entry.item.bundleID ?? ""); nothing was changed. A user id holds one receipt: import each \
-                    app's customers under user ids of their own (for example mac:\(entry.item.userID)).\n
-                    """.utf8))
-        }
-        return refused
     }
 }

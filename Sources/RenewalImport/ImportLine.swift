@@ -1,10 +1,9 @@
-import ArgumentParser
 import Foundation
 import RenewalCore
 import RenewalStorage
 
 /// Parses and checks one import line. Messages name the problem and the fix, never the receipt.
-enum ImportLine {
+package enum ImportLine {
     enum Parsed {
         case skip
         /// A good line; a `signedTransaction` still has to pass verification (`StoreKitImport`).
@@ -158,7 +157,7 @@ enum ImportLine {
     }
 
     /// A bundle id as App Store Connect allows it: letters, digits, dots and hyphens, at most 155.
-    static func isBundleID(_ text: String) -> Bool {
+    package static func isBundleID(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 155
             && text.utf8.allSatisfy { byte in
                 (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)

@@ -9,21 +9,19 @@ import X509
 /// production or sandbox, the bundle when one is configured), then its `originalTransactionId`,
 /// `environment`, `productId` and `appAccountToken` fill the row. Anything else the line says must
 /// agree with it. A transaction that fails is a bad line; nothing of it is stored.
-struct SignedTransactionImport {
+package struct SignedTransactionImport: Sendable {
     let verifier: SignedDataVerifier
 
-    /// The verifier for `bundleID` (any bundle when nil) and the configured roots.
-    init(bundleID: String?) throws {
-        self.init(roots: try ServerAPIOptions.trustedRoots(), bundleID: bundleID)
-    }
-
-    init(roots: [Certificate], bundleID: String?) {
+    /// The verifier for `bundleID` (any bundle when nil) and the trusted `roots`.
+    package init(roots: [Certificate], bundleID: String?) {
         verifier = SignedDataVerifier(rootCertificates: roots, bundleID: bundleID ?? "")
     }
 
     /// The line's import completed from its verified transaction, or why the line is refused (a
     /// sentence naming the problem and the fix; never the JWS).
-    func complete(_ item: ReceiptImport, signedTransaction jws: String) async -> Result<ReceiptImport, LineError> {
+    package func complete(_ item: ReceiptImport, signedTransaction jws: String) async -> Result<
+        ReceiptImport, LineError
+    > {
         let transaction: JWSTransaction
         do {
             transaction = try await verifier.appTransaction(jws)
@@ -86,8 +84,8 @@ struct SignedTransactionImport {
         return .success(completed)
     }
 
-    struct LineError: Error, CustomStringConvertible {
-        var description: String
+    package struct LineError: Error, CustomStringConvertible {
+        package var description: String
         init(_ description: String) { self.description = description }
     }
 }

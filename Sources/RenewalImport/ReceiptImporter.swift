@@ -1,0 +1,119 @@
+import Foundation
+import RenewalCore
+import RenewalStorage
+
+/// The import engine behind `renewal import`: reads JSON Lines (flat memory, one line at a time),
+/// checks each line, verifies signed transactions, and writes the good lines in batches, each batch
+/// in one transaction. One batch is written while the next is read and parsed, so the database and
+/// this process work at the same time; batches are still written one after another, in order.
+/// A bad line is named and skipped; the rest of the file goes on.
+package struct ReceiptImporter: Sendable {
+    /// Lines written per transaction; at least 1.
+    package var batchSize: Int
+    /// The verifier of `signed_transaction`, made on the first signed line, so a receipt-only file
+    /// never needs the trusted roots.
+    package var signedTransactions: @Sendable () throws -> SignedTransactionImport
+
+    package init(batchSize: Int, signedTransactions: @escaping @Sendable () throws -> SignedTransactionImport) {
+        self.batchSize = max(1, batchSize)
+        self.signedTransactions = signedTransactions
+    }
+
+    /// What an import did, line by line.
+    package struct Summary: Sendable, Hashable {
+        package var inserted = 0
+        package var replaced = 0
+        package var unchanged = 0
+        /// Lines refused: unreadable, breaking a rule, a signed transaction that failed, or a user
+        /// whose stored receipt is another app's.
+        package var rejected = 0
+
+        mutating func count(_ outcomes: [ReceiptImportOutcome]) {
+            for outcome in outcomes {
+                switch outcome {
+                case .inserted: inserted += 1
+                case .replaced: replaced += 1
+                case .unchanged: unchanged += 1
+                case .otherApp: rejected += 1
+                }
+            }
+        }
+    }
+
+    /// Imports every line `handle` holds into `store`.
+    ///
+    /// - Parameter problem: told of each refused line: its number, from 1, and a sentence naming
+    ///   the problem and the fix (never the receipt).
+    package func run(
+        _ handle: FileHandle, into store: any SubscriptionStore, now: Date,
+        problem: @escaping @Sendable (_ line: Int, _ message: String) -> Void
+    ) async throws -> Summary {
+        var reader = LineReader(handle: handle)
+        var summary = Summary()
+        var batch: [(line: Int, item: ReceiptImport)] = []
+        var lineNumber = 0
+        var signed: SignedTransactionImport?
+        var writing: Task<[ReceiptImportOutcome], any Error>?
+        func finishWriting() async throws {
+            guard let outcomes = try await writing?.value else { return }
+            summary.count(outcomes)
+            writing = nil
+        }
+        func write(_ full: [(line: Int, item: ReceiptImport)]) async throws {
+            try await finishWriting()
+            writing = Task { try await Self.store(full, in: store, now: now, problem: problem) }
+        }
+        do {
+            while let line = try await reader.next() {
+                lineNumber += 1
+                var parsed = ImportLine.parse(line)
+                if case .success(let item, let jws?) = parsed {
+                    if signed == nil { signed = try signedTransactions() }
+                    switch await signed?.complete(item, signedTransaction: jws) {
+                    case .success(let completed)?: parsed = .success(completed, signedTransaction: nil)
+                    case .failure(let refusal)?: parsed = .failure(refusal.description)
+                    case nil: break
+                    }
+                }
+                switch parsed {
+                case .skip: continue
+                case .failure(let message):
+                    summary.rejected += 1
+                    problem(lineNumber, message)
+                case .success(let item, _):
+                    batch.append((lineNumber, item))
+                    if batch.count >= batchSize {
+                        try await write(batch)
+                        batch.removeAll(keepingCapacity: true)
+                    }
+                }
+            }
+            if !batch.isEmpty { try await write(batch) }
+            try await finishWriting()
+        } catch {
+            // A batch already handed over is written as it would have been before the error.
+            _ = try? await writing?.value
+            throw error
+        }
+        return summary
+    }
+
+    /// Writes a batch in one transaction; names each line refused because its user's stored
+    /// receipt is another app's.
+    private static func store(
+        _ batch: [(line: Int, item: ReceiptImport)], in store: any SubscriptionStore, now: Date,
+        problem: @Sendable (Int, String) -> Void
+    ) async throws -> [ReceiptImportOutcome] {
+        let outcomes = try await store.importReceipts(batch.map(\.item), now: now)
+        for (entry, outcome) in zip(batch, outcomes) where outcome == .otherApp {
+            problem(
+                entry.line,
+                """
+                user \(entry.item.userID) already has a receipt of another app than \(entry.item.bundleID ?? ""); \
+                nothing was changed. A user id holds one receipt: import each app's customers under user ids of \
+                their own (for example mac:\(entry.item.userID)).
+                """)
+        }
+        return outcomes
+    }
+}
