@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import RenewalAppleAPI
 import RenewalCore
 import RenewalDelivery
@@ -6,7 +7,8 @@ import RenewalObservability
 import RenewalStorage
 
 extension RenewalRun {
-    /// Everything a run needs besides its collaborators, resolved once by the CLI.
+    /// What a run does: plain values, resolved once by the CLI (the services it works with are
+    /// `Dependencies`).
     public struct Configuration: Sendable {
         /// `run` (due receipts) or a backfill (the selected receipts, whatever their schedule).
         public var command: Command
@@ -30,29 +32,8 @@ extension RenewalRun {
         public var schedule = SchedulePolicy()
         /// The app's bundle id and products (`APPSTORE_BUNDLE_ID`, `--products`). Default: any.
         public var identity = AppIdentity()
-        /// Several apps (the apps file): each receipt is checked with its own app's credentials and
-        /// screened with its app's identity; a rejected secret or key stops that app's rows only.
-        /// Nil: one app, `identity` and the run's verifier.
-        public var apps: AppCatalogue?
-        /// The policies every decision of this run follows (resolved once per run, `RunExecution.rules`).
-        var rules: EntitlementDecision.Rules {
-            var rules = EntitlementDecision.Rules(schedule: schedule, identity: identity, feedStreams: feedStreams)
-            rules.apps = apps?.identities ?? [:]
-            return rules
-        }
-        /// The feeds the run found healthy (set by the run once it has read them).
-        var feedStreams: Set<FeedStream> = []
-        /// Each feed a `run` reads, by app (nil: the one app); an app without one is polled on the
-        /// full schedule (`not_configured`).
-        var feedSources: [(app: String?, feed: (any NotificationFeed)?)] {
-            guard let apps else { return [(nil, feed)] }
-            return apps.apps.map { ($0.bundleID, $0.feed) }
-        }
+        /// When Apple's outages stop the run (or, with several apps, one app). Default 10 in a row.
         public var circuitBreaker = CircuitBreaker.Configuration()
-        /// Apple's change feed, read at the start of each `run` (not backfills or dry runs) so the
-        /// subscriptions it names are checked in the same run; nil (no Server API) for none. With
-        /// several apps, each app's (`AppCatalogue.App.feed`) instead.
-        public var feed: (any NotificationFeed)?
         /// How far each pull reaches back before where the last one ended, for notifications Apple
         /// indexes late (their uuid keeps any from being acted on twice). Default 15 minutes.
         public var feedOverlap: TimeInterval = 900
@@ -62,15 +43,8 @@ extension RenewalRun {
         /// Queue each change in the webhook outbox with the check that made it (a webhook URL is
         /// configured; `renewal deliver` sends them). Default false.
         public var queueWebhooks = false
-        /// After its checks, a `run` (not a dry run) delivers what is due in the outbox through this,
-        /// within its time budget; the rest is left to `renewal deliver` and the next run. Nil: none.
-        public var webhooks: WebhookDelivery?
         /// Where to write the JSON report; nil for none.
         public var reportPath: String?
-        /// Prometheus metrics the run feeds as it goes (nil: none kept).
-        public var metrics: RunMetrics?
-        /// Told after each receipt (terminal progress); nil for none.
-        public var progress: (any RunProgress)?
         /// Identifies this process in leases and the `runs` table.
         public var workerID: String
         public var host: String
@@ -83,6 +57,52 @@ extension RenewalRun {
             self.host = host
             self.processID = pid
             self.workerID = workerID ?? "\(host)-\(pid)-\(UUID().uuidString.prefix(8))"
+        }
+    }
+
+    /// The live services a run works with.
+    public struct Dependencies: Sendable {
+        public var store: any SubscriptionStore
+        /// Apple, for a single app (with `apps`, each app's own verifier instead).
+        public var verifier: any ReceiptVerifier
+        public var logger: Logger
+        /// The clock (injected so tests and the demo control time).
+        public var now: @Sendable () -> Date
+        /// Values in 0..<1 for backoff jitter.
+        public var random: @Sendable () -> Double
+        /// Several apps (the apps file): each receipt is checked with its own app's credentials and
+        /// screened with its app's identity; a rejected secret or key stops that app's rows only.
+        /// Nil: one app, `Configuration.identity` and `verifier`.
+        public var apps: AppCatalogue?
+        /// Apple's change feed, read at the start of each `run` (not backfills or dry runs) so the
+        /// subscriptions it names are checked in the same run; nil (no Server API) for none. With
+        /// several apps, each app's (`AppCatalogue.App.feed`) instead.
+        public var feed: (any NotificationFeed)?
+        /// After its checks, a `run` (not a dry run) delivers what is due in the outbox through this,
+        /// within its time budget; the rest is left to `renewal deliver` and the next run. Nil: none.
+        public var webhooks: WebhookDelivery?
+        /// Prometheus metrics the run feeds as it goes (nil: none kept).
+        public var metrics: RunMetrics?
+        /// Told after each receipt (terminal progress); nil for none.
+        public var progress: (any RunProgress)?
+
+        public init(
+            store: any SubscriptionStore, verifier: any ReceiptVerifier, logger: Logger,
+            now: @escaping @Sendable () -> Date = { Date() },
+            random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+        ) {
+            self.store = store
+            self.verifier = verifier
+            self.logger = logger
+            self.now = now
+            self.random = random
+        }
+
+        /// Each feed a `run` reads, by app (nil: the one app); an app without one is polled on the
+        /// full schedule (`not_configured`).
+        var feedSources: [(app: String?, feed: (any NotificationFeed)?)] {
+            guard let apps else { return [(nil, feed)] }
+            return apps.apps.map { ($0.bundleID, $0.feed) }
         }
     }
 

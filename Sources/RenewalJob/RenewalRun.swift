@@ -12,15 +12,24 @@ import ServiceLifecycle
 /// bounded sliding window, writes the results in batches (each result whole or not at all, one
 /// transaction per batch), and reports every change.
 ///
-/// The job sees only the two protocols, `SubscriptionStore` and `ReceiptVerifier`.
+/// What it does is set by `Configuration`, plain values resolved once; what it works with is
+/// `Dependencies`, the live services (the store, Apple, the feeds, webhooks, metrics, the clock).
 public struct RenewalRun: Sendable {
-    public internal(set) var configuration: Configuration
-    let store: any SubscriptionStore
-    let verifier: any ReceiptVerifier
-    let logger: Logger
-    let now: @Sendable () -> Date
-    let random: @Sendable () -> Double
+    public let configuration: Configuration
+    public let dependencies: Dependencies
+    var store: any SubscriptionStore { dependencies.store }
+    var verifier: any ReceiptVerifier { dependencies.verifier }
+    var logger: Logger { dependencies.logger }
+    var now: @Sendable () -> Date { dependencies.now }
+    var random: @Sendable () -> Double { dependencies.random }
 
+    public init(configuration: Configuration, dependencies: Dependencies) {
+        self.configuration = configuration
+        self.dependencies = dependencies
+    }
+
+    /// A run with no feed, webhooks, metrics or progress line besides the store and Apple.
+    ///
     /// - Parameters:
     ///   - now: the clock (injected so tests and the demo control time). Default: the system clock.
     ///   - random: values in 0..<1 for backoff jitter. Default: the system generator.
@@ -29,12 +38,9 @@ public struct RenewalRun: Sendable {
         now: @escaping @Sendable () -> Date = { Date() },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) {
-        self.configuration = configuration
-        self.store = store
-        self.verifier = verifier
-        self.logger = logger
-        self.now = now
-        self.random = random
+        self.init(
+            configuration: configuration,
+            dependencies: Dependencies(store: store, verifier: verifier, logger: logger, now: now, random: random))
     }
 
     /// Runs to the end of the selection, the limit, a stop condition or graceful shutdown.
@@ -64,9 +70,7 @@ public struct RenewalRun: Sendable {
         }
         // Apple's change feed first: what it names is due now, so this run checks it; then whether
         // the feed can be trusted decides this run's schedule for Server API subscriptions.
-        var run = self
         let feeds = try await readFeeds(runID: runID, startedAt: startedAt, logger: logger)
-        run.configuration.feedStreams = feeds.health?.healthy ?? []
         // Due rows are those due once the feed was read: it may have made some due after `startedAt`.
         let dueAsOf = max(startedAt, now())
         var dueAtStart: Int?
@@ -81,15 +85,17 @@ public struct RenewalRun: Sendable {
                 startedAt: startedAt)
         }
 
-        var loop = RunExecution(run: run, runID: runID, logger: logger, report: report, dueAsOf: dueAsOf)
+        var loop = RunExecution(
+            run: self, runID: runID, logger: logger, report: report, dueAsOf: dueAsOf,
+            healthyFeeds: feeds.health?.healthy ?? [])
         loop.counts.recoveredLeases = recovered.releasedLeases
         loop.counts.notifications = feeds.outcome?.notifications ?? 0
         loop.counts.notificationsUnmatched = feeds.outcome?.unmatched ?? 0
         loop.counts.feedLagSeconds = feeds.health?.lagSeconds
         loop.counts.feedFallback = feeds.health.map(\.fallbackNames)
         loop.counts.dueAtStart = dueAtStart
-        configuration.progress?.started(total: dueAtStart.map { min($0, configuration.limit ?? $0) })
-        defer { configuration.progress?.finished() }
+        dependencies.progress?.started(total: dueAtStart.map { min($0, configuration.limit ?? $0) })
+        defer { dependencies.progress?.finished() }
         let status: RenewalOutcome.Status
         do {
             status = try await loop.process()
@@ -102,9 +108,9 @@ public struct RenewalRun: Sendable {
             throw error
         }
 
-        if let webhooks = configuration.webhooks, case .run = configuration.command, !configuration.dryRun {
+        if let webhooks = dependencies.webhooks, case .run = configuration.command, !configuration.dryRun {
             // The changes just written go out now, within the delivery's own time budget and breaker.
-            let delivery = await webhooks.deliverForRun(logger: logger, metrics: configuration.metrics)
+            let delivery = await webhooks.deliverForRun(logger: logger, metrics: dependencies.metrics)
             loop.counts.delivered = delivery.delivered
             loop.counts.deliveryFailed = delivery.failed
             loop.counts.oldestUndeliveredSeconds = delivery.oldestUndeliveredSeconds
@@ -128,11 +134,11 @@ public struct RenewalRun: Sendable {
                 LogKey.limit: "\(configuration.limit.map(String.init) ?? "none")",
                 LogKey.worker: "\(configuration.workerID)",
                 LogKey.appstoreBundleID:
-                    "\(configuration.apps.map { $0.bundleIDs.joined(separator: ",") } ?? configuration.identity.bundleID ?? "unchecked")",
+                    "\(dependencies.apps.map { $0.bundleIDs.joined(separator: ",") } ?? configuration.identity.bundleID ?? "unchecked")",
                 LogKey.products:
                     "\(configuration.identity.productIDs.map { $0.sorted().joined(separator: ",") } ?? "any")",
             ])
-        if configuration.identity.bundleID == nil, configuration.apps == nil {
+        if configuration.identity.bundleID == nil, dependencies.apps == nil {
             logger.warning(
                 """
                 APPSTORE_BUNDLE_ID is not set: answers for another app's receipts (same shared secret) are not \
@@ -152,7 +158,7 @@ public struct RenewalRun: Sendable {
     /// Reads each app's change feed (a `run` only) and judges which feeds this run may trust.
     private func readFeeds(runID: String, startedAt: Date, logger: Logger) async throws -> FeedReading {
         guard !configuration.dryRun else { return FeedReading() }
-        let sources = configuration.feedSources
+        let sources = dependencies.feedSources
         let feeds = sources.compactMap { source in source.feed.map { (app: source.app, feed: $0) } }
         var outcome: FeedPull.Outcome?
         if case .run = configuration.command, !feeds.isEmpty {
@@ -165,7 +171,7 @@ public struct RenewalRun: Sendable {
             environments: AppStoreEnvironment.feedEnvironments, maximumLag: configuration.feedMaximumLag,
             store: store, now: startedAt, logger: logger)
         if let outcome {
-            configuration.metrics?.feedRead(
+            dependencies.metrics?.feedRead(
                 byType: outcome.byType, healthy: health.fallbacks.isEmpty, lagSeconds: health.lagSeconds ?? 0)
             logger.info(
                 "Change feed read",
@@ -175,7 +181,7 @@ public struct RenewalRun: Sendable {
                     LogKey.feedFallback: "\(health.fallbackNames.sorted { $0.key < $1.key })",
                 ])
         } else if !feeds.isEmpty {
-            configuration.metrics?.feedHealth(healthy: health.fallbacks.isEmpty)
+            dependencies.metrics?.feedHealth(healthy: health.fallbacks.isEmpty)
         }
         return FeedReading(outcome: outcome, health: health)
     }

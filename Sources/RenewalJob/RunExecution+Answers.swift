@@ -58,7 +58,7 @@ extension RunExecution {
                 metadata: [
                     LogKey.app: "\(app)", LogKey.consecutiveOutages: "\(machine.consecutiveOutages)",
                 ])
-            configuration.metrics?.breakerTripped()
+            dependencies.metrics?.breakerTripped()
             try await recordHeldOutagesAsFailures(of: app)
         case .holdAndOpenBreaker:
             heldOutages.append((receipt, decision, app))
@@ -67,7 +67,7 @@ extension RunExecution {
                 metadata: [
                     LogKey.consecutiveOutages: "\(machine.consecutiveOutages)"
                 ])
-            configuration.metrics?.breakerTripped()
+            dependencies.metrics?.breakerTripped()
             try await recordHeldOutagesAsFailures()
         case .write:
             try await writeHeldOutages()
@@ -87,9 +87,9 @@ extension RunExecution {
             let failure = decision.failure ?? CheckFailure(reason: .unknown, message: "No usable answer from Apple.")
             counts.checked += 1
             counts.failed += 1
-            configuration.metrics?.receiptChecked(
+            dependencies.metrics?.receiptChecked(
                 changes: [], failure: failure.reason, conflicts: 0, app: receipt.bundleID)
-            configuration.progress?.receiptDone(counts: counts)
+            dependencies.progress?.receiptDone(counts: counts)
             try await report?.append(
                 failure: failure, userID: receipt.userID, receiptID: receipt.id, bundleID: receipt.bundleID)
             failures.append(

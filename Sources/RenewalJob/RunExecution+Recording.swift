@@ -40,7 +40,7 @@ extension RunExecution {
     /// written (the other worker's check stands), and the report counts it.
     mutating func recordLeaseLost(_ receipt: StoredReceipt) {
         counts.leaseLost += 1
-        configuration.metrics?.leaseWasLost()
+        dependencies.metrics?.leaseWasLost()
         logger.debug(
             "Lease lost before the result was written; another worker's check stands",
             metadata: [
@@ -71,10 +71,10 @@ extension RunExecution {
         counts.conflicts += check.update.conflicts.count
         var failureReason: FailureReason?
         if case .failed = check.outcome { failureReason = check.failure?.reason ?? .unknown }
-        configuration.metrics?.receiptChecked(
+        dependencies.metrics?.receiptChecked(
             changes: check.changes.map(\.kind), failure: failureReason, conflicts: check.update.conflicts.count,
             app: check.update.bundleID)
-        configuration.progress?.receiptDone(counts: counts)
+        dependencies.progress?.receiptDone(counts: counts)
         for conflict in check.update.conflicts {
             logger.debug(
                 "Subscription already owned by another user (shared_apple_id); kept the first owner",

@@ -36,16 +36,23 @@ struct RunExecution {
     /// Due rows no lease held when the loop ended on its own (`RunStateMachine.endedOnItsOwn`).
     private var dueAtFinish: Int?
     var configuration: RenewalRun.Configuration { run.configuration }
+    var dependencies: RenewalRun.Dependencies { run.dependencies }
     var leaseOwner: String? { configuration.dryRun ? nil : configuration.workerID }
 
-    init(run: RenewalRun, runID: String, logger: Logger, report: ReportWriter?, dueAsOf: Date) {
+    /// - Parameter healthyFeeds: the change feeds this run found current (`EntitlementDecision.Rules.feedStreams`).
+    init(
+        run: RenewalRun, runID: String, logger: Logger, report: ReportWriter?, dueAsOf: Date,
+        healthyFeeds: Set<FeedStream> = []
+    ) {
         self.run = run
         self.runID = runID
         self.logger = logger
         self.report = report
         self.dueAsOf = dueAsOf
         let configuration = run.configuration
-        rules = configuration.rules
+        rules = EntitlementDecision.Rules(
+            schedule: configuration.schedule, identity: configuration.identity,
+            apps: run.dependencies.apps?.identities ?? [:], feedStreams: healthyFeeds)
         let dueRun = if case .run = configuration.command { true } else { false }
         let leases = !configuration.dryRun
         machine = RunStateMachine(
@@ -53,7 +60,7 @@ struct RunExecution {
                 concurrency: max(1, configuration.concurrency), maximumBatch: Self.maximumBatch,
                 maximumPending: Self.maximumPending, maximumRescans: Self.maximumRescans,
                 mayRescan: leases && configuration.limit == nil && dueRun),
-            breaker: configuration.circuitBreaker, apps: configuration.apps?.apps.count ?? 1)
+            breaker: configuration.circuitBreaker, apps: run.dependencies.apps?.apps.count ?? 1)
         source = Self.source(of: run, dueAsOf: dueAsOf, concurrency: machine.limits.concurrency)
     }
 
@@ -160,7 +167,7 @@ struct RunExecution {
         }
         machine.claimed()
         let logger = self.logger
-        if let apps = configuration.apps {
+        if let apps = dependencies.apps {
             let stopped = machine.stoppedApps
             group.addTask {
                 let (answer, app) = await apps.verify(receipt.check, skipping: stopped, logger: logger)
@@ -223,7 +230,7 @@ struct RunExecution {
         async throws -> Bool
     {
         let reason = AppStopReason(failure)
-        if let app, let apps = configuration.apps {
+        if let app, let apps = dependencies.apps {
             let rejection = machine.credentialsRejected(app: app, reason: reason)
             if rejection != .alreadyStopped {
                 logger.error(

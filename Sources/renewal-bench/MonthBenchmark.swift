@@ -111,11 +111,10 @@ struct MonthBenchmark: AsyncParsableCommand {
                     func run(_ command: RenewalRun.Command, feed: Bool) async throws -> RenewalOutcome {
                         var configuration = RenewalRun.Configuration(command: command)
                         configuration.concurrency = 16
-                        configuration.feed = feed ? serverAPIClient : nil
-                        return try await RenewalRun(
-                            configuration: configuration, store: store, verifier: router, logger: quiet,
-                            now: { state.now }
-                        ).run()
+                        var dependencies = RenewalRun.Dependencies(
+                            store: store, verifier: router, logger: quiet, now: { state.now })
+                        dependencies.feed = feed ? serverAPIClient : nil
+                        return try await RenewalRun(configuration: configuration, dependencies: dependencies).run()
                     }
                     // The first run verifies every imported receipt: the import's cost, not the month's.
                     _ = try await run(.run, feed: mode == .feed)

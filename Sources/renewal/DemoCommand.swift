@@ -69,14 +69,13 @@ struct DemoCommand: AsyncParsableCommand {
                     state.advance(by: advanceDays * 86_400)
                     var configuration = RenewalRun.Configuration(command: command)
                     configuration.concurrency = 8
-                    configuration.feed = feed
-                    configuration.apps = apps
                     configuration.reportPath = (directory as NSString).appendingPathComponent(
                         "report-run-\(number).json")
-                    let outcome = try await RenewalRun(
-                        configuration: configuration, store: store, verifier: verifier, logger: logger,
-                        now: { state.now }
-                    ).run()
+                    var dependencies = RenewalRun.Dependencies(
+                        store: store, verifier: verifier, logger: logger, now: { state.now })
+                    dependencies.feed = feed
+                    dependencies.apps = apps
+                    let outcome = try await RenewalRun(configuration: configuration, dependencies: dependencies).run()
                     try output.run(number: number, title: title, outcome: outcome)
                     return outcome
                 }

@@ -50,141 +50,150 @@ struct JobRunner {
     func execute(_ command: RenewalRun.Command) async throws {
         try await ExitMapping.run {
             let logger = logging.makeLogger()
-            var resolved = try options.configuration(command: command)
+            var configuration = try options.configuration(command: command)
             var apple = try AppleSetup.resolve(
-                appStore: appStore, serverAPI: serverAPI, concurrency: resolved.concurrency, logger: logger)
-            let clientConfiguration = apple.verifyReceipt
+                appStore: appStore, serverAPI: serverAPI, concurrency: configuration.concurrency, logger: logger)
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
-            resolved.identity = try await apple.resolveIdentities(appStore: appStore, store: store)
+            configuration.identity = try await apple.resolveIdentities(appStore: appStore, store: store)
             var metadata = apple.logMetadata
             metadata[LogKey.backend] = "\(store.backendName)"
             logger.info("Configuration", metadata: metadata)
-            let setup = apple
-            let budget = FleetRequestBudget(store: store, rates: serverAPI.rates, logger: logger)
-            let clock = options.clock
-            let metricsOutput = options.metrics.output(host: resolved.host)
-            let metrics =
-                metricsOutput.isEnabled
-                ? RunMetrics(command: command.name, apps: apple.apps?.compactMap(\.identity.bundleID) ?? []) : nil
-            resolved.metrics = metrics
-            resolved.progress = TerminalProgress.make(quiet: options.quiet)
-            let configuration = resolved
-            let warn: @Sendable (String) -> Void = {
-                logger.warning("Metrics not delivered", metadata: ["error": "\($0)"])
-            }
-            let startedAt = clock()
-            let outcome: RenewalOutcome
-            do {
-                outcome = try await metricsOutput.around(metrics, warn: warn) {
-                    // One HTTP client for both APIs (their hosts differ, so each keeps its own connections).
-                    try await AppleTransport.withAppleTransport(
-                        requestTimeout: clientConfiguration.requestTimeout,
-                        connectionsPerHost: clientConfiguration.maxConnectionsPerHost,
-                        observer: metrics
-                    ) { transport in
-                        let (verifier, feed, catalogue) = setup.makeVerifier(transport: transport, budget: budget)
-                        var withFeed = configuration
-                        withFeed.feed = feed
-                        withFeed.apps = catalogue
-                        return try await options.withWebhooks(
-                            store: store, owner: withFeed.workerID, logger: logger, clock: clock
-                        ) {
-                            webhooks in
-                            var withWebhooks = withFeed
-                            withWebhooks.webhooks = webhooks
-                            let configuration = withWebhooks
-                            return try await store.withRunLock(owner: configuration.workerID) {
-                                try await RenewalRun(
-                                    configuration: configuration, store: store, verifier: verifier, logger: logger,
-                                    now: clock
-                                ).runUntilDone()
-                            }
+            let outcome = try await run(configuration, apple: apple, store: store, logger: logger)
+            try await writeHTMLReport(of: outcome, dryRun: configuration.dryRun, store: store, logger: logger)
+            print(Self.summary(outcome, dryRun: configuration.dryRun, html: options.htmlReport))
+            Self.explain(outcome, severalApps: apple.apps != nil)
+            if outcome.status.exitCode != 0 { throw ExitCode(outcome.status.exitCode) }
+        }
+    }
+
+    /// Runs with the live services around it: the metrics output, one HTTP client for both Apple APIs
+    /// (their hosts differ, so each keeps its own connections), the webhook delivery and the run lock.
+    /// The metrics hear how the run ended, even when it could not start or failed mid-run.
+    private func run(
+        _ configuration: RenewalRun.Configuration, apple: AppleSetup, store: any RenewalStore, logger: Logger
+    ) async throws -> RenewalOutcome {
+        let command = configuration.command
+        let clock = options.clock
+        let budget = FleetRequestBudget(store: store, rates: serverAPI.rates, logger: logger)
+        let metricsOutput = options.metrics.output(host: configuration.host)
+        let metrics =
+            metricsOutput.isEnabled
+            ? RunMetrics(command: command.name, apps: apple.apps?.compactMap(\.identity.bundleID) ?? []) : nil
+        let progress = TerminalProgress.make(quiet: options.quiet)
+        let warn: @Sendable (String) -> Void = { logger.warning("Metrics not delivered", metadata: ["error": "\($0)"]) }
+        let startedAt = clock()
+        let outcome: RenewalOutcome
+        do {
+            outcome = try await metricsOutput.around(metrics, warn: warn) {
+                try await AppleTransport.withAppleTransport(
+                    requestTimeout: apple.verifyReceipt.requestTimeout,
+                    connectionsPerHost: apple.verifyReceipt.maxConnectionsPerHost, observer: metrics
+                ) { transport in
+                    try await options.withWebhooks(
+                        store: store, owner: configuration.workerID, logger: logger, clock: clock
+                    ) { webhooks in
+                        let (verifier, feed, catalogue) = apple.makeVerifier(transport: transport, budget: budget)
+                        var dependencies = RenewalRun.Dependencies(
+                            store: store, verifier: verifier, logger: logger, now: clock)
+                        dependencies.feed = feed
+                        dependencies.apps = catalogue
+                        dependencies.webhooks = webhooks
+                        dependencies.metrics = metrics
+                        dependencies.progress = progress
+                        let run = RenewalRun(configuration: configuration, dependencies: dependencies)
+                        return try await store.withRunLock(owner: configuration.workerID) {
+                            try await run.runUntilDone()
                         }
                     }
                 }
-            } catch {
-                // A run that could not start or failed mid-run still tells the metrics how it ended.
-                if let metrics {
-                    let (code, _) = ExitMapping.classify(error)
-                    metrics.finish(
-                        status: code == RunStatus.locked.exitCode ? .locked : .failed, exitCode: code,
-                        startedAt: startedAt, finishedAt: clock(),
-                        dueAtStart: nil, dueLeft: nil,
-                        lastSuccess: try? await store.lastSuccess())
-                    await metricsOutput.write(metrics, warn: warn)
-                }
-                throw error
             }
+        } catch {
             if let metrics {
+                let (code, _) = ExitMapping.classify(error)
                 metrics.finish(
-                    status: outcome.status, exitCode: outcome.status.exitCode, startedAt: outcome.startedAt,
-                    finishedAt: clock(),
-                    dueAtStart: outcome.counts.dueAtStart, dueLeft: command == .run ? outcome.counts.dueLeft : nil,
+                    status: code == RunStatus.locked.exitCode ? .locked : .failed, exitCode: code,
+                    startedAt: startedAt, finishedAt: clock(), dueAtStart: nil, dueLeft: nil,
                     lastSuccess: try? await store.lastSuccess())
                 await metricsOutput.write(metrics, warn: warn)
             }
-            if let html = options.htmlReport {
-                if configuration.dryRun {
-                    logger.warning(
-                        """
-                        A dry run stores nothing, so there is no HTML report; use --report FILE.json for the dry \
-                        run's JSON.
-                        """
-                    )
-                } else {
-                    let output = try ReportOutput(path: html)
-                    do {
-                        try await StoredReport(store: store).render(.run(outcome.runID), format: .html, to: output)
-                        try await output.finish()
-                    } catch {
-                        await output.discard()
-                        throw error
-                    }
-                }
-            }
-            print(Self.summary(outcome, dryRun: configuration.dryRun, html: options.htmlReport))
-            if outcome.status == .appsStopped, let stopped = outcome.counts.appsStopped {
-                let named = stopped.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value))" }
-                FileHandle.standardError.write(
-                    Data(
-                        """
-                        renewal: stopped checking \(named.joined(separator: ", ")) for this run; their receipts were \
-                        left untouched and the other apps' were checked. shared_secret_rejected (21004) or \
-                        credentials_rejected (401): fix that app's shared_secret_file or Server API key in the apps \
-                        file. apple_unavailable: Apple kept failing for that app (an outage of its own, or its rate \
-                        limit spent elsewhere); the next run tries it again.\n
-                        """
-                        .utf8))
-            }
-            if outcome.status == .sharedSecretRejected, setup.apps != nil {
-                FileHandle.standardError.write(
-                    Data(
-                        """
-                        renewal: Apple rejected the shared secret (21004) of every app in the apps file; nothing was \
-                        changed. Point each app's shared_secret_file at its App Store Connect shared secret.\n
-                        """
-                        .utf8))
-            } else if outcome.status == .sharedSecretRejected {
-                FileHandle.standardError.write(
-                    Data(
-                        """
-                        renewal: Apple rejected the shared secret (21004); nothing was changed. Set \
-                        APPSTORE_SHARED_SECRET to the app's shared secret from App Store Connect.\n
-                        """
-                        .utf8))
-            }
-            if outcome.status == .credentialsRejected {
-                FileHandle.standardError.write(
-                    Data(
-                        """
-                        renewal: the App Store Server API refused the API key (HTTP 401 in production and \
-                        sandbox); nothing was changed. Check APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, \
-                        APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE.\n
-                        """
-                        .utf8))
-            }
-            if outcome.status.exitCode != 0 { throw ExitCode(outcome.status.exitCode) }
+            throw error
+        }
+        if let metrics {
+            metrics.finish(
+                status: outcome.status, exitCode: outcome.status.exitCode, startedAt: outcome.startedAt,
+                finishedAt: clock(), dueAtStart: outcome.counts.dueAtStart,
+                dueLeft: command == .run ? outcome.counts.dueLeft : nil, lastSuccess: try? await store.lastSuccess())
+            await metricsOutput.write(metrics, warn: warn)
+        }
+        return outcome
+    }
+
+    /// `--html FILE`: the run's page, from what it stored (a dry run stores nothing).
+    private func writeHTMLReport(of outcome: RenewalOutcome, dryRun: Bool, store: any RenewalStore, logger: Logger)
+        async throws
+    {
+        guard let html = options.htmlReport else { return }
+        guard !dryRun else {
+            logger.warning(
+                """
+                A dry run stores nothing, so there is no HTML report; use --report FILE.json for the dry \
+                run's JSON.
+                """
+            )
+            return
+        }
+        let output = try ReportOutput(path: html)
+        do {
+            try await StoredReport(store: store).render(.run(outcome.runID), format: .html, to: output)
+            try await output.finish()
+        } catch {
+            await output.discard()
+            throw error
+        }
+    }
+
+    /// What to do about a run that stopped on a rejected credential or a stopped app, on standard error.
+    private static func explain(_ outcome: RenewalOutcome, severalApps: Bool) {
+        if outcome.status == .appsStopped, let stopped = outcome.counts.appsStopped {
+            let named = stopped.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value))" }
+            FileHandle.standardError.write(
+                Data(
+                    """
+                    renewal: stopped checking \(named.joined(separator: ", ")) for this run; their receipts were \
+                    left untouched and the other apps' were checked. shared_secret_rejected (21004) or \
+                    credentials_rejected (401): fix that app's shared_secret_file or Server API key in the apps \
+                    file. apple_unavailable: Apple kept failing for that app (an outage of its own, or its rate \
+                    limit spent elsewhere); the next run tries it again.\n
+                    """
+                    .utf8))
+        }
+        if outcome.status == .sharedSecretRejected, severalApps {
+            FileHandle.standardError.write(
+                Data(
+                    """
+                    renewal: Apple rejected the shared secret (21004) of every app in the apps file; nothing was \
+                    changed. Point each app's shared_secret_file at its App Store Connect shared secret.\n
+                    """
+                    .utf8))
+        } else if outcome.status == .sharedSecretRejected {
+            FileHandle.standardError.write(
+                Data(
+                    """
+                    renewal: Apple rejected the shared secret (21004); nothing was changed. Set \
+                    APPSTORE_SHARED_SECRET to the app's shared secret from App Store Connect.\n
+                    """
+                    .utf8))
+        }
+        if outcome.status == .credentialsRejected {
+            FileHandle.standardError.write(
+                Data(
+                    """
+                    renewal: the App Store Server API refused the API key (HTTP 401 in production and \
+                    sandbox); nothing was changed. Check APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, \
+                    APPSTORE_BUNDLE_ID and APPSTORE_PRIVATE_KEY_FILE.\n
+                    """
+                    .utf8))
         }
     }
 

@@ -127,16 +127,17 @@ struct JobHarness {
     /// another, e.g. one that moves on in real time).
     func run(
         _ command: RenewalRun.Command = .run, store: (any SubscriptionStore)? = nil, verifier: any ReceiptVerifier,
-        clock: RunClock? = nil, configure: (inout RenewalRun.Configuration) -> Void = { _ in }
+        clock: RunClock? = nil, configure: (inout RunSetup) -> Void = { _ in }
     ) async throws -> RenewalOutcome {
-        var configuration = RenewalRun.Configuration(command: command)
-        configuration.concurrency = 4
-        configure(&configuration)
         let state = self.state
         let now = clock ?? RunClock { state.now }
-        return try await RenewalRun(
-            configuration: configuration, store: store ?? self.store, verifier: verifier, logger: logger, now: now.now
-        ).run()
+        var setup = RunSetup(
+            configuration: RenewalRun.Configuration(command: command),
+            dependencies: RenewalRun.Dependencies(
+                store: store ?? self.store, verifier: verifier, logger: logger, now: now.now))
+        setup.concurrency = 4
+        configure(&setup)
+        return try await RenewalRun(configuration: setup.configuration, dependencies: setup.dependencies).run()
     }
 
     func receipt(_ account: String, _ scenario: Scenario, daysAgo: Double = 10, periodDays: Double = 30)
@@ -157,16 +158,10 @@ struct JobHarness {
             now: state.now)
     }
 
-    func run(_ command: RenewalRun.Command = .run, configure: (inout RenewalRun.Configuration) -> Void = { _ in })
+    func run(_ command: RenewalRun.Command = .run, configure: (inout RunSetup) -> Void = { _ in })
         async throws -> RenewalOutcome
     {
-        var configuration = RenewalRun.Configuration(command: command)
-        configuration.concurrency = 4
-        configure(&configuration)
-        let state = self.state
-        return try await RenewalRun(
-            configuration: configuration, store: store, verifier: client, logger: logger, now: { state.now }
-        ).run()
+        try await run(command, verifier: client, configure: configure)
     }
 
     func status(user: String? = nil) async throws -> [StatusRow] {
@@ -208,5 +203,23 @@ struct RunClock: Sendable {
     static func ticking(from origin: Date) -> RunClock {
         let realStart = Date()
         return RunClock { origin.addingTimeInterval(Date().timeIntervalSince(realStart)) }
+    }
+}
+
+/// A run's configuration and its services, set up together by a test: `$0.concurrency` reaches the
+/// configuration, `$0.feed` (and the other services) the dependencies.
+@dynamicMemberLookup
+struct RunSetup {
+    var configuration: RenewalRun.Configuration
+    var dependencies: RenewalRun.Dependencies
+
+    subscript<Value>(dynamicMember path: WritableKeyPath<RenewalRun.Configuration, Value>) -> Value {
+        get { configuration[keyPath: path] }
+        set { configuration[keyPath: path] = newValue }
+    }
+
+    subscript<Value>(dynamicMember path: WritableKeyPath<RenewalRun.Dependencies, Value>) -> Value {
+        get { dependencies[keyPath: path] }
+        set { dependencies[keyPath: path] = newValue }
     }
 }

@@ -53,10 +53,11 @@ public struct EntitlementDecision: Sendable, Hashable {
 
         public init(
             schedule: SchedulePolicy = SchedulePolicy(), identity: AppIdentity = AppIdentity(),
-            feedStreams: Set<FeedStream> = []
+            apps: [String: AppIdentity] = [:], feedStreams: Set<FeedStream> = []
         ) {
             self.schedule = schedule
             self.identity = identity
+            self.apps = apps
             self.feedStreams = feedStreams
         }
     }
