@@ -84,50 +84,62 @@ extension SimulatedReceipt {
 
     /// The status-0 answer of the subscription scenarios at `now` (tests start scripted answers from it).
     public func response(at now: Date) -> VerifyReceiptResponse {
-        let originalID = SimulatedIdentifier.id(account)
-        var periods: [SimulatedPeriod] = []
-        var pending: [PendingRenewalInfo] = []
+        let timeline = timeline(at: now)
+        let rows = timeline.periods.map(row(for:))
+        let isSandbox = scenario == .sandbox
+        var latest = self
+        latest.generation = max(generation, timeline.renewals)
+        return VerifyReceiptResponse(
+            status: .valid,
+            environment: isSandbox ? .sandbox : .production,
+            latestReceipt: latest.encoded,
+            latestReceiptInfo: rows,
+            pendingRenewalInfo: timeline.pending,
+            receipt: ReceiptInfo(
+                receiptType: isSandbox ? "ProductionSandbox" : "Production", bundleID: bundleIdentifier,
+                inApp: rows))
+    }
+
+    /// What the scenario's subscriptions look like at an instant: the periods Apple lists, the
+    /// renewal info, and how many renewals have happened (the receipt's generation).
+    private struct Timeline {
+        var periods: [SimulatedPeriod]
+        var pending: [PendingRenewalInfo]
         var renewals = 0
+    }
+
+    private func timeline(at now: Date) -> Timeline {
+        let originalID = SimulatedIdentifier.id(account)
         let elapsed = now.timeIntervalSince(start)
         let retryStart = start.addingTimeInterval(period)
-
-        func renewing(_ product: String, from origin: Date, firstIndex: Int, salt: String) -> SimulatedPeriod {
-            let k = max(0, Int((now.timeIntervalSince(origin) / period).rounded(.down)))
-            let periodStart = origin.addingTimeInterval(Double(k) * period)
-            return SimulatedPeriod(
-                index: firstIndex + k, start: periodStart, end: periodStart.addingTimeInterval(period),
-                productID: product, originalTransactionID: originalID, salt: salt)
-        }
         let first = SimulatedPeriod(
-            index: 0, start: start, end: retryStart, productID: productID,
-            originalTransactionID: originalID, salt: "")
-
+            index: 0, start: start, end: retryStart, productID: productID, originalTransactionID: originalID, salt: "")
         switch scenario {
         case .voluntaryExpiry:
-            periods = [first]
-            pending = [
-                .init(
-                    originalTransactionID: originalID, productID: productID, autoRenewStatus: false,
-                    expirationIntent: now >= retryStart ? "1" : nil)
-            ]
+            return Timeline(
+                periods: [first],
+                pending: [
+                    .init(
+                        originalTransactionID: originalID, productID: productID, autoRenewStatus: false,
+                        expirationIntent: now >= retryStart ? "1" : nil)
+                ])
         case .legacyIOS6:
             // As the iOS 6 answer tells it: one period, auto-renew off, no intent given.
-            periods = [first]
-            pending = [.init(originalTransactionID: originalID, productID: productID, autoRenewStatus: false)]
+            return Timeline(
+                periods: [first],
+                pending: [.init(originalTransactionID: originalID, productID: productID, autoRenewStatus: false)])
         case .billingRetry, .gracePeriod:
-            periods = [first]
-            pending = [billingRetryPending(originalID: originalID, now: now)]
+            return Timeline(periods: [first], pending: [billingRetryPending(originalID: originalID, now: now)])
         case .billingRecovery:
             let recovery = retryStart.addingTimeInterval(3 * Self.day)
-            if now < recovery {
-                periods = [first]
-                pending = [billingRetryPending(originalID: originalID, now: now)]
-            } else {
-                let current = renewing(productID, from: recovery, firstIndex: 1, salt: "")
-                periods = [current]
-                renewals = current.index
-                pending = [.init(originalTransactionID: originalID, productID: productID, autoRenewStatus: true)]
+            guard now >= recovery else {
+                return Timeline(periods: [first], pending: [billingRetryPending(originalID: originalID, now: now)])
             }
+            let current = renewing(productID, from: recovery, firstIndex: 1, salt: "", now: now)
+            return Timeline(
+                periods: [current],
+                pending: [.init(originalTransactionID: originalID, productID: productID, autoRenewStatus: true)],
+                renewals: current.index)
         case .refund where elapsed >= 1.5 * period:
             var refunded = first
             refunded.index = 1
@@ -135,62 +147,78 @@ extension SimulatedReceipt {
             refunded.end = retryStart.addingTimeInterval(period)
             refunded.cancellation = start.addingTimeInterval(1.5 * period)
             refunded.cancellationReason = "0"
-            periods = [refunded]
-            renewals = 1
-            pending = [.init(originalTransactionID: originalID, productID: productID, autoRenewStatus: false)]
+            return Timeline(
+                periods: [refunded],
+                pending: [.init(originalTransactionID: originalID, productID: productID, autoRenewStatus: false)],
+                renewals: 1)
         case .upgrade where elapsed >= 1.5 * period:
-            let upgradeDate = start.addingTimeInterval(1.5 * period)
-            var old = first
-            old.index = 1
-            old.start = retryStart
-            old.end = retryStart.addingTimeInterval(period)
-            old.upgraded = true
-            old.cancellation = upgradeDate
-            let premium = productID + ".premium"
-            let current = renewing(premium, from: upgradeDate, firstIndex: 0, salt: "premium")
-            periods = [old, current]
-            renewals = 2 + current.index
-            pending = [.init(originalTransactionID: originalID, productID: premium, autoRenewStatus: true)]
+            return upgradeTimeline(first: first, now: now)
         case .multipleSubscriptions:
-            let current = renewing(productID, from: start, firstIndex: 0, salt: "")
-            let addonID = SimulatedIdentifier.id(account, "addon")
-            let addon = productID + ".addon"
-            periods = [
+            return multipleSubscriptionsTimeline(now: now)
+        default:
+            // renewal, sandbox, family_shared, trial, transient_21005, truncated_json, slow,
+            // and refund/upgrade before their event.
+            var current = renewing(productID, from: start, firstIndex: 0, salt: "", now: now)
+            current.trial = scenario == .trial && current.index == 0
+            return Timeline(
+                periods: [current],
+                pending: [.init(originalTransactionID: originalID, productID: productID, autoRenewStatus: true)],
+                renewals: current.index)
+        }
+    }
+
+    /// The period of a subscription renewing every `period` since `origin` that `now` falls in.
+    private func renewing(_ product: String, from origin: Date, firstIndex: Int, salt: String, now: Date)
+        -> SimulatedPeriod
+    {
+        let k = max(0, Int((now.timeIntervalSince(origin) / period).rounded(.down)))
+        let periodStart = origin.addingTimeInterval(Double(k) * period)
+        return SimulatedPeriod(
+            index: firstIndex + k, start: periodStart, end: periodStart.addingTimeInterval(period),
+            productID: product, originalTransactionID: SimulatedIdentifier.id(account), salt: salt)
+    }
+
+    /// Upgraded to the premium product mid-way through the second period.
+    private func upgradeTimeline(first: SimulatedPeriod, now: Date) -> Timeline {
+        let retryStart = start.addingTimeInterval(period)
+        let upgradeDate = start.addingTimeInterval(1.5 * period)
+        var old = first
+        old.index = 1
+        old.start = retryStart
+        old.end = retryStart.addingTimeInterval(period)
+        old.upgraded = true
+        old.cancellation = upgradeDate
+        let premium = productID + ".premium"
+        let current = renewing(premium, from: upgradeDate, firstIndex: 0, salt: "premium", now: now)
+        return Timeline(
+            periods: [old, current],
+            pending: [
+                .init(originalTransactionID: SimulatedIdentifier.id(account), productID: premium, autoRenewStatus: true)
+            ],
+            renewals: 2 + current.index)
+    }
+
+    /// A renewing subscription and an add-on that expired after its first period.
+    private func multipleSubscriptionsTimeline(now: Date) -> Timeline {
+        let originalID = SimulatedIdentifier.id(account)
+        let retryStart = start.addingTimeInterval(period)
+        let current = renewing(productID, from: start, firstIndex: 0, salt: "", now: now)
+        let addonID = SimulatedIdentifier.id(account, "addon")
+        let addon = productID + ".addon"
+        return Timeline(
+            periods: [
                 current,
                 SimulatedPeriod(
-                    index: 0, start: start, end: retryStart, productID: addon,
-                    originalTransactionID: addonID, salt: "addon"),
-            ]
-            renewals = current.index
-            pending = [
+                    index: 0, start: start, end: retryStart, productID: addon, originalTransactionID: addonID,
+                    salt: "addon"),
+            ],
+            pending: [
                 .init(originalTransactionID: originalID, productID: productID, autoRenewStatus: true),
                 .init(
                     originalTransactionID: addonID, productID: addon, autoRenewStatus: false,
                     expirationIntent: now >= retryStart ? "1" : nil),
-            ]
-        default:
-            // renewal, sandbox, family_shared, trial, transient_21005, truncated_json, slow,
-            // and refund/upgrade before their event.
-            var current = renewing(productID, from: start, firstIndex: 0, salt: "")
-            current.trial = scenario == .trial && current.index == 0
-            periods = [current]
-            renewals = current.index
-            pending = [.init(originalTransactionID: originalID, productID: productID, autoRenewStatus: true)]
-        }
-
-        let rows = periods.map(row(for:))
-        let isSandbox = scenario == .sandbox
-        var latest = self
-        latest.generation = max(generation, renewals)
-        return VerifyReceiptResponse(
-            status: .valid,
-            environment: isSandbox ? .sandbox : .production,
-            latestReceipt: latest.encoded,
-            latestReceiptInfo: rows,
-            pendingRenewalInfo: pending,
-            receipt: ReceiptInfo(
-                receiptType: isSandbox ? "ProductionSandbox" : "Production", bundleID: bundleIdentifier,
-                inApp: rows))
+            ],
+            renewals: current.index)
     }
 
     private func billingRetryPending(originalID: String, now: Date) -> PendingRenewalInfo {

@@ -18,6 +18,51 @@ package enum ImportLine {
     ])
 
     static func parse(_ line: ImportLineBytes) -> Parsed {
+        let fields: JSONMembers
+        switch members(of: line) {
+        case .skip: return .skip
+        case .failure(let problem): return .failure(problem)
+        case .success(let members): fields = members
+        }
+        do throws(LineProblem) {
+            let userID = try userID(fields[0])
+            let receipt = try receipt(fields[1], user: userID)
+            let productID = try productID(fields[2], user: userID)
+            let transactionID = try transactionID(fields[3], user: userID)
+            let signedTransaction = try signedTransaction(fields[4], user: userID)
+            let appAccountToken = try appAccountToken(fields[5], user: userID)
+            let bundleID = try bundleID(fields[6], user: userID)
+            guard receipt != nil || transactionID != nil || signedTransaction != nil else {
+                throw LineProblem(
+                    """
+                    the line names no subscription (user \(userID)): give latest_receipt (the base64 app receipt), \
+                    original_transaction_id or signed_transaction
+                    """)
+            }
+            return .success(
+                ReceiptImport(
+                    userID: userID, latestReceipt: receipt, productID: productID, originalTransactionID: transactionID,
+                    appAccountToken: appAccountToken, bundleID: bundleID),
+                signedTransaction: signedTransaction)
+        } catch {
+            return .failure(error.message)
+        }
+    }
+
+    /// Why a line is refused: a sentence naming the problem and the fix.
+    private struct LineProblem: Error {
+        var message: String
+        init(_ message: String) { self.message = message }
+    }
+
+    private enum Members {
+        case skip
+        case failure(String)
+        case success(JSONMembers)
+    }
+
+    /// The members of the line's JSON object: a blank line is skipped, anything but an object refused.
+    private static func members(of line: ImportLineBytes) -> Members {
         let bytes: Data
         switch line {
         case .tooLong(let length):
@@ -44,116 +89,113 @@ package enum ImportLine {
         guard document.root.kind == .object, let fields = try? document.root.members(keys, lastWins: true) else {
             return .failure("not a JSON object; \(shape)")
         }
-        let userID: String
-        switch fields[0]?.kind {
+        return .success(fields)
+    }
+
+    private static func userID(_ value: JSONValue?) throws(LineProblem) -> String {
+        switch value?.kind {
         case .string?:
-            guard let text = fields[0]?.string else {
-                return .failure("user_id is not UTF-8; export the file as UTF-8 JSON Lines")
+            guard let text = value?.string else {
+                throw LineProblem("user_id is not UTF-8; export the file as UTF-8 JSON Lines")
             }
             guard text.utf8.contains(where: { !isWhitespace($0) }) else {
-                return .failure("user_id is missing or empty; give the app's user id as a string")
+                throw LineProblem("user_id is missing or empty; give the app's user id as a string")
             }
             if let problem = TextField.userID.problem(with: text) {
-                return .failure("user_id \(problem); give the app's user id as it stores it")
+                throw LineProblem("user_id \(problem); give the app's user id as it stores it")
             }
-            userID = text
-        case .true?, .false?: return .failure("user_id must be a string or an integer, not a boolean")
+            return text
+        case .true?, .false?: throw LineProblem("user_id must be a string or an integer, not a boolean")
         case .number?:
-            guard let number = fields[0]?.integer else {
-                return .failure("user_id must be a string or an integer, not \(fields[0]?.numberText ?? "a fraction")")
+            guard let number = value?.integer else {
+                throw LineProblem("user_id must be a string or an integer, not \(value?.numberText ?? "a fraction")")
             }
-            userID = String(number)
-        default: return .failure("user_id is missing or empty; give the app's user id as a string")
+            return String(number)
+        default: throw LineProblem("user_id is missing or empty; give the app's user id as a string")
         }
-        var receipt: String?
-        if let value = fields[1], value.kind != .null {
-            guard value.kind == .string, let rawReceipt = value.string else {
-                return .failure(
-                    "latest_receipt is not a string; give the base64 receipt the app stored (user \(userID))")
-            }
-            // Receipts pasted from a terminal or a wrapped export carry line breaks: those go.
-            let cleaned =
-                isBase64(rawReceipt)
-                ? rawReceipt : String(decoding: rawReceipt.utf8.filter { !isWhitespace($0) }, as: UTF8.self)
-            guard !cleaned.isEmpty else { return .failure("latest_receipt is empty (user \(userID))") }
-            guard isBase64(cleaned) else {
-                return .failure(
-                    "latest_receipt is not valid base64 (user \(userID)); export the receipt exactly as Apple gave it")
-            }
-            receipt = cleaned
+    }
+
+    private static func receipt(_ value: JSONValue?, user userID: String) throws(LineProblem) -> String? {
+        guard let value, value.kind != .null else { return nil }
+        guard value.kind == .string, let rawReceipt = value.string else {
+            throw LineProblem("latest_receipt is not a string; give the base64 receipt the app stored (user \(userID))")
         }
-        var productID: String?
-        if let value = fields[2], value.kind != .null {
-            guard value.kind == .string, let text = value.string else {
-                return .failure("product_id must be a string (user \(userID))")
-            }
-            if let problem = TextField.productID.problem(with: text) {
-                return .failure(
-                    "product_id \(problem) (user \(userID)); give the product id from App Store Connect, or leave it out"
-                )
-            }
-            productID = text.isEmpty ? nil : text
+        // Receipts pasted from a terminal or a wrapped export carry line breaks: those go.
+        let cleaned =
+            isBase64(rawReceipt)
+            ? rawReceipt : String(decoding: rawReceipt.utf8.filter { !isWhitespace($0) }, as: UTF8.self)
+        guard !cleaned.isEmpty else { throw LineProblem("latest_receipt is empty (user \(userID))") }
+        guard isBase64(cleaned) else {
+            throw LineProblem(
+                "latest_receipt is not valid base64 (user \(userID)); export the receipt exactly as Apple gave it")
         }
+        return cleaned
+    }
+
+    private static func productID(_ value: JSONValue?, user userID: String) throws(LineProblem) -> String? {
+        guard let value, value.kind != .null else { return nil }
+        guard value.kind == .string, let text = value.string else {
+            throw LineProblem("product_id must be a string (user \(userID))")
+        }
+        if let problem = TextField.productID.problem(with: text) {
+            throw LineProblem(
+                "product_id \(problem) (user \(userID)); give the product id from App Store Connect, or leave it out")
+        }
+        return text.isEmpty ? nil : text
+    }
+
+    private static func transactionID(_ value: JSONValue?, user userID: String) throws(LineProblem) -> String? {
+        guard let value, value.kind != .null else { return nil }
         var transactionID: String?
-        if let value = fields[3], value.kind != .null {
-            switch value.kind {
-            case .string: transactionID = value.string
-            case .number: transactionID = value.integer.map(String.init)
-            default: break
-            }
-            guard let id = transactionID, isTransactionID(id) else {
-                return .failure(
-                    """
-                    original_transaction_id must be Apple's transaction id, digits only, e.g. "2000000123456789" \
-                    (user \(userID)); StoreKit 2 gives it as Transaction.originalID
-                    """)
-            }
+        switch value.kind {
+        case .string: transactionID = value.string
+        case .number: transactionID = value.integer.map(String.init)
+        default: break
         }
-        var signedTransaction: String?
-        if let value = fields[4], value.kind != .null {
-            guard value.kind == .string, let text = value.string, isCompactJWS(text) else {
-                return .failure(
-                    """
-                    signed_transaction is not a signed transaction (three base64url parts joined by dots) \
-                    (user \(userID)); give StoreKit 2's Transaction.jwsRepresentation as the app received it
-                    """)
-            }
-            signedTransaction = text
-        }
-        var appAccountToken: String?
-        if let value = fields[5], value.kind != .null {
-            guard value.kind == .string, let text = value.string, let uuid = UUID(uuidString: text) else {
-                return .failure(
-                    """
-                    app_account_token must be a UUID such as "6d1b1e9c-3f5e-4b0a-9a57-0c1c1c1c1c1c" \
-                    (user \(userID)); give the appAccountToken the app set at purchase
-                    """)
-            }
-            appAccountToken = uuid.uuidString.lowercased()
-        }
-        var bundleID: String?
-        if let value = fields[6], value.kind != .null {
-            guard value.kind == .string, let text = value.string, isBundleID(text) else {
-                return .failure(
-                    """
-                    bundle_id must be the app's bundle id, such as "com.example.app" (letters, digits, dots and \
-                    hyphens) (user \(userID)); leave it out to learn it from Apple's first answer
-                    """)
-            }
-            bundleID = text
-        }
-        guard receipt != nil || transactionID != nil || signedTransaction != nil else {
-            return .failure(
+        guard let id = transactionID, isTransactionID(id) else {
+            throw LineProblem(
                 """
-                the line names no subscription (user \(userID)): give latest_receipt (the base64 app receipt), \
-                original_transaction_id or signed_transaction
+                original_transaction_id must be Apple's transaction id, digits only, e.g. "2000000123456789" \
+                (user \(userID)); StoreKit 2 gives it as Transaction.originalID
                 """)
         }
-        return .success(
-            ReceiptImport(
-                userID: userID, latestReceipt: receipt, productID: productID, originalTransactionID: transactionID,
-                appAccountToken: appAccountToken, bundleID: bundleID),
-            signedTransaction: signedTransaction)
+        return id
+    }
+
+    private static func signedTransaction(_ value: JSONValue?, user userID: String) throws(LineProblem) -> String? {
+        guard let value, value.kind != .null else { return nil }
+        guard value.kind == .string, let text = value.string, isCompactJWS(text) else {
+            throw LineProblem(
+                """
+                signed_transaction is not a signed transaction (three base64url parts joined by dots) \
+                (user \(userID)); give StoreKit 2's Transaction.jwsRepresentation as the app received it
+                """)
+        }
+        return text
+    }
+
+    private static func appAccountToken(_ value: JSONValue?, user userID: String) throws(LineProblem) -> String? {
+        guard let value, value.kind != .null else { return nil }
+        guard value.kind == .string, let text = value.string, let uuid = UUID(uuidString: text) else {
+            throw LineProblem(
+                """
+                app_account_token must be a UUID such as "6d1b1e9c-3f5e-4b0a-9a57-0c1c1c1c1c1c" \
+                (user \(userID)); give the appAccountToken the app set at purchase
+                """)
+        }
+        return uuid.uuidString.lowercased()
+    }
+
+    private static func bundleID(_ value: JSONValue?, user userID: String) throws(LineProblem) -> String? {
+        guard let value, value.kind != .null else { return nil }
+        guard value.kind == .string, let text = value.string, isBundleID(text) else {
+            throw LineProblem(
+                """
+                bundle_id must be the app's bundle id, such as "com.example.app" (letters, digits, dots and \
+                hyphens) (user \(userID)); leave it out to learn it from Apple's first answer
+                """)
+        }
+        return text
     }
 
     /// A bundle id as App Store Connect allows it: letters, digits, dots and hyphens, at most 155.

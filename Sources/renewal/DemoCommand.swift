@@ -58,83 +58,15 @@ struct DemoCommand: AsyncParsableCommand {
                     try await DemoData.imports(customers, chain: simulator.serverAPI?.chain), now: state.now)
                 let output = DemoOutput()
                 output.header(endpoints: endpoints, databasePath: databasePath, customers: customers)
+                let script = DemoScript(
+                    store: store, state: state, output: output, directory: directory, logger: logger,
+                    endpoints: endpoints, serverAPI: simulator.serverAPI)
                 let client = AppStoreClient.Configuration(
                     productionURL: endpoints.productionURL, sandboxURL: endpoints.sandboxURL, sharedSecret: secret,
                     requestTimeout: .milliseconds(1500), maxAttempts: 3, retryBaseDelay: .milliseconds(50))
-                /// One run of the demo on the simulator's clock, `advanceDays` after the last, printed.
-                func demoRun(
-                    _ number: Int, _ title: String, advanceDays: Double, command: RenewalRun.Command = .run,
-                    verifier: any ReceiptVerifier, feed: (any NotificationFeed)? = nil, apps: AppCatalogue? = nil
-                ) async throws -> RenewalOutcome {
-                    state.advance(by: advanceDays * 86_400)
-                    var configuration = RenewalRun.Configuration(command: command)
-                    configuration.concurrency = 8
-                    configuration.reportPath = (directory as NSString).appendingPathComponent(
-                        "report-run-\(number).json")
-                    var dependencies = RenewalRun.Dependencies(
-                        store: store, verifier: verifier, logger: logger, now: { state.now })
-                    dependencies.feed = feed
-                    dependencies.apps = apps
-                    let outcome = try await RenewalRun(configuration: configuration, dependencies: dependencies).run()
-                    try output.run(number: number, title: title, outcome: outcome)
-                    return outcome
-                }
                 try await AppStoreClient.withAppStoreClient(configuration: client) { client in
-                    let steps: [(title: String, advanceDays: Double)] = [
-                        ("Day 0: first verification of every imported receipt", 0),
-                        ("Day 11: Apple renewed, expired, refunded, retried billing", 11),
-                        ("Day 15: billing recovered, grace period continues", 4),
-                        ("Day 15 again: an immediate second run has nothing due", 0),
-                    ]
-                    for (index, step) in steps.enumerated() {
-                        _ = try await demoRun(index + 1, step.title, advanceDays: step.advanceDays, verifier: client)
-                    }
-                    // Run 5: the same database moves to the App Store Server API, row by row.
-                    guard let identity = simulator.serverAPI else { return }
-                    let serverAPI = ServerAPIClient.Configuration(
-                        keyID: identity.keyID, issuerID: identity.issuerID, bundleID: SimulatedReceipt.bundleID,
-                        privateKey: identity.apiKey, productionURL: endpoints.serverAPIURL,
-                        sandboxURL: endpoints.sandboxServerAPIURL,
-                        rootCertificates: [identity.chain.root], requestTimeout: .milliseconds(1500), maxAttempts: 3,
-                        retryBaseDelay: .milliseconds(50))
-                    try await ServerAPIClient.withServerAPIClient(configuration: serverAPI) { serverAPIClient in
-                        let router = SourceRouter(mode: .auto, verifyReceipt: client, serverAPI: serverAPIClient)
-                        let migration = try await demoRun(
-                            5, "Day 15: backfill --all through the App Store Server API (--source auto)",
-                            advanceDays: 0, command: .backfill(BackfillSelector(all: true)), verifier: router)
-                        output.migration(
-                            outcome: migration, cacheHits: serverAPIClient.verifier.cacheStatistics.hits)
-                        // Runs 6 and 7: scheduled runs that read Apple's change feed first.
-                        _ = try await demoRun(
-                            6, "Day 15: run reads Apple's change feed (Notification History) for the first time",
-                            advanceDays: 0, verifier: router, feed: serverAPIClient)
-                        _ = try await demoRun(
-                            7, "Day 16: a refund mid-period, caught through the feed by the next run",
-                            advanceDays: 1.5, verifier: router, feed: serverAPIClient)
-
-                        // Run 8: a second app joins the database; one run checks both, each with its own secret.
-                        let macCustomers = DemoData.macCustomers(at: state.now)
-                        state.register(macCustomers.map(\.receipt))
-                        _ = try await store.importReceipts(DemoData.macImports(macCustomers), now: state.now)
-                        output.secondApp(macCustomers)
-                        var macClient = client.configuration
-                        macClient.sharedSecret = "demo-mac-app-secret"
-                        try await AppStoreClient.withAppStoreClient(configuration: macClient) { macClient in
-                            let apps = AppCatalogue(apps: [
-                                AppCatalogue.App(
-                                    identity: AppIdentity(
-                                        bundleID: SimulatedReceipt.bundleID, configuredIn: "the apps file"),
-                                    verifier: router),
-                                AppCatalogue.App(
-                                    identity: AppIdentity(bundleID: DemoData.macApp, configuredIn: "the apps file"),
-                                    verifier: SourceRouter(mode: .auto, verifyReceipt: macClient, serverAPI: nil)),
-                            ])
-                            let outcome = try await demoRun(
-                                8, "Day 24: two apps in one database (--apps), each checked with its own secret",
-                                advanceDays: 7.5, verifier: apps, apps: apps)
-                            try output.byApp(outcome)
-                        }
-                    }
+                    try await script.verifyReceiptRuns(client)
+                    try await script.serverAPIRuns(client)
                 }
                 // The HTML report of the runs: charts and tables, one file that opens with no network.
                 let htmlPath = (directory as NSString).appendingPathComponent("report.html")
@@ -153,5 +85,97 @@ struct DemoCommand: AsyncParsableCommand {
             throw ConfigurationError("Cannot create a temporary directory; pass --directory DIR.")
         }
         return String(cString: path)
+    }
+}
+
+/// The demo's runs after the import, each on the simulator's clock and printed as it ends.
+private struct DemoScript {
+    let store: SQLiteSubscriptionStore
+    let state: SimulatorState
+    let output: DemoOutput
+    let directory: String
+    let logger: Logger
+    let endpoints: SimulatorEndpoints
+    let serverAPI: SimulatedServerAPI?
+
+    /// One run, `advanceDays` after the last, printed.
+    func run(
+        _ number: Int, _ title: String, advanceDays: Double, command: RenewalRun.Command = .run,
+        verifier: any ReceiptVerifier, feed: (any NotificationFeed)? = nil, apps: AppCatalogue? = nil
+    ) async throws -> RenewalOutcome {
+        state.advance(by: advanceDays * 86_400)
+        var configuration = RenewalRun.Configuration(command: command)
+        configuration.concurrency = 8
+        configuration.reportPath = (directory as NSString).appendingPathComponent("report-run-\(number).json")
+        let state = self.state
+        var dependencies = RenewalRun.Dependencies(store: store, verifier: verifier, logger: logger, now: { state.now })
+        dependencies.feed = feed
+        dependencies.apps = apps
+        let outcome = try await RenewalRun(configuration: configuration, dependencies: dependencies).run()
+        try output.run(number: number, title: title, outcome: outcome)
+        return outcome
+    }
+
+    /// Runs 1 to 4: verifyReceipt over fifteen days.
+    func verifyReceiptRuns(_ client: AppStoreClient) async throws {
+        let steps: [(title: String, advanceDays: Double)] = [
+            ("Day 0: first verification of every imported receipt", 0),
+            ("Day 11: Apple renewed, expired, refunded, retried billing", 11),
+            ("Day 15: billing recovered, grace period continues", 4),
+            ("Day 15 again: an immediate second run has nothing due", 0),
+        ]
+        for (index, step) in steps.enumerated() {
+            _ = try await run(index + 1, step.title, advanceDays: step.advanceDays, verifier: client)
+        }
+    }
+
+    /// Runs 5 to 8: the same database moves to the App Store Server API row by row, then reads
+    /// Apple's change feed, then a second app joins.
+    func serverAPIRuns(_ client: AppStoreClient) async throws {
+        guard let identity = serverAPI else { return }
+        let configuration = ServerAPIClient.Configuration(
+            keyID: identity.keyID, issuerID: identity.issuerID, bundleID: SimulatedReceipt.bundleID,
+            privateKey: identity.apiKey, productionURL: endpoints.serverAPIURL,
+            sandboxURL: endpoints.sandboxServerAPIURL, rootCertificates: [identity.chain.root],
+            requestTimeout: .milliseconds(1500), maxAttempts: 3, retryBaseDelay: .milliseconds(50))
+        try await ServerAPIClient.withServerAPIClient(configuration: configuration) { serverAPIClient in
+            let router = SourceRouter(mode: .auto, verifyReceipt: client, serverAPI: serverAPIClient)
+            let migration = try await run(
+                5, "Day 15: backfill --all through the App Store Server API (--source auto)",
+                advanceDays: 0, command: .backfill(BackfillSelector(all: true)), verifier: router)
+            output.migration(outcome: migration, cacheHits: serverAPIClient.verifier.cacheStatistics.hits)
+            // Runs 6 and 7: scheduled runs that read Apple's change feed first.
+            _ = try await run(
+                6, "Day 15: run reads Apple's change feed (Notification History) for the first time",
+                advanceDays: 0, verifier: router, feed: serverAPIClient)
+            _ = try await run(
+                7, "Day 16: a refund mid-period, caught through the feed by the next run",
+                advanceDays: 1.5, verifier: router, feed: serverAPIClient)
+            try await secondAppRun(client, router: router)
+        }
+    }
+
+    /// Run 8: a second app joins the database; one run checks both, each with its own secret.
+    private func secondAppRun(_ client: AppStoreClient, router: SourceRouter) async throws {
+        let macCustomers = DemoData.macCustomers(at: state.now)
+        state.register(macCustomers.map(\.receipt))
+        _ = try await store.importReceipts(DemoData.macImports(macCustomers), now: state.now)
+        output.secondApp(macCustomers)
+        var macClient = client.configuration
+        macClient.sharedSecret = "demo-mac-app-secret"
+        try await AppStoreClient.withAppStoreClient(configuration: macClient) { macClient in
+            let apps = AppCatalogue(apps: [
+                AppCatalogue.App(
+                    identity: AppIdentity(bundleID: SimulatedReceipt.bundleID, configuredIn: "the apps file"),
+                    verifier: router),
+                AppCatalogue.App(
+                    identity: AppIdentity(bundleID: DemoData.macApp, configuredIn: "the apps file"),
+                    verifier: SourceRouter(mode: .auto, verifyReceipt: macClient, serverAPI: nil)),
+            ])
+            let outcome = try await run(
+                8, "Day 24: two apps in one database (--apps), each checked with its own secret",
+                advanceDays: 7.5, verifier: apps, apps: apps)
+            try output.byApp(outcome)
+        }
     }
 }
