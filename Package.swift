@@ -210,6 +210,7 @@ let package = Package(
             ]
         ),
 
+        // The benchmarks (Scripts/bench.sh month and webhooks), apart from the shipped sources.
         .executableTarget(
             name: "renewal-bench",
             dependencies: [
@@ -225,7 +226,8 @@ let package = Package(
                 "RenewalStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            path: "Benchmarks/renewal-bench"
         ),
 
         // Test support

@@ -75,7 +75,7 @@ extension RenewalRun {
             run's leases\n
             """
         FileHandle.standardError.write(Data(line.utf8))
-        _exit(128 + signal.rawValue)
+        _exit(ExitStatus.afterSignal(signal.rawValue))
     }
 
     private final class Job: Service {

@@ -192,7 +192,7 @@ public struct RenewalRun: Sendable {
         guard !configuration.dryRun else { return }
         record.finishedAt = finishedAt
         record.status = .failed
-        record.exitCode = 1
+        record.exitCode = Int(ExitStatus.internalError.rawValue)
         record.leaseLost = leaseLost
         try? await store.finishRun(record)
         _ = try? await store.releaseEveryLease(of: configuration.workerID)

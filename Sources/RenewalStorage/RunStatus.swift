@@ -49,15 +49,18 @@ public struct RunStatus: OpenVocabulary {
 
     /// The exit code a run that ends with this status gives (docs/operating.md, "Exit codes"); 1 for a status
     /// that is not an ending.
-    public var exitCode: Int32 {
+    public var exitCode: Int32 { exitStatus.rawValue }
+
+    /// The entry of the exit code table a run that ends with this status gives.
+    public var exitStatus: ExitStatus {
         switch self {
-        case .completed: 0
-        case .completedWithFailures, .interrupted, .incomplete: 3
-        case .abortedAppleUnavailable: 4
-        case .appsStopped: 5
-        case .locked: 75
-        case .sharedSecretRejected, .credentialsRejected: 78
-        default: 1
+        case .completed: .success
+        case .completedWithFailures, .interrupted, .incomplete: .someFailed
+        case .abortedAppleUnavailable: .appleUnavailable
+        case .appsStopped: .appsStopped
+        case .locked: .locked
+        case .sharedSecretRejected, .credentialsRejected: .configuration
+        default: .internalError
         }
     }
 }

@@ -111,7 +111,7 @@ struct CheckCommand: AsyncParsableCommand {
         if case .transient(let failure, let isOutage) = answer {
             FileHandle.standardError.write(
                 Data("renewal: apple sandbox (\(configuration.sandboxURL)): \(failure.message)\n".utf8))
-            throw ExitCode(isOutage ? 4 : 1)
+            throw ExitCode(isOutage ? ExitStatus.appleUnavailable.rawValue : ExitStatus.internalError.rawValue)
         }
         print("apple sandbox: ok (\(configuration.sandboxURL) answers)")
     }
@@ -171,7 +171,7 @@ struct CheckCommand: AsyncParsableCommand {
         if !problems.isEmpty {
             throw ConfigurationError("apps file: \(problems.joined(separator: ", ")) failed the check (see above).")
         }
-        if unreachable { throw ExitCode(4) }
+        if unreachable { throw ExitCode(ExitStatus.appleUnavailable.rawValue) }
     }
 
     /// The key parses (it did, to get here); a signed request reaches both environments and the
@@ -216,7 +216,7 @@ struct CheckCommand: AsyncParsableCommand {
         case .failure(let error) where error.isOutage:
             FileHandle.standardError.write(
                 Data("renewal: server api sandbox (\(configuration.sandboxURL)): \(error.message(.serverAPI))\n".utf8))
-            throw ExitCode(4)
+            throw ExitCode(ExitStatus.appleUnavailable.rawValue)
         case .failure(let error):
             print("server api sandbox: \(configuration.sandboxURL) answers (\(error.reason))")
         }
@@ -237,7 +237,7 @@ struct CheckCommand: AsyncParsableCommand {
                 print("server api: ok (the token is accepted; Apple knows no transaction by \(whose))")
             } else if isOutage {
                 FileHandle.standardError.write(Data("renewal: server api: \(failure.message)\n".utf8))
-                throw ExitCode(4)
+                throw ExitCode(ExitStatus.appleUnavailable.rawValue)
             } else {
                 throw ConfigurationError("server api: \(failure.message)")
             }
@@ -324,7 +324,7 @@ struct CheckCommand: AsyncParsableCommand {
             }
         case .transient(let failure, let isOutage):
             FileHandle.standardError.write(Data("renewal: apple: \(failure.message)\n".utf8))
-            throw ExitCode(isOutage ? 4 : 1)
+            throw ExitCode(isOutage ? ExitStatus.appleUnavailable.rawValue : ExitStatus.internalError.rawValue)
         }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import RenewalCore
 import RenewalImport
 
 #if canImport(Glibc)
@@ -67,7 +68,7 @@ struct ImportCommand: AsyncParsableCommand {
                 \(summary.rejected) rejected.
                 """
             )
-            if summary.rejected > 0 { throw ExitCode(3) }
+            if summary.rejected > 0 { throw ExitCode(ExitStatus.someFailed.rawValue) }
         }
     }
 }

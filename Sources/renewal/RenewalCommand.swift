@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import NIOCore
 import NIOPosix
+import RenewalCore
 
 @main
 struct RenewalCommand: AsyncParsableCommand {
@@ -28,7 +29,7 @@ struct RenewalCommand: AsyncParsableCommand {
     static func main() async {
         if let refusal = SecretFlags.refusal(CommandLine.arguments.dropFirst()) {
             FileHandle.standardError.write(Data("renewal: \(refusal)\n".utf8))
-            Foundation.exit(64)
+            Foundation.exit(ExitStatus.usage.rawValue)
         }
         _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
         await main(nil)
@@ -53,9 +54,9 @@ enum ExitMapping {
 
     static func classify(_ error: any Error) -> (Int32, String) {
         switch error {
-        case let error as ConfigurationError: return (78, error.description)
+        case let error as ConfigurationError: return (ExitStatus.configuration.rawValue, error.description)
         case let error as any SubscriptionStoreErrorDescribing: return (error.exitCode, error.message)
-        default: return (1, "\(error)")
+        default: return (ExitStatus.internalError.rawValue, "\(error)")
         }
     }
 }

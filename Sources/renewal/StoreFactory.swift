@@ -1,4 +1,5 @@
 import Foundation
+import RenewalCore
 import RenewalPostgres
 import RenewalSQLite
 import RenewalStorage
@@ -59,10 +60,9 @@ protocol SubscriptionStoreErrorDescribing {
 extension SubscriptionStoreError: SubscriptionStoreErrorDescribing {
     var exitCode: Int32 {
         switch self {
-        case .busy: return 75
-        case .unavailable, .notMigrated, .schemaTooNew: return 78
-        case .locked: return 75
-        case .query, .corruptRow, .leaseLost: return 1
+        case .busy, .locked: return ExitStatus.locked.rawValue
+        case .unavailable, .notMigrated, .schemaTooNew: return ExitStatus.configuration.rawValue
+        case .query, .corruptRow, .leaseLost: return ExitStatus.internalError.rawValue
         }
     }
 
