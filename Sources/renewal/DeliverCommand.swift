@@ -133,7 +133,8 @@ struct DeliverCommand: AsyncParsableCommand {
                 resume.
                 """)
         }
-        return outcome.failed > 0 || outcome.retried > 0 || outcome.breakerOpened ? 3 : 0
+        return outcome.failed > 0 || outcome.retried > 0 || outcome.breakerOpened
+            ? ExitStatus.someFailed.rawValue : ExitStatus.success.rawValue
     }
 
     static func printStatus(_ status: DeliveryStatus, json: Bool, now: Date) async throws {
