@@ -74,10 +74,18 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // Storage ports: what the job reads and writes, as protocols and values.
         .target(
             name: "RenewalStorage",
+            dependencies: ["RenewalCore"]
+        ),
+        // The one SQL implementation of the ports, its migrations and the dashboard summaries, on
+        // either driver below.
+        .target(
+            name: "RenewalSQL",
             dependencies: [
                 "RenewalCore",
+                "RenewalStorage",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -86,7 +94,7 @@ let package = Package(
             name: "CSQLite",
             providers: [.apt(["libsqlite3-dev"])]
         ),
-        .target(name: "RenewalSQLite", dependencies: ["RenewalStorage", "CSQLite"]),
+        .target(name: "RenewalSQLite", dependencies: ["RenewalStorage", "RenewalSQL", "CSQLite"]),
         .systemLibrary(
             name: "CLibPQ",
             pkgConfig: "libpq",
@@ -95,7 +103,7 @@ let package = Package(
         .target(
             name: "RenewalPostgres",
             dependencies: [
-                "RenewalStorage", "CLibPQ",
+                "RenewalStorage", "RenewalSQL", "CLibPQ",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -178,6 +186,7 @@ let package = Package(
                 "RenewalAppleAPI",
                 "RenewalAppStore",
                 "RenewalStorage",
+                "RenewalSQL",
                 "RenewalSQLite",
                 "RenewalPostgres",
                 "RenewalJob",
@@ -224,6 +233,7 @@ let package = Package(
                 "RenewalSQLite",
                 "RenewalServerAPI",
                 "RenewalStorage",
+                "RenewalSQL",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -236,6 +246,7 @@ let package = Package(
             dependencies: [
                 "RenewalCore",
                 "RenewalStorage",
+                "RenewalSQL",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -276,12 +287,13 @@ let package = Package(
         ),
         .testTarget(
             name: "RenewalStorageTests",
-            dependencies: ["RenewalStorage", "RenewalSQLite", "RenewalPostgres", "RenewalTesting"]
+            dependencies: ["RenewalStorage", "RenewalSQL", "RenewalSQLite", "RenewalPostgres", "RenewalTesting"]
         ),
         .testTarget(
             name: "RenewalJobTests",
             dependencies: [
-                "RenewalJob", "RenewalDelivery", "RenewalReports", "RenewalObservability", "RenewalSQLite",
+                "RenewalJob", "RenewalDelivery", "RenewalReports", "RenewalObservability", "RenewalSQL",
+                "RenewalSQLite",
                 "RenewalPostgres", "RenewalAppStore", "RenewalAppleAPI",
                 "AppStoreSimulator",
                 "RenewalTesting",
@@ -295,7 +307,7 @@ let package = Package(
             name: "RenewalCLITests",
             dependencies: [
                 "renewal", "appstore-simulator", "AppStoreSimulator", "RenewalSQLite", "RenewalPostgres",
-                "RenewalStorage",
+                "RenewalStorage", "RenewalSQL",
                 "RenewalTesting",
                 "RenewalServerAPI",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -7,6 +7,7 @@ import RenewalAppStore
 import RenewalCore
 import RenewalJob
 import RenewalServerAPI
+import RenewalSQL
 import RenewalSQLite
 import RenewalStorage
 

@@ -6,6 +6,7 @@ import Logging
 import RenewalCore
 import RenewalDelivery
 import RenewalJob
+import RenewalSQL
 import RenewalSQLite
 import RenewalStorage
 

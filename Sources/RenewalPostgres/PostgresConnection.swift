@@ -1,5 +1,6 @@
 import CLibPQ
 import Foundation
+import RenewalSQL
 import RenewalStorage
 
 /// One libpq connection (`PGconn`).

@@ -1,4 +1,5 @@
 import Foundation
+import RenewalSQL
 import RenewalStorage
 import Synchronization
 

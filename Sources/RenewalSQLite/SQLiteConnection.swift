@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import RenewalSQL
 import RenewalStorage
 
 /// One open libsqlite3 handle with a prepared-statement cache.

@@ -63,5 +63,5 @@ extension StoredReceipt {
 
 extension String {
     /// The string, or nil when it is empty (`latest_receipt` of a row without a receipt).
-    var nonEmpty: String? { isEmpty ? nil : self }
+    package var nonEmpty: String? { isEmpty ? nil : self }
 }

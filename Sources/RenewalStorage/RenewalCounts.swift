@@ -75,13 +75,13 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
 extension RenewalCounts {
     /// `feedFallback` as `runs.feed_fallback` holds it: `Environment=reason` pairs joined by commas,
     /// sorted (`Production=pull_failed,Sandbox=silent`); empty when healthy everywhere.
-    var feedFallbackText: String? {
+    package var feedFallbackText: String? {
         get { feedFallback.map(Self.pairsText) }
         set { feedFallback = newValue.map(Self.pairs) }
     }
 
     /// `appsStopped` as `runs.apps_stopped` holds it: `bundle=reason` pairs, like `feedFallbackText`.
-    var appsStoppedText: String? {
+    package var appsStoppedText: String? {
         get { appsStopped.map(Self.pairsText) }
         set { appsStopped = newValue.map(Self.pairs) }
     }

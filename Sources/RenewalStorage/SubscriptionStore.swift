@@ -155,6 +155,14 @@ extension SubscriptionStore {
     }
 }
 
+/// A store that can share a request budget between the workers using it.
+public protocol RequestSlotStore: Sendable {
+    /// Reserves the next request slot of `bucket` for every worker sharing the database, one
+    /// `interval` after the last one reserved, and returns how long to wait for it; nil where one
+    /// run holds the database at a time (SQLite), so the process's own budget is the fleet's.
+    func reserveRequestSlot(bucket: String, interval: Duration) async throws -> Duration?
+}
+
 /// Everything the job keeps in one database: subscriptions and receipts, run history, the webhook
 /// outbox and the fleet's request slots. What the CLI opens (`SQLSubscriptionStore`, on SQLite or
 /// PostgreSQL), so no command has to ask a store what it can do.
@@ -192,7 +200,7 @@ public enum PendingSave: Sendable, Hashable {
     }
 
     /// The decision, given the owners of the claimed subscriptions another receipt already holds.
-    func decide(owners: [String: SubscriptionOwner]) -> EntitlementDecision {
+    public func decide(owners: [String: SubscriptionOwner]) -> EntitlementDecision {
         switch self {
         case .decided(let decision): decision
         case .deciding(let request): request.decide(owners: owners)

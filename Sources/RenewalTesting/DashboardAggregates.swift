@@ -1,3 +1,4 @@
+import RenewalSQL
 import RenewalStorage
 
 /// What the PostgreSQL dashboard summaries must equal: the schema 10 views, which aggregate the

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import RenewalCore
+import RenewalSQL
 import RenewalStorage
 
 /// `renewal copy-database FROM TO`: moves a database to the other kind (SQLite to PostgreSQL when a

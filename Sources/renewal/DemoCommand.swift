@@ -8,6 +8,7 @@ import RenewalCore
 import RenewalJob
 import RenewalReports
 import RenewalServerAPI
+import RenewalSQL
 import RenewalSQLite
 import RenewalStorage
 

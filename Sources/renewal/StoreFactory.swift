@@ -1,6 +1,7 @@
 import Foundation
 import RenewalCore
 import RenewalPostgres
+import RenewalSQL
 import RenewalSQLite
 import RenewalStorage
 

@@ -1,3 +1,4 @@
+import RenewalSQL
 import RenewalStorage
 
 /// What `renewal --version` prints: the release, and the database schema this build migrates to (an

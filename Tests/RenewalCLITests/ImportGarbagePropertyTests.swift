@@ -1,7 +1,8 @@
 import Foundation
 import PropertyBased
-import RenewalSQLite
 import RenewalCore
+import RenewalSQL
+import RenewalSQLite
 import RenewalStorage
 import Testing
 

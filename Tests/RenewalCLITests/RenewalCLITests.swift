@@ -1,6 +1,7 @@
 import AppStoreSimulator
 import Foundation
 import Logging
+import RenewalSQL
 import RenewalSQLite
 import RenewalStorage
 import Testing

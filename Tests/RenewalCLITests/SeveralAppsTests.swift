@@ -3,6 +3,8 @@ import Foundation
 import Logging
 import RenewalPostgres
 import RenewalSQLite
+
+@testable import RenewalSQL
 @testable import RenewalStorage
 import Testing
 

@@ -2,6 +2,7 @@ import AppStoreSimulator
 import Foundation
 import RenewalJob
 import RenewalPostgres
+import RenewalSQL
 import RenewalStorage
 import RenewalTesting
 import Testing

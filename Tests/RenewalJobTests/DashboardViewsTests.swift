@@ -3,6 +3,7 @@ import Foundation
 import RenewalCore
 import RenewalJob
 import RenewalPostgres
+import RenewalSQL
 import RenewalSQLite
 import RenewalStorage
 import Testing

@@ -7,6 +7,7 @@ import RenewalJob
 import RenewalObservability
 import RenewalPostgres
 import RenewalServerAPI
+import RenewalSQL
 import RenewalStorage
 import Testing
 

@@ -2,12 +2,13 @@ import AppStoreSimulator
 import Foundation
 import InMemoryLogging
 import Logging
-import RenewalAppStore
 import RenewalAppleAPI
+import RenewalAppStore
 import RenewalCore
 import RenewalJob
 import RenewalPostgres
 import RenewalServerAPI
+import RenewalSQL
 import RenewalSQLite
 import RenewalStorage
 import Testing

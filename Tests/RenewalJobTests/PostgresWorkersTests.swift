@@ -1,11 +1,12 @@
 import AppStoreSimulator
 import Foundation
 import Logging
-import RenewalAppStore
 import RenewalAppleAPI
+import RenewalAppStore
 import RenewalCore
 import RenewalJob
 import RenewalPostgres
+import RenewalSQL
 import RenewalStorage
 import Testing
 

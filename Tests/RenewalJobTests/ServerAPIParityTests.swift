@@ -4,6 +4,7 @@ import RenewalAppleAPI
 import RenewalCore
 import RenewalJob
 import RenewalServerAPI
+import RenewalSQL
 import RenewalSQLite
 import RenewalStorage
 import Testing

@@ -2,6 +2,8 @@ import Foundation
 import RenewalCore
 import RenewalPostgres
 import RenewalSQLite
+
+@testable import RenewalSQL
 @testable import RenewalStorage
 import RenewalTesting
 import Testing

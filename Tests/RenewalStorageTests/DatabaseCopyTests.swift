@@ -1,7 +1,9 @@
 import Foundation
 import Logging
+
 @testable import RenewalPostgres
 @testable import RenewalSQLite
+@testable import RenewalSQL
 @testable import RenewalStorage
 import Testing
 

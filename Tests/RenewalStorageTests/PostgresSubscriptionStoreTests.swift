@@ -1,5 +1,7 @@
 import Foundation
+
 @testable import RenewalPostgres
+@testable import RenewalSQL
 @testable import RenewalStorage
 import RenewalTesting
 import Testing

@@ -1,6 +1,8 @@
 import Dispatch
 import Foundation
+
 @testable import RenewalSQLite
+@testable import RenewalSQL
 @testable import RenewalStorage
 import RenewalTesting
 import Synchronization

@@ -1,5 +1,6 @@
 import Foundation
 import RenewalCore
+import RenewalStorage
 
 extension SQLSubscriptionStore {
     /// A notification makes its receipt due unless the receipt was verified at least this long after

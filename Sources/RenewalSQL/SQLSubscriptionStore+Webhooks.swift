@@ -1,5 +1,6 @@
 import Foundation
 import RenewalCore
+import RenewalStorage
 
 extension SQLSubscriptionStore: WebhookOutboxStore {
     public func claimDeliveries(owner: String, now: Date, leaseExpiresAt: Date, limit: Int) async throws

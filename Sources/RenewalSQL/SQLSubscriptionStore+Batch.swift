@@ -1,5 +1,6 @@
 import Foundation
 import RenewalCore
+import RenewalStorage
 
 extension SQLSubscriptionStore {
     static var receiptColumns: String {

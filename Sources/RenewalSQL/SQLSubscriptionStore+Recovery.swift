@@ -1,5 +1,6 @@
 import Foundation
 import RenewalCore
+import RenewalStorage
 
 extension SQLSubscriptionStore {
     public func recoverAbandonedWork(except workerID: String, now: Date) async throws -> RecoveredWork {

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import RenewalCore
+import RenewalStorage
 
 /// The one `SubscriptionStore` implementation: its SQL is written once, here and in the
 /// `SQLSubscriptionStore+…` files, and runs on SQLite and PostgreSQL alike; only `SQLDialect` differs.

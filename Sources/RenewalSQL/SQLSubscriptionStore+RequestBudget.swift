@@ -1,4 +1,5 @@
 import Foundation
+import RenewalStorage
 
 extension SQLSubscriptionStore {
     /// Reserves the next request slot of `bucket` for every worker sharing this database: one
@@ -23,12 +24,6 @@ extension SQLSubscriptionStore {
         }
         return .microseconds(max(0, waited ?? 0))
     }
-}
-
-/// A store that can share a request budget between the workers using it.
-public protocol RequestSlotStore: Sendable {
-    /// See `SQLSubscriptionStore.reserveRequestSlot(bucket:interval:)`.
-    func reserveRequestSlot(bucket: String, interval: Duration) async throws -> Duration?
 }
 
 extension SQLSubscriptionStore: RequestSlotStore {}

@@ -1,3 +1,5 @@
+import RenewalStorage
+
 /// The statements of the bulk import (`SQLSubscriptionStore.bulkImport`), PostgreSQL only.
 enum BulkImportSQL {
     /// The lines of one batch, without their receipts (each receipt staged as its digest).

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import RenewalStorage
 
 /// Copies every table of one database into another, empty, one (SQLite to PostgreSQL, PostgreSQL to
 /// SQLite, or the same kind): `renewal copy-database`.

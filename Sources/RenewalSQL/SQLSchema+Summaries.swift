@@ -1,4 +1,5 @@
 import Foundation
+import RenewalStorage
 
 /// The building blocks of PostgreSQL's dashboard summaries (schema 11 and 12), shared by those
 /// migrations and by `DatabaseCopy`, which rebuilds the summaries after a bulk load.

@@ -1,5 +1,6 @@
 import Foundation
 import RenewalCore
+import RenewalStorage
 
 /// The reads behind `renewal report` and its charts: paged, so a run with millions of changes is
 /// rendered in flat memory.

@@ -1,4 +1,5 @@
 import Foundation
+import RenewalStorage
 
 /// One connection to a SQL database, used by one caller at a time (its `SQLDatabase` serialises
 /// access).

@@ -1,4 +1,5 @@
 import Foundation
+import RenewalStorage
 
 /// A dashboard summary (schema 11, PostgreSQL): its table, the columns a group is known by, and
 /// how each other column folds (`SUM`, `MIN` or `MAX`). The first column is a count, zero exactly

@@ -1,5 +1,6 @@
 import Foundation
 import RenewalCore
+import RenewalStorage
 
 extension SQLSubscriptionStore {
     public func save(_ update: ReceiptUpdate) async throws {

@@ -1,5 +1,6 @@
 import Foundation
 import RenewalCore
+import RenewalStorage
 
 /// A value bound to a statement or read from a row. Times are Unix epoch milliseconds (`int64`),
 /// booleans are `int64` 0/1.

@@ -1,5 +1,6 @@
 import Foundation
 import RenewalCore
+import RenewalStorage
 
 extension SQLSubscriptionStore {
     public func statusPage(userID: String?, after: StatusCursor?, limit: Int) async throws -> [StatusRow] {

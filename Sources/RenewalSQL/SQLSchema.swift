@@ -1,4 +1,5 @@
 import Foundation
+import RenewalStorage
 
 /// The versioned schema, written once for SQLite and PostgreSQL. Times are Unix epoch milliseconds
 /// (`BIGINT`), booleans `INTEGER` 0/1 (or NULL when unknown), strings `TEXT`.
