@@ -75,7 +75,9 @@ struct JobRunner {
     ) async throws -> RenewalOutcome {
         let command = configuration.command
         let clock = options.clock
-        let budget = FleetRequestBudget(store: store, rates: serverAPI.rates, logger: logger)
+        let budget = FleetRequestBudget(rates: serverAPI.rates, logger: logger) { bucket, interval in
+            try await store.reserveRequestSlot(bucket: bucket, interval: interval)
+        }
         let metricsOutput = options.metrics.output(host: configuration.host)
         let metrics =
             metricsOutput.isEnabled
