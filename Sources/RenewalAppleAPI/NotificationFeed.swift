@@ -36,8 +36,14 @@ public struct FeedNotification: Sendable, Hashable {
     /// The auto-renewable subscription it concerns; nil for notifications about none (tests,
     /// summaries, consent, one-time purchases).
     public var originalTransactionID: String?
+    /// Its signed data, for a notification about an auto-renewable subscription.
+    public var evidence: NotificationEvidence?
 
-    public init(uuid: String, type: String, subtype: String?, signedDate: Date, originalTransactionID: String?) {
+    public init(
+        uuid: String, type: String, subtype: String?, signedDate: Date, originalTransactionID: String?,
+        evidence: NotificationEvidence? = nil
+    ) {
+        self.evidence = evidence
         self.uuid = uuid
         self.type = type
         self.subtype = subtype

@@ -154,6 +154,35 @@ public struct SchedulePolicy: Sendable, Hashable, Codable {
         return max(next, now.addingTimeInterval(minimumInterval))
     }
 
+    /// While the change feed is down (an outage, not a gap), the check that cannot wait for the feed
+    /// to come back: what happens without a notification, or what the customer would feel before
+    /// the feed caught up. An auto-renewing subscription `beforeExpiry` ahead of its renewal (as
+    /// polling checks it), one that lapses at its expiry, the end of a grace period, the end of
+    /// billing retry. Nil when nothing can (expired, revoked): a refund or a resubscription during the
+    /// outage comes with the feed's catch-up.
+    public func outageCheck(for subscription: SubscriptionSnapshot, now: Date) -> Date? {
+        let expires = subscription.expiresAt ?? now
+        let target: Date
+        if subscription.awaitsRenewal(now: now, window: renewalPendingWindow) {
+            target = now.addingTimeInterval(renewalPendingInterval)
+        } else {
+            switch subscription.state {
+            case .active:
+                let beforeRenewal = expires.addingTimeInterval(-beforeExpiry)
+                target =
+                    subscription.autoRenew != false && now < beforeRenewal
+                    ? beforeRenewal : expires.addingTimeInterval(afterExpiry)
+            case .gracePeriod:
+                target = (subscription.gracePeriodExpiresAt ?? now).addingTimeInterval(afterExpiry)
+            case .billingRetry where now < expires.addingTimeInterval(billingRetryWindow):
+                target = expires.addingTimeInterval(billingRetryWindow)
+            default:
+                return nil
+            }
+        }
+        return max(target, now.addingTimeInterval(minimumInterval))
+    }
+
     /// The next check of a subscription that Apple's last valid answer no longer lists: when its
     /// last known entitlement ends (to take it away), at least weekly while entitled, else rarely.
     public func nextCheck(forUnlisted subscription: SubscriptionSnapshot, now: Date, mode: Mode = .polling) -> Date {

@@ -28,10 +28,17 @@ public enum FeedFallback: String, Sendable, Hashable, Codable, CaseIterable {
 struct FeedHealth: Sendable, Hashable {
     /// Feeds whose Server API subscriptions follow the feed's schedule this run.
     var healthy: Set<FeedStream> = []
-    /// The others, and why they poll on today's schedule.
+    /// The others, and why they poll.
     var fallbacks: [FeedStream: FeedFallback] = [:]
-    /// Receipts moved back from the feed's schedule to polling's, by feed.
+    /// The unhealthy feeds that are only down (a failed or rate-limited read, a read too long ago):
+    /// their receipts keep the feed's schedule, and only what cannot wait for the feed is polled
+    /// (`SubscriptionStore.pollWhatCannotWait`). The feed's catch-up brings the rest.
+    var down: Set<FeedStream> = []
+    /// Receipts made due (feeds down) or moved back to polling's schedule (the others), by feed.
     var movedBack: [FeedStream: Int] = [:]
+
+    /// The feeds whose Server API subscriptions, once checked, follow the feed's schedule.
+    var scheduling: Set<FeedStream> { healthy.union(down) }
     /// Now minus where the last completed read ended, the largest over the environments (0 where
     /// none has completed yet); nil without a feed.
     var lagSeconds: Double?
@@ -96,7 +103,13 @@ struct FeedHealth: Sendable, Hashable {
             return
         }
         fallbacks[stream] = fallback
-        let moved = try await store.fallBackToPolling(stream)
+        let moved: Int
+        if fallback.isOutage {
+            down.insert(stream)
+            moved = try await store.pollWhatCannotWait(stream, now: now)
+        } else {
+            moved = try await store.fallBackToPolling(stream)
+        }
         movedBack[stream] = moved
         var metadata: Logger.Metadata = [
             LogKey.appStoreEnvironment: "\(environment.rawValue)", LogKey.feedFallback: "\(fallback.rawValue)",
@@ -118,9 +131,28 @@ struct FeedHealth: Sendable, Hashable {
                 full schedule until notifications arrive
                 """,
                 metadata: metadata)
-        default:
+        case .gap:
             logger.warning(
                 "Apple's change feed is not current: polling on the full schedule until it is", metadata: metadata)
+        case .pullFailed, .rateLimited, .lagging:
+            logger.warning(
+                """
+                Apple's change feed is not current: polling only what cannot wait for it (renewals due, grace \
+                periods and billing retries ending) until it has caught up
+                """,
+                metadata: metadata)
+        }
+    }
+}
+
+extension FeedFallback {
+    /// The feed is down or behind, its history intact: once it has read through the outage's window
+    /// every notification of it has been applied, so nothing need be polled but what cannot wait. A
+    /// gap, a silent feed and no feed at all fall back to polling fully.
+    var isOutage: Bool {
+        switch self {
+        case .pullFailed, .rateLimited, .lagging: true
+        case .notConfigured, .gap, .silent: false
         }
     }
 }

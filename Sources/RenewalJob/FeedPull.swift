@@ -12,8 +12,14 @@ import RenewalStorage
 /// recorded, so a crash or a failed page reads the same window again next run, and the uuid of each
 /// notification keeps it from being acted on twice. A window reaches back at most as far as Apple
 /// keeps history (180 days in production, 30 in the sandbox, less a day of margin): a cursor older
-/// than that is a gap, logged. The check of a named subscription re-reads Get All Subscription
-/// Statuses: notifications arrive late and out of order, the statuses are always the latest.
+/// than that is a gap, logged.
+///
+/// A notification's signed transaction and renewal info are applied to the subscription through
+/// the same decision as a status answer when Apple signed them after what the database holds
+/// (`EntitlementDecision.Rules.use(of:for:)`), in Apple's order, in the transaction that records
+/// the notification: a crash before the cursor moves re-reads notifications already recorded, and
+/// they are not applied again. Only one that cannot be applied on its own makes its receipt due, so
+/// the run re-reads Get All Subscription Statuses for it.
 ///
 /// With several apps, each app's feed is its own stream (`FeedStream`): its own cursor per
 /// environment, read with its own key.
@@ -28,11 +34,27 @@ struct FeedPull: Sendable {
     /// the run's start: a worker that started after the start of this read, found nothing to do and
     /// ended before this run claimed the receipt must not count it as left for the next run.
     let clock: @Sendable () -> Date
+    /// The run's rules, with which notifications are applied; nil: each one makes its receipt due.
+    var rules: EntitlementDecision.Rules?
+    /// Changes applied from notifications are queued for webhooks too.
+    var queueWebhooks = false
 
     struct Outcome {
         var notifications = 0
         var unmatched = 0
         var madeDue = 0
+        /// New notifications applied from their signed data, and the changes they made.
+        var applied = 0
+        var changes = 0
+        var receiptsChanged = 0
+        var migrated = 0
+        /// New notifications with nothing newer than the database.
+        var known = 0
+        /// New notifications that made their receipt due instead, by why.
+        var rechecked: [NotificationUse.Recheck: Int] = [:]
+        /// The applied notifications that changed something, for the report (receipts without
+        /// their receipt data, which can be large).
+        var changed: [AppliedNotification] = []
         var byType: [String: Int] = [:]
         var refused: [FailureReason] = []
         /// Feeds whose pull failed (the cursor stays; the next run reads the window again).
@@ -46,11 +68,44 @@ struct FeedPull: Sendable {
             notifications += other.notifications
             unmatched += other.unmatched
             madeDue += other.madeDue
+            applied += other.applied
+            changes += other.changes
+            receiptsChanged += other.receiptsChanged
+            migrated += other.migrated
+            known += other.known
+            rechecked.merge(other.rechecked, uniquingKeysWith: +)
+            changed += other.changed
             byType.merge(other.byType, uniquingKeysWith: +)
             refused += other.refused
             failed.merge(other.failed) { first, _ in first }
             gaps.formUnion(other.gaps)
             leftToOthers.formUnion(other.leftToOthers)
+        }
+
+        /// The uses of the new notifications about known subscriptions, for the metrics.
+        var uses: [String: Int] {
+            var uses = Dictionary(uniqueKeysWithValues: rechecked.map { ($0.key.rawValue, $0.value) })
+            uses["applied"] = applied
+            uses["known"] = known
+            return uses.filter { $0.value > 0 }
+        }
+
+        mutating func count(_ recorded: FeedRecordResult) {
+            notifications += recorded.new
+            unmatched += recorded.unmatched.count
+            madeDue += recorded.madeDue
+            byType.merge(recorded.newByType, uniquingKeysWith: +)
+            applied += recorded.applied.count
+            known += recorded.known
+            rechecked.merge(recorded.rechecked, uniquingKeysWith: +)
+            for var item in recorded.applied {
+                if item.decision.update.migrated { migrated += 1 }
+                guard !item.decision.changes.isEmpty else { continue }
+                changes += item.decision.changes.count
+                receiptsChanged += 1
+                item.receipt.latestReceipt = nil
+                changed.append(item)
+            }
         }
     }
 
@@ -130,13 +185,17 @@ struct FeedPull: Sendable {
                 let records = page.notifications.map {
                     FeedNotificationRecord(
                         uuid: $0.uuid, environment: environment, type: $0.type, subtype: $0.subtype,
-                        originalTransactionID: $0.originalTransactionID, signedAt: $0.signedDate, bundleID: stream.app)
+                        originalTransactionID: $0.originalTransactionID, signedAt: $0.signedDate, bundleID: stream.app,
+                        evidence: $0.evidence)
                 }
-                let recorded = try await store.recordFeedNotifications(records, runID: runID, now: clock())
-                outcome.notifications += recorded.new
-                outcome.unmatched += recorded.unmatched.count
-                outcome.madeDue += recorded.madeDue
-                outcome.byType.merge(recorded.newByType, uniquingKeysWith: +)
+                let now = clock()
+                let context = rules.map {
+                    EntitlementDecision.Context(
+                        now: now, random: 0.5, runID: runID, leaseOwner: nil, queueWebhooks: queueWebhooks, rules: $0)
+                }
+                let recorded = try await store.recordFeedNotifications(
+                    records, runID: runID, now: now, applying: context)
+                outcome.count(recorded)
                 for unknown in recorded.unmatched {
                     logger.warning(
                         """

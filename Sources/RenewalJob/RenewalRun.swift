@@ -68,9 +68,15 @@ public struct RenewalRun: Sendable {
             recovered = try await store.recoverAbandonedWork(except: configuration.workerID, now: startedAt)
             RunExecution.log(recovered, logger: logger)
         }
-        // Apple's change feed first: what it names is due now, so this run checks it; then whether
-        // the feed can be trusted decides this run's schedule for Server API subscriptions.
-        let feeds = try await readFeeds(runID: runID, startedAt: startedAt, logger: logger)
+        var report: ReportWriter?
+        if let reportPath = configuration.reportPath {
+            report = try await ReportWriter(
+                path: reportPath, runID: runID, command: record.command, dryRun: configuration.dryRun,
+                startedAt: startedAt)
+        }
+        // Apple's change feed first: what it announces is applied, or made due so this run checks it;
+        // then whether the feed can be trusted decides this run's schedule for Server API subscriptions.
+        let feeds = try await readFeeds(runID: runID, startedAt: startedAt, report: report, logger: logger)
         // Due rows are those due once the feed was read: it may have made some due after `startedAt`.
         let dueAsOf = max(startedAt, now())
         var dueAtStart: Int?
@@ -78,18 +84,18 @@ public struct RenewalRun: Sendable {
             dueAtStart = try await store.countDue(asOf: dueAsOf, unleasedAt: dueAsOf)
             record.counts.dueAtStart = dueAtStart
         }
-        var report: ReportWriter?
-        if let reportPath = configuration.reportPath {
-            report = try await ReportWriter(
-                path: reportPath, runID: runID, command: record.command, dryRun: configuration.dryRun,
-                startedAt: startedAt)
-        }
 
         var loop = RunExecution(
             run: self, runID: runID, logger: logger, report: report, dueAsOf: dueAsOf,
-            healthyFeeds: feeds.health?.healthy ?? [])
+            feedScheduled: feeds.health?.scheduling ?? [])
         loop.counts.recoveredLeases = recovered.releasedLeases
         loop.counts.notifications = feeds.outcome?.notifications ?? 0
+        if let applied = feeds.outcome {
+            loop.counts.notificationsApplied = applied.applied
+            loop.counts.changed += applied.changes
+            loop.counts.receiptsChanged += applied.receiptsChanged
+            loop.counts.migrated += applied.migrated
+        }
         loop.counts.notificationsUnmatched = feeds.outcome?.unmatched ?? 0
         loop.counts.feedLagSeconds = feeds.health?.lagSeconds
         loop.counts.feedFallback = feeds.health.map(\.fallbackNames)
@@ -155,16 +161,35 @@ public struct RenewalRun: Sendable {
         var health: FeedHealth?
     }
 
-    /// Reads each app's change feed (a `run` only) and judges which feeds this run may trust.
-    private func readFeeds(runID: String, startedAt: Date, logger: Logger) async throws -> FeedReading {
+    /// Reads each app's change feed (a `run` only), applying what it can, and judges which feeds
+    /// this run may trust.
+    private func readFeeds(runID: String, startedAt: Date, report: ReportWriter?, logger: Logger) async throws
+        -> FeedReading
+    {
         guard !configuration.dryRun else { return FeedReading() }
         let sources = dependencies.feedSources
         let feeds = sources.compactMap { source in source.feed.map { (app: source.app, feed: $0) } }
         var outcome: FeedPull.Outcome?
         if case .run = configuration.command, !feeds.isEmpty {
-            outcome = try await FeedPull(
+            var pull = FeedPull(
                 feeds: feeds, store: store, overlap: configuration.feedOverlap, runID: runID, logger: logger, clock: now
-            ).pull(environments: AppStoreEnvironment.feedEnvironments, now: startedAt)
+            )
+            pull.rules = EntitlementDecision.Rules(
+                schedule: configuration.schedule, identity: configuration.identity,
+                apps: dependencies.apps?.identities ?? [:])
+            pull.queueWebhooks = configuration.queueWebhooks
+            outcome = try await pull.pull(environments: AppStoreEnvironment.feedEnvironments, now: startedAt)
+            if let outcome {
+                dependencies.metrics?.feedUse(outcome.uses)
+                for item in outcome.changed {
+                    let update = item.decision.update
+                    dependencies.metrics?.notificationApplied(
+                        changes: item.decision.changes.map(\.kind), app: update.bundleID)
+                    try await report?.append(
+                        changes: item.decision.changes, userID: item.receipt.userID, bundleID: update.bundleID,
+                        ownership: update.ownershipTypes, source: update.source)
+                }
+            }
         }
         let health = try await FeedHealth.assess(
             sources: sources.map { ($0.app, $0.feed != nil) }, outcome: outcome,
@@ -177,6 +202,8 @@ public struct RenewalRun: Sendable {
                 "Change feed read",
                 metadata: [
                     LogKey.feedNotifications: "\(outcome.notifications)",
+                    LogKey.feedApplied: "\(outcome.applied)", LogKey.feedKnown: "\(outcome.known)",
+                    LogKey.feedRechecked: "\(outcome.rechecked.values.reduce(0, +))",
                     LogKey.feedUnmatched: "\(outcome.unmatched)",
                     LogKey.feedFallback: "\(health.fallbackNames.sorted { $0.key < $1.key })",
                 ])

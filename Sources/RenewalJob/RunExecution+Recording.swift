@@ -85,12 +85,9 @@ extension RunExecution {
                 ])
         }
         guard let report else { return }
-        let ownership = Dictionary(
-            check.update.subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.ownershipType ?? "") },
-            uniquingKeysWith: { first, _ in first })
         try await report.append(
-            changes: check.changes, userID: receipt.userID, bundleID: check.update.bundleID, ownership: ownership,
-            source: check.update.source)
+            changes: check.changes, userID: receipt.userID, bundleID: check.update.bundleID,
+            ownership: check.update.ownershipTypes, source: check.update.source)
         if let failure = check.failure {
             try await report.append(
                 failure: failure, userID: receipt.userID, receiptID: receipt.id, bundleID: check.update.bundleID)

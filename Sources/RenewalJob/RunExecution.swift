@@ -39,10 +39,11 @@ struct RunExecution {
     var dependencies: RenewalRun.Dependencies { run.dependencies }
     var leaseOwner: String? { configuration.dryRun ? nil : configuration.workerID }
 
-    /// - Parameter healthyFeeds: the change feeds this run found current (`EntitlementDecision.Rules.feedStreams`).
+    /// - Parameter feedScheduled: the change feeds this run found current or only down
+    ///   (`EntitlementDecision.Rules.feedStreams`).
     init(
         run: RenewalRun, runID: String, logger: Logger, report: ReportWriter?, dueAsOf: Date,
-        healthyFeeds: Set<FeedStream> = []
+        feedScheduled: Set<FeedStream> = []
     ) {
         self.run = run
         self.runID = runID
@@ -52,7 +53,7 @@ struct RunExecution {
         let configuration = run.configuration
         rules = EntitlementDecision.Rules(
             schedule: configuration.schedule, identity: configuration.identity,
-            apps: run.dependencies.apps?.identities ?? [:], feedStreams: healthyFeeds)
+            apps: run.dependencies.apps?.identities ?? [:], feedStreams: feedScheduled)
         let dueRun = if case .run = configuration.command { true } else { false }
         let leases = !configuration.dryRun
         machine = RunStateMachine(

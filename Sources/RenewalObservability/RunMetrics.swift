@@ -108,6 +108,28 @@ public final class RunMetrics: AppStoreObserver, Sendable {
         if count > 0 { conflicts.increment(by: Int64(count)) }
     }
 
+    /// A notification's signed data was applied: its changes count like a check's, under the same kinds.
+    package func notificationApplied(changes kinds: [SubscriptionEvent.Kind], app: String?) {
+        for kind in kinds { changes(kind: kind.rawValue, app: app).increment() }
+    }
+
+    /// What the run's read of the feed did with its new notifications about known subscriptions:
+    /// `applied`, `known` (nothing newer), or why one made its receipt due instead (`unmodelled_type`, …).
+    package func feedUse(_ counts: [String: Int]) {
+        for (use, count) in counts.sorted(by: { $0.key < $1.key }) {
+            registry.makeCounter(
+                descriptor: Self.name(
+                    "feed_notification_uses", "total",
+                    """
+                    New notifications about known subscriptions by what the run did with them: applied from their \
+                    signed data, known (nothing newer than the database), or why their receipt was checked instead.
+                    """
+                ),
+                labels: [("command", command), ("use", use)]
+            ).increment(by: Int64(count))
+        }
+    }
+
     package func breakerTripped() { breakerTrips.increment() }
     package func leaseWasLost() { leaseLost.increment() }
 

@@ -36,6 +36,7 @@ public enum SQLSchema {
         Migration(version: 11, statements: version11, prelude: version11Prelude),
         Migration(version: 12, statements: version12, prelude: version12Prelude),
         Migration(version: 13, statements: version13),
+        Migration(version: 14, statements: version14),
     ]
 
     static let createMigrationsTable = """

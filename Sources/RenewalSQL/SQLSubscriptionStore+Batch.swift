@@ -202,7 +202,8 @@ extension SQLSubscriptionStore {
         return StoredSubscription(
             snapshot: snapshot,
             lastVerifiedAt: try row.optionalDate("last_verified_at"),
-            nextCheckAt: try row.date("next_check_at")
+            nextCheckAt: try row.date("next_check_at"),
+            appleSignedAt: try row.optionalDate("apple_signed_at")
         )
     }
 }

@@ -3,10 +3,6 @@ import RenewalCore
 import RenewalStorage
 
 extension SQLSubscriptionStore {
-    /// A notification makes its receipt due unless the receipt was verified at least this long after
-    /// Apple signed it (Apple's statuses then include the change): clocks differ by seconds, not a minute.
-    static var verifiedAfterNotificationMargin: TimeInterval { 60 }
-
     public func feedCursor(_ stream: FeedStream) async throws -> Date? {
         try await onConnection { connection in
             try connection.execute(
@@ -15,64 +11,158 @@ extension SQLSubscriptionStore {
         }
     }
 
-    public func recordFeedNotifications(_ notifications: [FeedNotificationRecord], runID: String?, now: Date)
-        async throws -> FeedRecordResult
-    {
+    public func recordFeedNotifications(
+        _ notifications: [FeedNotificationRecord], runID: String?, now: Date,
+        applying context: EntitlementDecision.Context?
+    ) async throws -> FeedRecordResult {
         guard !notifications.isEmpty else { return FeedRecordResult() }
+        let dialect = database.dialect
+        // Apple's order: when Apple signed each one's data, whatever the page's order.
+        let ordered = notifications.sorted {
+            ($0.evidence?.signedAt ?? $0.signedAt, $0.uuid) < ($1.evidence?.signedAt ?? $1.signedAt, $1.uuid)
+        }
         return try await inTransaction { connection in
             var result = FeedRecordResult()
-            for notification in notifications {
-                // The receipt holding the subscription: by its stored subscriptions, else by the id
-                // it was imported or last asked by.
-                var receiptID: Int64?
-                if let id = notification.originalTransactionID {
-                    receiptID =
-                        try connection.execute(
-                            "SELECT receipt_id FROM subscriptions WHERE original_transaction_id = $1", [.text(id)]
-                        ).first?.int64("receipt_id")
-                    if receiptID == nil {
-                        receiptID =
-                            try connection.execute(
-                                "SELECT id FROM receipts WHERE original_transaction_id = $1 ORDER BY id LIMIT 1",
-                                [.text(id)]
-                            ).first?.int64("id")
-                    }
-                }
-                let inserted = try connection.execute(
-                    """
-                    INSERT INTO feed_notifications (notification_uuid, environment, notification_type, subtype,
-                        original_transaction_id, receipt_id, signed_at, received_at, run_id, bundle_id)
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-                    ON CONFLICT (notification_uuid) DO NOTHING
-                    RETURNING notification_uuid
-                    """,
-                    [
-                        .text(notification.uuid), .text(notification.environment.rawValue), .text(notification.type),
-                        SQLValue(notification.subtype), SQLValue(notification.originalTransactionID),
-                        receiptID.map(SQLValue.int64) ?? .null, SQLValue(notification.signedAt), SQLValue(now),
-                        SQLValue(runID), SQLValue(notification.bundleID),
-                    ])
-                guard !inserted.isEmpty else { continue }
+            for notification in ordered {
+                let receiptID = try Self.receiptID(holding: notification.originalTransactionID, on: connection)
+                guard try Self.insert(notification, receiptID: receiptID, runID: runID, now: now, on: connection)
+                else { continue }
                 result.new += 1
                 result.newByType[notification.type, default: 0] += 1
                 guard let receiptID else {
                     if notification.originalTransactionID != nil { result.unmatched.append(notification) }
                     continue
                 }
-                // A receipt verified well after Apple signed the notification already shows its change.
-                let due = try connection.execute(
-                    """
-                    UPDATE receipts SET next_check_at = $2, polling_check_at = NULL
-                    WHERE id = $1 AND next_check_at > $2 AND (last_verified_at IS NULL OR last_verified_at < $3)
-                    RETURNING id
-                    """,
-                    [
-                        .int64(receiptID), SQLValue(now),
-                        SQLValue(notification.signedAt.addingTimeInterval(Self.verifiedAfterNotificationMargin)),
-                    ])
-                result.madeDue += due.count
+                if let context, let evidence = notification.evidence {
+                    let application = try Self.apply(
+                        evidence, toReceipt: receiptID, context: context, on: connection, dialect: dialect)
+                    switch application {
+                    case .applied(let applied):
+                        result.applied.append(applied)
+                        continue
+                    case .known:
+                        result.known += 1
+                        continue
+                    case .recheck(let reason):
+                        result.rechecked[reason, default: 0] += 1
+                    }
+                }
+                result.madeDue += try Self.makeDue(receiptID, by: notification, now: now, on: connection)
             }
             return result
+        }
+    }
+
+    /// The receipt holding the subscription: by its stored subscriptions, else by the id it was
+    /// imported or last asked by.
+    private static func receiptID(holding originalTransactionID: String?, on connection: any SQLConnection) throws
+        -> Int64?
+    {
+        guard let id = originalTransactionID else { return nil }
+        if let held = try connection.execute(
+            "SELECT receipt_id FROM subscriptions WHERE original_transaction_id = $1", [.text(id)]
+        ).first?.int64("receipt_id") {
+            return held
+        }
+        return try connection.execute(
+            "SELECT id FROM receipts WHERE original_transaction_id = $1 ORDER BY id LIMIT 1", [.text(id)]
+        ).first?.int64("id")
+    }
+
+    /// Records one notification; false when an earlier pull recorded it (same uuid).
+    private static func insert(
+        _ notification: FeedNotificationRecord, receiptID: Int64?, runID: String?, now: Date,
+        on connection: any SQLConnection
+    ) throws -> Bool {
+        let inserted = try connection.execute(
+            """
+            INSERT INTO feed_notifications (notification_uuid, environment, notification_type, subtype,
+                original_transaction_id, receipt_id, signed_at, received_at, run_id, bundle_id)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+            ON CONFLICT (notification_uuid) DO NOTHING
+            RETURNING notification_uuid
+            """,
+            [
+                .text(notification.uuid), .text(notification.environment.rawValue), .text(notification.type),
+                SQLValue(notification.subtype), SQLValue(notification.originalTransactionID),
+                receiptID.map(SQLValue.int64) ?? .null, SQLValue(notification.signedAt), SQLValue(now),
+                SQLValue(runID), SQLValue(notification.bundleID),
+            ])
+        return !inserted.isEmpty
+    }
+
+    /// Makes the receipt due now, unless it was verified well after Apple signed the notification
+    /// (it then already shows the change). Returns 1 when it was made due.
+    private static func makeDue(
+        _ receiptID: Int64, by notification: FeedNotificationRecord, now: Date, on connection: any SQLConnection
+    ) throws -> Int {
+        try connection.execute(
+            """
+            UPDATE receipts SET next_check_at = $2, polling_check_at = NULL, outage_check_at = NULL
+            WHERE id = $1 AND next_check_at > $2 AND (last_verified_at IS NULL OR last_verified_at < $3)
+            RETURNING id
+            """,
+            [
+                .int64(receiptID), SQLValue(now),
+                SQLValue(notification.signedAt.addingTimeInterval(NotificationEvidence.verifiedAfterMargin)),
+            ]
+        ).count
+    }
+
+    private enum Application {
+        case applied(AppliedNotification)
+        case known
+        case recheck(NotificationUse.Recheck)
+    }
+
+    /// Applies a notification's signed data to the receipt holding its subscription when it is newer
+    /// than what is stored, in the transaction that records it: the same decision, rows, change
+    /// events and webhook outbox as a check's.
+    private static func apply(
+        _ notification: NotificationEvidence, toReceipt receiptID: Int64, context: EntitlementDecision.Context,
+        on connection: any SQLConnection, dialect: SQLDialect
+    ) throws -> Application {
+        let rows = try connection.execute(
+            "SELECT \(receiptColumns), lease_expires_at FROM receipts WHERE id = $1 \(dialect.rowLockClause)",
+            [.int64(receiptID)])
+        guard let row = rows.first else { return .recheck(.notHeld) }
+        // A worker checking it now writes what the statuses say.
+        if let leased = try row.optionalDate("lease_expires_at"), leased > context.now {
+            return .recheck(.beingChecked)
+        }
+        var receipt = try Self.receipt(from: row)
+        receipt.subscriptions = try subscriptions(ofReceipts: [receiptID], on: connection)[receiptID] ?? []
+        // The feed that listed it is current: the subscription follows the feed's schedule.
+        var context = context
+        let app = context.rules.apps.isEmpty ? nil : receipt.bundleID ?? notification.bundleID
+        context.rules.feedStreams.insert(FeedStream(receipt.environment ?? notification.environment, app: app))
+        switch context.rules.use(of: notification, for: receipt) {
+        case .known: return .known
+        case .recheck(let reason): return .recheck(reason)
+        case .apply(let answer):
+            let request = EntitlementDecision.Request(receipt: receipt, answer: answer, context: context)
+            let (claimed, owners) = try claim(request.claims, forReceipt: receiptID, on: connection)
+            let decision = request.decide(owners: owners)
+            try write(decision.update, on: connection, dialect: dialect)
+            try giveBack(claimed, unusedBy: decision.update, on: connection)
+            return .applied(AppliedNotification(receipt: receipt, decision: decision))
+        }
+    }
+
+    public func pollWhatCannotWait(_ stream: FeedStream, now: Date) async throws -> Int {
+        let ofApp = stream.app == nil ? "" : "AND bundle_id = $3"
+        let binds: [SQLValue] =
+            [.text(stream.environment.rawValue), SQLValue(now)] + (stream.app.map { [.text($0)] } ?? [])
+        return try await inTransaction { connection in
+            try connection.execute(
+                """
+                UPDATE receipts SET next_check_at = outage_check_at, outage_check_at = NULL
+                WHERE environment = $1 AND outage_check_at IS NOT NULL AND outage_check_at <= $2
+                AND next_check_at > outage_check_at \(ofApp)
+                RETURNING id
+                """,
+                binds
+            ).count
         }
     }
 

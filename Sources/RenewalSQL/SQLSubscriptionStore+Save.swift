@@ -59,7 +59,7 @@ extension SQLSubscriptionStore {
     }
 
     /// Claims the decision did not use (it failed, say) are given back.
-    private static func giveBack(_ claimed: [String], unusedBy update: ReceiptUpdate, on connection: any SQLConnection)
+    static func giveBack(_ claimed: [String], unusedBy update: ReceiptUpdate, on connection: any SQLConnection)
         throws
     {
         guard !claimed.isEmpty else { return }
@@ -91,7 +91,7 @@ extension SQLSubscriptionStore {
     /// PostgreSQL a concurrent claimant waits on the unique key until we commit, then finds our row);
     /// returns the ids claimed and the owners of the others. Ids go in sorted order, so two
     /// transactions claiming overlapping sets cannot deadlock.
-    private static func claim(
+    static func claim(
         _ ids: [String], forReceipt receiptID: Int64, on connection: any SQLConnection
     ) throws -> (claimed: [String], owners: [String: SubscriptionOwner]) {
         guard !ids.isEmpty else { return ([], [:]) }
@@ -168,7 +168,7 @@ extension SQLSubscriptionStore {
     }
 
     /// Writes one update on a connection already inside a transaction.
-    private static func write(_ write: ReceiptUpdate, on connection: any SQLConnection, dialect: SQLDialect) throws {
+    static func write(_ write: ReceiptUpdate, on connection: any SQLConnection, dialect: SQLDialect) throws {
         // The receipt row goes last: if it is gone, everything before is rolled back with it.
         let ownership = Dictionary(
             write.subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.ownershipType) },
@@ -216,6 +216,7 @@ extension SQLSubscriptionStore {
             "updated_at = \(binds.add(SQLValue(write.checkedAt)))",
             "next_check_at = \(binds.add(SQLValue(write.nextCheckAt)))",
             "polling_check_at = \(binds.add(SQLValue(write.pollingCheckAt)))",
+            "outage_check_at = \(binds.add(SQLValue(write.outageCheckAt)))",
             "consecutive_failures = \(binds.add(SQLValue(write.consecutiveFailures)))",
             "consecutive_malformed = \(binds.add(SQLValue(write.consecutiveMalformed)))",
             "last_failure_reason = \(binds.add(SQLValue(write.failure?.reason.rawValue)))",
@@ -276,6 +277,7 @@ extension SQLSubscriptionStore {
             SQLValue(snapshot.ownershipType), SQLValue(snapshot.environment?.rawValue),
             SQLValue(snapshot.latestTransactionID), SQLValue(snapshot.subscriptionGroupIdentifier),
             SQLValue(subscription.lastVerifiedAt), SQLValue(subscription.nextCheckAt), SQLValue(write.checkedAt),
+            SQLValue(subscription.appleSignedAt),
         ]
         _ = try connection.execute(SaveSQL.upsertSubscription, values)
     }
@@ -320,7 +322,7 @@ enum SaveSQL {
         original_transaction_id, receipt_id, user_id, product_id, state, entitled, expires_at, auto_renew, \
         auto_renew_product_id, grace_period_expires_at, billing_retry, cancelled_at, expiration_intent, is_trial, \
         is_intro_offer, ownership_type, environment, latest_transaction_id, subscription_group_id, last_verified_at, \
-        next_check_at, updated_at
+        next_check_at, updated_at, apple_signed_at
         """
 
     /// Inserts a subscription, or updates it when this receipt owns it.

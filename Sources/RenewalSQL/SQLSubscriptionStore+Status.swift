@@ -105,6 +105,7 @@ extension SQLSubscriptionStore: RunHistoryStore {
         record.counts.dueLeft = try row.int("due_left")
         record.counts.notifications = try row.int("notifications")
         record.counts.notificationsUnmatched = try row.int("notifications_unmatched")
+        record.counts.notificationsApplied = try row.int("notifications_applied")
         record.counts.feedLagSeconds = try row.optionalInt("feed_lag_ms").map { Double($0) / 1000 }
         record.counts.feedFallbackText = try row.optionalText("feed_fallback")
         record.counts.appsStoppedText = try row.optionalText("apps_stopped")

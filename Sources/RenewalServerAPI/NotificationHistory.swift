@@ -25,6 +25,21 @@ struct NotificationPayload: SignedPayload {
         var bundleId: String?
         var signedTransactionInfo: String?
         var signedRenewalInfo: String?
+        /// The subscription's status when Apple signed it (1 active … 5 revoked), in newer notifications.
+        var status: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case environment, bundleId, signedTransactionInfo, signedRenewalInfo, status
+        }
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            environment = c.flexibleString(.environment)
+            bundleId = c.flexibleString(.bundleId)
+            signedTransactionInfo = c.flexibleString(.signedTransactionInfo)
+            signedRenewalInfo = c.flexibleString(.signedRenewalInfo)
+            status = c.flexibleInt(.status)
+        }
     }
 
     var notificationType: String?
@@ -63,12 +78,34 @@ public struct VerifiedNotification: Sendable, Hashable {
     public var originalTransactionID: String?
     /// Its signed transaction, verified, when it has one.
     public var transaction: JWSTransaction?
+    /// Its signed renewal info, verified, when it has one.
+    public var renewal: JWSRenewalInfo?
+    /// `data.status`, when Apple sent it.
+    public var status: Int?
+    /// `data.bundleId`.
+    public var bundleID: String?
+
+    /// The notification in the decision's terms, with the subscription's signed state when it carries
+    /// a transaction of an auto-renewable subscription and its renewal info.
+    public func evidence(environment: AppStoreEnvironment) -> NotificationEvidence {
+        var subscription: SubscriptionEvidence?
+        if let transaction, let renewal, let original = originalTransactionID,
+            renewal.originalTransactionId == nil || renewal.originalTransactionId == original
+        {
+            subscription = SignedDataVerifier.subscription(
+                original: original, status: status.flatMap(ServerAPIStatus.init(rawValue:)), transaction: transaction,
+                renewal: renewal, group: nil, environment: environment.rawValue)
+        }
+        return NotificationEvidence(
+            type: type, subtype: subtype, signedDate: signedDate, environment: environment, bundleID: bundleID,
+            subscription: subscription)
+    }
 }
 
 extension SignedDataVerifier {
     /// Verifies a notification's `signedPayload` from `environment` ("Production" or "Sandbox"), and
     /// the signed transaction inside it: both chain to the trusted roots, carry Apple's OIDs and
-    /// match the bundle and environment. The renewal info is not read: a check re-reads the statuses.
+    /// match the bundle and environment, and so must its signed renewal info.
     public func notification(_ jws: String, environment: String) async throws(SignedDataFailure)
         -> VerifiedNotification
     {
@@ -89,9 +126,14 @@ extension SignedDataVerifier {
         if let signed = payload.data?.signedTransactionInfo {
             transaction = try await self.transaction(signed, environment: environment)
         }
+        var renewal: JWSRenewalInfo?
+        if let signed = payload.data?.signedRenewalInfo {
+            renewal = try await renewalInfo(signed, environment: environment)
+        }
         return VerifiedNotification(
             uuid: uuid, type: type, subtype: payload.subtype, signedDate: signedDate,
-            originalTransactionID: transaction?.originalTransactionId, transaction: transaction)
+            originalTransactionID: transaction?.originalTransactionId, transaction: transaction, renewal: renewal,
+            status: payload.data?.status, bundleID: payload.data?.bundleId)
     }
 }
 
@@ -161,7 +203,8 @@ extension ServerAPIClient: NotificationFeed {
                     FeedNotification(
                         uuid: verified.uuid, type: verified.type, subtype: verified.subtype,
                         signedDate: verified.signedDate,
-                        originalTransactionID: isSubscription ? verified.originalTransactionID : nil))
+                        originalTransactionID: isSubscription ? verified.originalTransactionID : nil,
+                        evidence: isSubscription ? verified.evidence(environment: environment) : nil))
             } catch {
                 refused.append(error.reason)
             }

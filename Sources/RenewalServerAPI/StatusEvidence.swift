@@ -106,7 +106,8 @@ extension SignedDataVerifier {
             ownershipType: transaction.inAppOwnershipType,
             environment: AppStoreEnvironment(rawValue: environment),
             latestTransactionID: transaction.transactionId,
-            subscriptionGroupIdentifier: transaction.subscriptionGroupIdentifier ?? group)
+            subscriptionGroupIdentifier: transaction.subscriptionGroupIdentifier ?? group,
+            signedAt: [transaction.signedDate, renewal?.signedDate].compactMap { $0 }.max())
     }
 }
 

@@ -12,11 +12,14 @@ public struct FeedNotificationRecord: Sendable, Hashable {
     /// The subscription it is about; nil for notifications that name none.
     public var originalTransactionID: String?
     public var signedAt: Date
+    /// Its signed data about the subscription, applied when newer than what is stored.
+    public var evidence: NotificationEvidence?
 
     public init(
         uuid: String, environment: AppStoreEnvironment, type: String, subtype: String?,
-        originalTransactionID: String?, signedAt: Date, bundleID: String? = nil
+        originalTransactionID: String?, signedAt: Date, bundleID: String? = nil, evidence: NotificationEvidence? = nil
     ) {
+        self.evidence = evidence
         self.bundleID = bundleID
         self.uuid = uuid
         self.environment = environment
@@ -37,8 +40,27 @@ public struct FeedRecordResult: Sendable, Hashable {
     public var madeDue = 0
     /// The new notifications by `notificationType`.
     public var newByType: [String: Int] = [:]
+    /// New notifications whose signed data was applied: each receipt as it was, and the decision
+    /// written for it.
+    public var applied: [AppliedNotification] = []
+    /// New notifications older than (or as old as) what the database holds: nothing to do.
+    public var known = 0
+    /// New notifications that could not be applied on their own, by why: their receipts were made due.
+    public var rechecked: [NotificationUse.Recheck: Int] = [:]
 
     public init() {}
+}
+
+/// A notification applied to the receipt holding its subscription.
+public struct AppliedNotification: Sendable, Hashable {
+    /// The receipt before.
+    public var receipt: StoredReceipt
+    public var decision: EntitlementDecision
+
+    public init(receipt: StoredReceipt, decision: EntitlementDecision) {
+        self.receipt = receipt
+        self.decision = decision
+    }
 }
 
 /// How active one environment's change feed has been, for telling a healthy feed from a silent one.

@@ -28,8 +28,13 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
     /// Receipts this run moved to the App Store Server API (their first valid answer from it).
     public var migrated = 0
     /// Notifications this run read from Apple's change feed (Notification History) for the first
-    /// time, verified; each made its subscription's receipt due.
+    /// time, verified.
     public var notifications = 0
+    /// Of those, notifications whose signed data this run applied to their subscription without
+    /// asking Apple again (their changes count in `changed`, their receipts in `receipts_changed`).
+    /// The others about known subscriptions were older than the database (nothing to do) or made
+    /// their receipt due for a check.
+    public var notificationsApplied = 0
     /// Of those, notifications about a subscription the database does not know (a receipt never
     /// imported): counted and listed, never fatal.
     public var notificationsUnmatched = 0
@@ -63,6 +68,7 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
         case dueAtStart = "due_at_start"
         case migrated, notifications
         case notificationsUnmatched = "notifications_unmatched"
+        case notificationsApplied = "notifications_applied"
         case feedLagSeconds = "feed_lag_seconds"
         case feedFallback = "feed_fallback"
         case delivered

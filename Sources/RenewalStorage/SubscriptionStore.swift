@@ -77,10 +77,20 @@ public protocol SubscriptionStore: Sendable {
     func feedCursor(_ stream: FeedStream) async throws -> Date?
 
     /// Records a page of notifications, each once (by uuid: an overlapping window or a repeated page
-    /// acts on nothing twice), and makes the receipt of each new one's subscription due at `now`
-    /// (never later than it already was), in one transaction.
-    func recordFeedNotifications(_ notifications: [FeedNotificationRecord], runID: String?, now: Date)
-        async throws -> FeedRecordResult
+    /// acts on nothing twice), in one transaction, in Apple's order (when Apple signed each one's
+    /// data), not the page's. With `context`, each new one's signed data is applied to the receipt
+    /// holding its subscription through `EntitlementDecision` when newer than what is stored
+    /// (`EntitlementDecision.Rules.use(of:for:)`); one that cannot be applied on its own (and each one,
+    /// without `context`) makes that receipt due at `now` (never later than it already was).
+    func recordFeedNotifications(
+        _ notifications: [FeedNotificationRecord], runID: String?, now: Date,
+        applying context: EntitlementDecision.Context?
+    ) async throws -> FeedRecordResult
+
+    /// While `stream`'s feed is down: makes due every receipt of its environment (and app) whose
+    /// outage check (`ReceiptUpdate.outageCheckAt`) has come by `now`, leaving the feed's schedule of
+    /// all the others as it is. Returns how many were made due.
+    func pollWhatCannotWait(_ stream: FeedStream, now: Date) async throws -> Int
 
     /// Moves `stream`'s cursor to `pulledUntil` once the window from `windowStart` has been read
     /// to its end; never backwards (two workers finishing out of order). A window starting after the

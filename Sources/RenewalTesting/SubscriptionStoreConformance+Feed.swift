@@ -39,7 +39,7 @@ extension SubscriptionStoreConformance {
                 notification("n-2", about: "otid-2", signedAt: at(minutes: -5)),
                 notification("n-3", about: "otid-unknown", signedAt: at(minutes: 6)),
                 notification("n-4", about: nil, signedAt: at(minutes: 6)),
-            ], runID: nil, now: now)
+            ], runID: nil, now: now, applying: nil)
         #expect(result.new == 4 && result.madeDue == 1, "\(result)")
         #expect(result.unmatched.map(\.uuid) == ["n-3"])
         #expect(try await stored(store, user: "u1").nextCheckAt == now)
@@ -47,7 +47,8 @@ extension SubscriptionStoreConformance {
 
         // The same page again (an overlapping window): nothing new, nothing acted on.
         let again = try await store.recordFeedNotifications(
-            [notification("n-1", about: "otid-1", signedAt: at(minutes: 5))], runID: nil, now: at(minutes: 11))
+            [notification("n-1", about: "otid-1", signedAt: at(minutes: 5))], runID: nil, now: at(minutes: 11),
+            applying: nil)
         #expect(again.new == 0 && again.madeDue == 0)
 
         #expect(try await store.feedCursor(environment: .production) == nil)

@@ -36,9 +36,9 @@ struct FeedScheduleTests {
 
     @Test(
         """
-        A healthy feed: checks only after expiry and at the 35-day safety net, a renewal costs one status request \
-        through the feed; a feed failing past the maximum lag moves every receipt back to the full schedule, says \
-        so in the report, log and metric, and the next healthy read stretches it again
+        A healthy feed: checks only after expiry and at the 35-day safety net, a renewal is applied from the \
+        notification without a status request; a feed failing past the maximum lag polls only what cannot wait (a \
+        renewal due), says so in the report, log and metric, and once it has caught up nothing else was checked
         """,
         arguments: Backend.available)
     func stretchAndFallBack(backend: Backend) async throws {
@@ -75,13 +75,14 @@ struct FeedScheduleTests {
                 #expect(quiet.counts.checked == 0, "polling would check the annual subscription now")
                 #expect(h.state.feedRequests - feedRequests == 2)
 
-                // The renewal: the feed names it in the run after Apple publishes it; one status request.
+                // The renewal: the feed lists it in the run after Apple publishes it, with Apple's signed
+                // transaction and renewal info: applied as they are, no status request.
                 h.state.advance(by: firstExpiry.timeIntervalSince(h.state.now) + 10 * Self.minute)
                 let before = h.state.serverAPIRequests(account: "fs-monthly")
-                let renewedAt = h.state.now
                 let renewed = try await h.run(.run, verifier: router) { $0.feed = client }
-                #expect(renewed.counts.notifications == 1 && renewed.counts.checked == 1, "\(renewed.counts)")
-                #expect(h.state.serverAPIRequests(account: "fs-monthly") - before == 1)
+                #expect(renewed.counts.notifications == 1 && renewed.counts.checked == 0, "\(renewed.counts)")
+                #expect(renewed.counts.notificationsApplied == 1 && renewed.counts.changed == 1, "\(renewed.counts)")
+                #expect(h.state.serverAPIRequests(account: "fs-monthly") - before == 0)
                 schedule = try await Self.schedule(h)
                 let secondExpiry = firstExpiry.addingTimeInterval(30 * Self.day)
                 let expiries = try await h.receipts().first { $0.userID == "monthly" }?.subscriptions.map(\.snapshot)
@@ -97,8 +98,8 @@ struct FeedScheduleTests {
                 h.state.advance(by: 30 * Self.minute)
                 let tolerated = try await h.run(.run, verifier: router) { $0.feed = client }
                 #expect(tolerated.counts.feedFallback == [:], "\(tolerated.counts)")
-                // … past it, every receipt goes back to the full schedule: the annual one's weekly check is
-                // overdue and runs now, the monthly one is due a week after its last check.
+                // … past it, only what cannot wait for the feed is polled: the annual subscription's weekly
+                // check (polling's, for refunds the feed brings later) is not made.
                 h.state.advance(by: Self.hour)
                 let fallbackMetrics = RunMetrics(command: "run")
                 let fellBack = try await h.run(.run, verifier: router) {
@@ -113,19 +114,60 @@ struct FeedScheduleTests {
                     (fallbackCounts["feed_fallback"] as? [String: String])?["Production"] == "pull_failed",
                     "\(fallbackCounts)")
                 #expect(h.logs.entries.contains { "\($0.message)".contains("Apple's change feed is not current") })
-                #expect(fellBack.counts.checked == 1, "the annual subscription, overdue on the full schedule")
-                schedule = try await Self.schedule(h)
-                #expect(schedule["monthly"]?.next == renewedAt.addingTimeInterval(7 * Self.day))
-                #expect(schedule["monthly"]?.polling == nil)
-                #expect(schedule["annual"]?.next == h.state.now.addingTimeInterval(7 * Self.day))
+                #expect(fellBack.counts.checked == 0, "nothing is due before the next renewal")
+                let unchanged = try await Self.schedule(h)
+                #expect(unchanged["monthly"]?.next == schedule["monthly"]?.next)
+                #expect(unchanged["annual"]?.next == t0.addingTimeInterval(35 * Self.day))
                 let stored = try await (h.store as? any RunHistoryStore)?.lastRun()
                 #expect(stored?.counts.feedFallback == ["Production": "pull_failed", "Sandbox": "pull_failed"])
 
-                // Healthy again: the next check of each is planned on the feed's schedule once more.
+                // Healthy again: the catch-up reads the outage's window; nothing was moved, nothing checked.
                 h.state.feedFault = .none
                 h.state.advance(by: 30 * Self.minute)
                 let healed = try await h.run(.run, verifier: router) { $0.feed = client }
                 #expect(healed.counts.feedFallback == [:] && healed.counts.feedLagSeconds == 0)
+                #expect(try await Self.schedule(h)["annual"]?.next == t0.addingTimeInterval(35 * Self.day))
+            }
+        }
+    }
+
+    @Test(
+        """
+        A feed down for two days polls only the renewal that falls within the outage, an hour before it, and \
+        leaves the annual subscription to the feed; the catch-up applies the renewal from its notification and \
+        every row keeps the feed's schedule without a check
+        """,
+        arguments: Backend.available)
+    func outagePollsWhatCannotWait(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            let t0 = h.state.now
+            let monthly = h.receipt("fo-monthly", .renewal, daysAgo: 28)
+            let annual = h.receipt("fo-annual", .renewal, daysAgo: 10, periodDays: 365)
+            try await h.importReceipts([("monthly", monthly), ("annual", annual)])
+            let expiry = t0.addingTimeInterval(2 * Self.day)
+            try await h.withServerAPIClient { client in
+                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
+                _ = try await h.run(.run, verifier: router) { $0.feed = client }
+                h.state.feedFault = .outage
+                var polledRuns = 0
+                // Half-hourly runs through two days of outage.
+                while h.state.now < expiry.addingTimeInterval(-40 * Self.minute) {
+                    h.state.advance(by: 30 * Self.minute)
+                    let run = try await h.run(.run, verifier: router) { $0.feed = client }
+                    polledRuns += run.counts.checked
+                }
+                #expect(polledRuns == 1, "the renewal due, checked once an hour before it")
+                #expect(h.state.serverAPIRequests(account: "fo-monthly") == 2)
+                #expect(h.state.serverAPIRequests(account: "fo-annual") == 1, "the annual one waits for the feed")
+
+                h.state.feedFault = .none
+                h.state.advance(by: expiry.timeIntervalSince(h.state.now) + 10 * Self.minute)
+                let healed = try await h.run(.run, verifier: router) { $0.feed = client }
+                #expect(healed.counts.feedFallback == [:] && healed.counts.checked == 0, "\(healed.counts)")
+                #expect(healed.counts.notificationsApplied == 1, "the renewal, from its notification")
+                let schedule = try await Self.schedule(h)
+                #expect(schedule["monthly"]?.next == expiry.addingTimeInterval(30 * Self.day + 15 * Self.minute))
+                #expect(schedule["annual"]?.next == t0.addingTimeInterval(35 * Self.day))
             }
         }
     }

@@ -27,7 +27,10 @@ extension EntitlementDecision {
         var derivation = Derivation(
             receipt: receipt, context: context, mode: scheduleMode(of: evidence, update: update, rules: context.rules))
         derivation.deriveListed(evidence.subscriptions, owners: owners)
-        derivation.deriveUnlisted()
+        switch evidence.scope {
+        case .receipt: derivation.deriveUnlisted()
+        case .subscription: derivation.keepUnlisted()
+        }
         update.subscriptions = derivation.subscriptions
         update.changes = derivation.changes
         update.conflicts = derivation.conflicts
@@ -48,15 +51,23 @@ extension EntitlementDecision {
         if let polling = derivation.pollingChecks.min(), polling < update.nextCheckAt {
             update.pollingCheckAt = polling
         }
+        if let outage = derivation.outageChecks.min(), outage < update.nextCheckAt {
+            update.outageCheckAt = outage
+        }
         return EntitlementDecision(outcome: .verified, update: update)
     }
 
-    /// The feed announces changes only of what the Server API answers for (verifyReceipt-only rows
-    /// keep polling), and only while it is healthy; polling's check is kept beside the feed's.
+    /// The feed announces every change of a subscription of an app with Server API credentials, only
+    /// while it is healthy, and the job can act on it only for subscriptions it can ask the Server API
+    /// about: those the Server API answered for, and receipts verifyReceipt answered whose original
+    /// transaction id is known (their first signed data moves them to the Server API). Polling's check
+    /// is kept beside the feed's.
     private static func scheduleMode(of evidence: AppleEvidence, update: ReceiptUpdate, rules: Rules)
         -> SchedulePolicy.Mode
     {
-        guard evidence.source == .serverAPI, let environment = update.environment else { return .polling }
+        guard evidence.source == .serverAPI || update.originalTransactionID != nil,
+            let environment = update.environment
+        else { return .polling }
         let stream = FeedStream(environment, app: rules.apps.isEmpty ? nil : update.bundleID)
         return rules.feedStreams.contains(stream) ? .feed : .polling
     }
@@ -71,6 +82,8 @@ extension EntitlementDecision {
         var conflicts: [OwnershipConflict] = []
         /// When the polling schedule would check each subscription.
         var pollingChecks: [Date] = []
+        /// When a feed outage must check each subscription (`SchedulePolicy.outageCheck`).
+        var outageChecks: [Date] = []
         /// The subscriptions the answer speaks for (partial evidence older than what is stored does not).
         private var listed: Set<String> = []
 
@@ -117,8 +130,20 @@ extension EntitlementDecision {
                 subscriptions.append(
                     StoredSubscription(
                         snapshot: derived, lastVerifiedAt: now,
-                        nextCheckAt: schedule.nextCheck(for: derived, now: now, mode: mode)))
+                        nextCheckAt: schedule.nextCheck(for: derived, now: now, mode: mode),
+                        appleSignedAt: subscription.signedAt))
                 pollingChecks.append(schedule.nextCheck(for: derived, now: now))
+                if let outage = schedule.outageCheck(for: derived, now: now) { outageChecks.append(outage) }
+            }
+        }
+
+        /// A notification speaks for its subscription only: the receipt's others stay as stored.
+        mutating func keepUnlisted() {
+            let (schedule, now) = (context.rules.schedule, context.now)
+            for previous in receipt.subscriptions where !listed.contains(previous.snapshot.originalTransactionID) {
+                subscriptions.append(previous)
+                pollingChecks.append(schedule.nextCheck(for: previous.snapshot, now: now))
+                if let outage = schedule.outageCheck(for: previous.snapshot, now: now) { outageChecks.append(outage) }
             }
         }
 
@@ -136,8 +161,10 @@ extension EntitlementDecision {
                 subscriptions.append(
                     StoredSubscription(
                         snapshot: snapshot, lastVerifiedAt: previous.lastVerifiedAt,
-                        nextCheckAt: schedule.nextCheck(forUnlisted: snapshot, now: now, mode: mode)))
+                        nextCheckAt: schedule.nextCheck(forUnlisted: snapshot, now: now, mode: mode),
+                        appleSignedAt: previous.appleSignedAt))
                 pollingChecks.append(schedule.nextCheck(forUnlisted: snapshot, now: now))
+                if snapshot.entitled, let end = snapshot.entitlementEndsAt { outageChecks.append(max(end, now)) }
             }
         }
     }

@@ -18,6 +18,9 @@ public struct ReceiptUpdate: Sendable, Hashable {
     /// When the polling schedule would check the receipt, set only when the change feed's schedule
     /// put `nextCheckAt` later: should the feed turn unhealthy, the receipt is moved back to it.
     public var pollingCheckAt: Date?
+    /// When a feed outage must check the receipt (`SchedulePolicy.outageCheck`), set only when the
+    /// feed's schedule put `nextCheckAt` later: while the feed is down, the receipt is made due then.
+    public var outageCheckAt: Date?
     public var consecutiveFailures: Int
     public var consecutiveMalformed: Int
     /// Written as given: when the current run of 21002/21003 rejections began, or nil.
@@ -100,5 +103,15 @@ public struct OwnershipConflict: Sendable, Hashable, Codable {
         self.ownerUserID = ownerUserID
         self.claimantUserID = claimantUserID
         self.productID = productID
+    }
+}
+
+extension ReceiptUpdate {
+    /// Each written subscription's ownership type (`PURCHASED`, `FAMILY_SHARED`; "" when unknown), by
+    /// original transaction id: what reports print beside each change.
+    public var ownershipTypes: [String: String] {
+        Dictionary(
+            subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.ownershipType ?? "") },
+            uniquingKeysWith: { first, _ in first })
     }
 }

@@ -59,11 +59,16 @@ public struct StoredSubscription: Sendable, Hashable {
     public var snapshot: SubscriptionSnapshot
     public var lastVerifiedAt: Date?
     public var nextCheckAt: Date
+    /// When Apple signed the data the snapshot was last derived from (App Store Server API answers
+    /// and notifications); nil for verifyReceipt answers, which carry no signature time. A
+    /// notification signed at or before it says nothing new (`NotificationEvidence`).
+    public var appleSignedAt: Date?
 
-    public init(snapshot: SubscriptionSnapshot, lastVerifiedAt: Date?, nextCheckAt: Date) {
+    public init(snapshot: SubscriptionSnapshot, lastVerifiedAt: Date?, nextCheckAt: Date, appleSignedAt: Date? = nil) {
         self.snapshot = snapshot
         self.lastVerifiedAt = lastVerifiedAt
         self.nextCheckAt = nextCheckAt
+        self.appleSignedAt = appleSignedAt
     }
 }
 

@@ -29,6 +29,8 @@ public struct AppleEvidence: Sendable, Hashable {
     /// Original transaction ids that only renewal info names (no transaction in the answer shows them):
     /// no evidence of a purchase, so no subscription; the job logs them at debug level.
     public var unmatchedRenewalInfo: [String] = []
+    /// What the answer speaks for: the whole receipt, or one subscription (a notification).
+    public var scope: EvidenceScope = .receipt
 
     public init(
         environment: AppStoreEnvironment?, bundleID: String?, latestReceipt: String?,
@@ -49,6 +51,16 @@ public struct AppleEvidence: Sendable, Hashable {
 
     /// The original transaction id of every subscription in the answer: what ownership is decided on.
     public var originalTransactionIDs: [String] { subscriptions.map(\.originalTransactionID) }
+}
+
+/// What one valid answer speaks for.
+public enum EvidenceScope: Sendable, Hashable {
+    /// Every subscription of the receipt: one it no longer lists is unlisted (a status or
+    /// verifyReceipt answer).
+    case receipt
+    /// The one subscription it names; the receipt's others stay exactly as stored (a notification's
+    /// signed data).
+    case subscription
 }
 
 /// Which part of Apple's answer a subscription was read from. Only the latest transactions are the
@@ -89,6 +101,9 @@ public struct SubscriptionEvidence: Sendable, Hashable {
     public var subscriptionGroupIdentifier: String?
     /// The part of the answer this was read from.
     public var basis: EvidenceBasis
+    /// When Apple signed this evidence (the later of the signed transaction's and renewal info's
+    /// `signedDate`); nil for verifyReceipt answers.
+    public var signedAt: Date?
 
     public init(
         originalTransactionID: String, productID: String?, expiresAt: Date?, isUpgraded: Bool = false,
@@ -97,8 +112,9 @@ public struct SubscriptionEvidence: Sendable, Hashable {
         isTrialPeriod: Bool = false, isInIntroOfferPeriod: Bool = false, ownershipType: String? = nil,
         environment: AppStoreEnvironment?, latestTransactionID: String? = nil,
         subscriptionGroupIdentifier: String? = nil,
-        basis: EvidenceBasis = .latestTransactions
+        basis: EvidenceBasis = .latestTransactions, signedAt: Date? = nil
     ) {
+        self.signedAt = signedAt
         self.originalTransactionID = originalTransactionID
         self.productID = productID
         self.expiresAt = expiresAt
