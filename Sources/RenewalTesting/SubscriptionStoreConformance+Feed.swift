@@ -95,3 +95,74 @@ extension SubscriptionStoreConformance {
         #expect(try await stored(store, user: "sandbox").nextCheckAt == at(minutes: 700))
     }
 }
+
+extension SubscriptionStoreConformance {
+    /// A notification's signed data about `otid` as Apple signed it at `signedAt`.
+    static func signedNotification(
+        _ uuid: String, _ type: String, about otid: String, signedAt: Date, state evidence: SubscriptionEvidence
+    ) -> FeedNotificationRecord {
+        var evidence = evidence
+        evidence.signedAt = signedAt
+        return FeedNotificationRecord(
+            uuid: uuid, environment: .production, type: type, subtype: nil, originalTransactionID: otid,
+            signedAt: signedAt,
+            evidence: NotificationEvidence(
+                type: type, subtype: nil, signedDate: signedAt, environment: .production, bundleID: nil,
+                subscription: evidence))
+    }
+
+    static func evidence(_ otid: String, expiresAt: Date, refundedAt: Date? = nil, autoRenew: Bool = true)
+        -> SubscriptionEvidence
+    {
+        SubscriptionEvidence(
+            originalTransactionID: otid, productID: "p", expiresAt: expiresAt, cancelledAt: refundedAt,
+            autoRenew: autoRenew, environment: .production)
+    }
+
+    /// Notifications applied from their signed data: a newer one changes the subscription (and
+    /// records its change); one signed at or before what is stored changes nothing and makes nothing
+    /// due; two in one page apply in Apple's order whatever their order in the page.
+    static func feedNotificationsApplyInApplesOrder(_ store: any RunHistoryStore) async throws {
+        try await migrate(store)
+        try await importReceipt(store, user: "u1")
+        let u1 = try await stored(store, user: "u1")
+        let expiry = at(minutes: 40_000)
+        var held = subscription("otid-1", product: "p", state: .active, expiresAt: expiry)
+        held.appleSignedAt = at(minutes: 1)
+        try await store.save(verifiedWrite(u1, subscriptions: [held], nextCheckAt: at(minutes: 5_000)))
+        let context = EntitlementDecision.Context(
+            now: at(minutes: 20), random: 0.5, runID: nil, leaseOwner: nil, rules: EntitlementDecision.Rules())
+
+        // Signed before the stored answer (minute 1), saying something else: nothing changes, nothing is due.
+        let older = try await store.recordFeedNotifications(
+            [
+                signedNotification(
+                    "o-1", "REFUND", about: "otid-1", signedAt: at(minutes: 0.5),
+                    state: evidence(
+                        "otid-1", expiresAt: expiry, refundedAt: at(minutes: 0.4)))
+            ],
+            runID: nil, now: at(minutes: 20), applying: context)
+        #expect(older.new == 1 && older.known == 1 && older.applied.isEmpty && older.madeDue == 0, "\(older)")
+        var now = try await stored(store, user: "u1")
+        #expect(now.nextCheckAt == at(minutes: 5_000))
+        #expect(now.subscriptions.first?.snapshot.state == .active)
+
+        // Auto-renew turned off at minute 10, then a refund at minute 11, listed newest first.
+        let page = try await store.recordFeedNotifications(
+            [
+                signedNotification(
+                    "n-2", "REFUND", about: "otid-1", signedAt: at(minutes: 11),
+                    state: evidence("otid-1", expiresAt: expiry, refundedAt: at(minutes: 11), autoRenew: false)),
+                signedNotification(
+                    "n-1", "DID_CHANGE_RENEWAL_STATUS", about: "otid-1", signedAt: at(minutes: 10),
+                    state: evidence("otid-1", expiresAt: expiry, autoRenew: false)),
+            ], runID: nil, now: at(minutes: 20), applying: context)
+        #expect(page.applied.count == 2 && page.known == 0 && page.madeDue == 0, "\(page)")
+        let kinds = page.applied.map { $0.decision.changes.map(\.kind) }
+        #expect(kinds == [[.autoRenewDisabled], [.refunded]], "\(kinds)")
+        now = try await stored(store, user: "u1")
+        #expect(now.subscriptions.first?.snapshot.state == .revoked)
+        #expect(now.subscriptions.first?.appleSignedAt == at(minutes: 11))
+        #expect(now.source == .serverAPI)
+    }
+}

@@ -66,6 +66,9 @@ public enum SubscriptionStoreConformance {
             "change feed: each notification once, due unless already shown, unknown listed, cursor only forward",
             feedNotificationsAndCursor),
         Check(
+            "change feed: a notification's signed data applies when newer, in Apple's order; an older one does nothing",
+            feedNotificationsApplyInApplesOrder),
+        Check(
             "falling back to polling moves stretched receipts back to their polling check, per environment",
             fallBackToPollingMovesReceiptsBack),
         Check(
