@@ -230,6 +230,7 @@ let package = Package(
                 "RenewalJob",
                 "RenewalDelivery",
                 "RenewalObservability",
+                "RenewalPostgres",
                 "RenewalSQLite",
                 "RenewalServerAPI",
                 "RenewalStorage",

@@ -6,6 +6,7 @@ import RenewalAppleAPI
 import RenewalAppStore
 import RenewalCore
 import RenewalJob
+import RenewalPostgres
 import RenewalServerAPI
 import RenewalSQL
 import RenewalSQLite
@@ -45,8 +46,32 @@ struct MonthBenchmark: AsyncParsableCommand {
     @Option(help: "Seed of the population.")
     var seed: UInt64 = 1
 
+    @Option(
+        help: """
+            How the rows are imported: id (StoreKit 2 original_transaction_id), receipt (latest_receipt, \
+            verified by verifyReceipt on day 0 like receipts whose transaction id the job cannot read, so the month \
+            includes moving them to the Server API), or both.
+            """)
+    var importForm = "id"
+
+    @Option(help: "Day of the month on which Notification History answers HTTP 5xx (0: no outage).")
+    var outageDay = 0.0
+
+    @Option(help: "Hours the feed outage lasts.")
+    var outageHours = 6.0
+
+    @Option(help: "A PostgreSQL server to run on (a fresh schema each simulation); SQLite when absent.")
+    var postgresURL: String?
+
+    @Option(help: "Workers started together for each run (PostgreSQL; SQLite admits one run at a time).")
+    var workers = 1
+
     enum Mode: String, CaseIterable {
         case feed, polling
+    }
+
+    enum ImportForm: String, CaseIterable {
+        case id, receipt
     }
 
     mutating func validate() throws {
@@ -56,30 +81,70 @@ struct MonthBenchmark: AsyncParsableCommand {
         guard mode == "both" || Mode(rawValue: mode) != nil else {
             throw ValidationError("--mode must be feed, polling or both.")
         }
+        guard importForm == "both" || ImportForm(rawValue: importForm) != nil else {
+            throw ValidationError("--import-form must be id, receipt or both.")
+        }
+        guard workers >= 1, workers == 1 || postgresURL != nil else {
+            throw ValidationError("--workers above 1 needs --postgres-url: SQLite admits one run at a time.")
+        }
+        guard outageDay >= 0, outageHours >= 0 else {
+            throw ValidationError("--outage-day and --outage-hours must be 0 or more.")
+        }
     }
 
     func run() async throws {
         let modes = mode == "both" ? Mode.allCases : [Mode(rawValue: mode) ?? .feed]
+        let forms = importForm == "both" ? ImportForm.allCases : [ImportForm(rawValue: importForm) ?? .id]
         let population = Population(subscribers: subscribers, seed: seed, origin: Self.origin)
+        let outage =
+            outageDay > 0
+            ? "Notification History down (HTTP 503) for \(outageHours.formatted()) h from day \(outageDay.formatted())"
+            : "no feed outage"
         print(
             """
             month benchmark: \(subscribers) subscribers (\(population.summary)), \(days.formatted()) days, \
             a run every \(intervalMinutes.formatted()) min, notifications listed \
-            \(notificationDelaySeconds.formatted()) s after their event, SQLite, seed \(seed)
+            \(notificationDelaySeconds.formatted()) s after their event, \(outage), \
+            \(postgresURL == nil ? "SQLite" : "PostgreSQL") with \(workers) worker\(workers == 1 ? "" : "s"), seed \(seed)
             """)
-        for mode in modes {
-            let result = try await simulate(mode, population: population)
-            result.print(subscribers: subscribers, days: days)
+        for form in forms {
+            for mode in modes {
+                let result = try await withStore { store in
+                    try await simulate(mode, form: form, population: population, store: store)
+                }
+                result.print(subscribers: subscribers, days: days)
+            }
         }
+    }
+
+    /// A fresh database for one simulation: a SQLite file, or a schema of its own on the PostgreSQL server.
+    func withStore(_ body: (any BenchStore) async throws -> MonthResult) async throws -> MonthResult {
+        guard let base = postgresURL else {
+            let directory = NSTemporaryDirectory() + "renewal-month-" + UUID().uuidString
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            return try await body(try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true))
+        }
+        let schema = "renewal_month_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let admin = try PostgresDatabase(url: base)
+        // The name is ours (hex digits): splicing it is safe.
+        _ = try await admin.withConnection { try $0.execute("CREATE SCHEMA \(schema)", []) }
+        let url = base + (base.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)"
+        let result: Result<MonthResult, any Error>
+        do {
+            result = .success(try await body(try PostgresSubscriptionStore.open(url: url)))
+        } catch {
+            result = .failure(error)
+        }
+        _ = try? await admin.withConnection { try $0.execute("DROP SCHEMA \(schema) CASCADE", []) }
+        return try result.get()
     }
 
     static let origin = Date(timeIntervalSince1970: 1_790_000_000)
 
-    func simulate(_ mode: Mode, population: Population) async throws -> MonthResult {
-        let directory = NSTemporaryDirectory() + "renewal-month-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true)
+    func simulate(_ mode: Mode, form: ImportForm, population: Population, store: any BenchStore) async throws
+        -> MonthResult
+    {
         _ = try await store.migrate()
         let state = SimulatorState(now: Self.origin)
         state.notificationDelay = notificationDelaySeconds
@@ -91,7 +156,14 @@ struct MonthBenchmark: AsyncParsableCommand {
         state.register(receipts.map(\.receipt))
         _ = try await store.importReceipts(
             receipts.map {
-                ReceiptImport(userID: $0.user, latestReceipt: $0.receipt.encoded, productID: $0.receipt.productID)
+                switch form {
+                case .receipt:
+                    ReceiptImport(userID: $0.user, latestReceipt: $0.receipt.encoded, productID: $0.receipt.productID)
+                case .id:
+                    ReceiptImport(
+                        userID: $0.user, latestReceipt: nil, productID: $0.receipt.productID,
+                        originalTransactionID: $0.receipt.originalTransactionID)
+                }
             }, now: state.now)
 
         return try await withAppStoreSimulator(configuration: simulator, logger: quiet) { endpoints in
@@ -109,45 +181,66 @@ struct MonthBenchmark: AsyncParsableCommand {
                     budget: LocalRequestBudget(rates: RequestRates(production: 100_000, sandbox: 100_000))
                 ) { serverAPIClient in
                     let router = SourceRouter(mode: .auto, verifyReceipt: client, serverAPI: serverAPIClient)
-                    func run(_ command: RenewalRun.Command, feed: Bool) async throws -> RenewalOutcome {
-                        var configuration = RenewalRun.Configuration(command: command)
-                        configuration.concurrency = 16
-                        var dependencies = RenewalRun.Dependencies(
-                            store: store, verifier: router, logger: quiet, now: { state.now })
-                        dependencies.feed = feed ? serverAPIClient : nil
-                        return try await RenewalRun(configuration: configuration, dependencies: dependencies).run()
+                    // Receipts whose transaction id the job cannot read: verifyReceipt answers first.
+                    let dayZero =
+                        form == .receipt
+                        ? SourceRouter(mode: .verifyReceipt, verifyReceipt: client, serverAPI: serverAPIClient) : router
+                    func run(_ command: RenewalRun.Command, feed: Bool, verifier: SourceRouter) async throws
+                        -> [RenewalOutcome]
+                    {
+                        try await withThrowingTaskGroup(of: RenewalOutcome.self) { group in
+                            for _ in 0..<(command == .run ? workers : 1) {
+                                group.addTask {
+                                    var configuration = RenewalRun.Configuration(command: command)
+                                    configuration.concurrency = 16
+                                    var dependencies = RenewalRun.Dependencies(
+                                        store: store, verifier: verifier, logger: quiet, now: { state.now })
+                                    dependencies.feed = feed ? serverAPIClient : nil
+                                    return try await RenewalRun(
+                                        configuration: configuration, dependencies: dependencies
+                                    )
+                                    .run()
+                                }
+                            }
+                            return try await group.reduce(into: []) { $0.append($1) }
+                        }
                     }
                     // The first run verifies every imported receipt: the import's cost, not the month's.
-                    _ = try await run(.run, feed: mode == .feed)
+                    _ = try await run(.run, feed: mode == .feed, verifier: dayZero)
                     let start = state.now
                     let before = Counters(state)
-                    var result = MonthResult(mode: mode)
+                    var result = MonthResult(mode: mode, form: form)
                     let runs = Int((days * 1_440 / intervalMinutes).rounded())
+                    let outageStart = start.addingTimeInterval(outageDay * 86_400)
+                    let outageEnd = outageStart.addingTimeInterval(outageHours * 3_600)
                     let clock = ContinuousClock()
                     let began = clock.now
                     for _ in 0..<runs {
                         state.advance(by: intervalMinutes * 60)
-                        let outcome = try await run(.run, feed: mode == .feed)
+                        state.feedFault =
+                            outageDay > 0 && state.now >= outageStart && state.now < outageEnd ? .outage : .none
+                        for outcome in try await run(.run, feed: mode == .feed, verifier: router) {
+                            result.checked += outcome.counts.checked
+                            result.failed += outcome.counts.failed
+                            result.applied += outcome.counts.notificationsApplied
+                            if outcome.counts.feedFallback?.isEmpty == false { result.runsFallingBack += 1 }
+                        }
                         result.runs += 1
-                        result.checked += outcome.counts.checked
-                        result.failed += outcome.counts.failed
-                        if outcome.counts.feedFallback?.isEmpty == false { result.runsFallingBack += 1 }
                     }
+                    state.feedFault = .none
                     result.wall = clock.now - began
                     result.requests = Counters(state).minus(before)
                     result.listingDelay = notificationDelaySeconds
-                    let counted = try await store.database.withConnection { connection in
-                        try connection.execute(
-                            "SELECT COUNT(*) AS n FROM feed_notifications WHERE signed_at > $1", [SQLValue(start)]
-                        ).first?["n"]
-                    }
+                    let counted = try await store.rows(
+                        "SELECT COUNT(*) AS n FROM feed_notifications WHERE signed_at > $1", [SQLValue(start)]
+                    ).first?["n"]
                     if case .int64(let n) = counted { result.notifications = Int(n) }
                     result.intervalMinutes = intervalMinutes
                     result.delays = try await Self.delays(
                         receipts.map(\.receipt), from: start, until: state.now, store: store)
                     // What a fresh look at every subscription still changes: state the month got wrong.
-                    let final = try await run(.backfill(BackfillSelector(all: true)), feed: false)
-                    result.finalDiscrepancies = try await Self.kinds(ofRun: final.runID, store: store)
+                    let final = try await run(.backfill(BackfillSelector(all: true)), feed: false, verifier: router)
+                    result.finalDiscrepancies = try await Self.kinds(ofRun: final[0].runID, store: store)
                     return result
                 }
             }
@@ -157,17 +250,15 @@ struct MonthBenchmark: AsyncParsableCommand {
     /// Each notification of the month paired with the first change of its kind recorded for its
     /// subscription at or after it, in order.
     static func delays(
-        _ receipts: [SimulatedReceipt], from start: Date, until end: Date, store: SQLiteSubscriptionStore
+        _ receipts: [SimulatedReceipt], from start: Date, until end: Date, store: any BenchStore
     )
         async throws -> [String: [TimeInterval?]]
     {
-        let rows = try await store.database.withConnection { connection in
-            try connection.execute(
-                """
-                SELECT original_transaction_id, kind, occurred_at FROM entitlement_changes
-                WHERE occurred_at > $1 ORDER BY occurred_at
-                """, [SQLValue(start)])
-        }
+        let rows = try await store.rows(
+            """
+            SELECT original_transaction_id, kind, occurred_at FROM entitlement_changes
+            WHERE occurred_at > $1 ORDER BY occurred_at
+            """, [SQLValue(start)])
         var recorded: [String: [Date]] = [:]
         for row in rows {
             guard case .text(let id) = row["original_transaction_id"], case .text(let kind) = row["kind"],
@@ -212,12 +303,9 @@ struct MonthBenchmark: AsyncParsableCommand {
         }
     }
 
-    static func kinds(ofRun runID: String, store: SQLiteSubscriptionStore) async throws -> [String: Int] {
-        let rows = try await store.database.withConnection { connection in
-            try connection.execute(
-                "SELECT kind, COUNT(*) AS n FROM entitlement_changes WHERE run_id = $1 GROUP BY kind",
-                [.text(runID)])
-        }
+    static func kinds(ofRun runID: String, store: any BenchStore) async throws -> [String: Int] {
+        let rows = try await store.rows(
+            "SELECT kind, COUNT(*) AS n FROM entitlement_changes WHERE run_id = $1 GROUP BY kind", [.text(runID)])
         var kinds: [String: Int] = [:]
         for row in rows {
             if case .text(let kind) = row["kind"], case .int64(let n) = row["n"] { kinds[kind] = Int(n) }
@@ -247,9 +335,23 @@ struct Counters {
     }
 }
 
+/// A store the benchmark can also query directly.
+protocol BenchStore: RunHistoryStore {
+    func rows(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow]
+}
+
+extension SQLSubscriptionStore: BenchStore {
+    func rows(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        try await database.withConnection { try $0.execute(sql, binds) }
+    }
+}
+
 struct MonthResult {
     var mode: MonthBenchmark.Mode
+    var form: MonthBenchmark.ImportForm
     var runs = 0
+    /// Notifications applied from their signed data.
+    var applied = 0
     var checked = 0
     var failed = 0
     var runsFallingBack = 0
@@ -263,20 +365,27 @@ struct MonthResult {
     var notifications = 0
     var intervalMinutes = 30.0
 
-    init(mode: MonthBenchmark.Mode) {
+    init(mode: MonthBenchmark.Mode, form: MonthBenchmark.ImportForm) {
         self.mode = mode
+        self.form = form
     }
 
     func print(subscribers: Int, days: Double) {
         let perMonth = 30 / days / Double(subscribers)
         let requests = self.requests
         Swift.print("")
-        Swift.print("\(mode.rawValue): \(runs) runs in \(wall), \(checked) checks, \(failed) failed")
+        Swift.print(
+            """
+            \(mode.rawValue), rows imported by \(form == .id ? "original_transaction_id" : "latest_receipt"): \
+            \(runs) runs in \(wall), \(checked) checks, \(failed) failed, \(applied) notifications applied
+            """)
         if let requests {
             Swift.print(
                 String(
-                    format: "  per subscriber per month: %.3f status requests, %.3f verifyReceipt requests",
-                    Double(requests.status) * perMonth, Double(requests.verifyReceipt) * perMonth))
+                    format:
+                        "  per subscriber per month: %.3f status requests, %.3f verifyReceipt requests, %.3f together",
+                    Double(requests.status) * perMonth, Double(requests.verifyReceipt) * perMonth,
+                    Double(requests.status + requests.verifyReceipt) * perMonth))
             Swift.print(
                 String(
                     format: "  feed: %d requests, %.2f per run (production and sandbox: 2 when one page each)",

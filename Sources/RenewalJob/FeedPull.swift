@@ -46,7 +46,6 @@ struct FeedPull: Sendable {
         /// New notifications applied from their signed data, and the changes they made.
         var applied = 0
         var changes = 0
-        var receiptsChanged = 0
         var migrated = 0
         /// New notifications with nothing newer than the database.
         var known = 0
@@ -70,7 +69,6 @@ struct FeedPull: Sendable {
             madeDue += other.madeDue
             applied += other.applied
             changes += other.changes
-            receiptsChanged += other.receiptsChanged
             migrated += other.migrated
             known += other.known
             rechecked.merge(other.rechecked, uniquingKeysWith: +)
@@ -102,7 +100,6 @@ struct FeedPull: Sendable {
                 if item.decision.update.migrated { migrated += 1 }
                 guard !item.decision.changes.isEmpty else { continue }
                 changes += item.decision.changes.count
-                receiptsChanged += 1
                 item.receipt.latestReceipt = nil
                 changed.append(item)
             }

@@ -93,7 +93,6 @@ public struct RenewalRun: Sendable {
         if let applied = feeds.outcome {
             loop.counts.notificationsApplied = applied.applied
             loop.counts.changed += applied.changes
-            loop.counts.receiptsChanged += applied.receiptsChanged
             loop.counts.migrated += applied.migrated
         }
         loop.counts.notificationsUnmatched = feeds.outcome?.unmatched ?? 0

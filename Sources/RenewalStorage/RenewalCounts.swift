@@ -31,7 +31,8 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
     /// time, verified.
     public var notifications = 0
     /// Of those, notifications whose signed data this run applied to their subscription without
-    /// asking Apple again (their changes count in `changed`, their receipts in `receipts_changed`).
+    /// asking Apple again (their changes count in `changed`; they are not checks, so `checked`,
+    /// `receipts_changed` and `unchanged` leave them out).
     /// The others about known subscriptions were older than the database (nothing to do) or made
     /// their receipt due for a check.
     public var notificationsApplied = 0

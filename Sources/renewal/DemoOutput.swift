@@ -33,8 +33,8 @@ struct DemoOutput {
         if let lag = c.feedLagSeconds {
             let fallback = (c.feedFallback ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
             print(
-                "  change feed: \(c.notifications) new notifications (\(c.notificationsUnmatched) about unknown "
-                    + "subscriptions), \(lag.formatted()) s behind; "
+                "  change feed: \(c.notifications) new notifications (\(c.notificationsApplied) applied from their "
+                    + "signed data, \(c.notificationsUnmatched) about unknown subscriptions), \(lag.formatted()) s behind; "
                     + (fallback.isEmpty
                         ? "healthy, Server API rows polled on the feed's long schedule"
                         : "polling on the full schedule (\(fallback.joined(separator: ", ")))")
