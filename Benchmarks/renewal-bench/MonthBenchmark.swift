@@ -60,6 +60,12 @@ struct MonthBenchmark: AsyncParsableCommand {
     @Option(help: "Hours the feed outage lasts.")
     var outageHours = 6.0
 
+    @Option(help: "Percent of the notifications Notification History lists twice.")
+    var duplicatePercent = 5
+
+    @Option(help: "Refunds Apple never made, signed by a chain nobody trusts, listed among the real notifications.")
+    var forgedRefunds = 3
+
     @Option(help: "A PostgreSQL server to run on (a fresh schema each simulation); SQLite when absent.")
     var postgresURL: String?
 
@@ -87,8 +93,9 @@ struct MonthBenchmark: AsyncParsableCommand {
         guard workers >= 1, workers == 1 || postgresURL != nil else {
             throw ValidationError("--workers above 1 needs --postgres-url: SQLite admits one run at a time.")
         }
-        guard outageDay >= 0, outageHours >= 0 else {
-            throw ValidationError("--outage-day and --outage-hours must be 0 or more.")
+        guard outageDay >= 0, outageHours >= 0, forgedRefunds >= 0, (0...100).contains(duplicatePercent) else {
+            throw ValidationError(
+                "--outage-day, --outage-hours and --forged-refunds must be 0 or more, --duplicate-percent 0 to 100.")
         }
     }
 
@@ -104,26 +111,28 @@ struct MonthBenchmark: AsyncParsableCommand {
             """
             month benchmark: \(subscribers) subscribers (\(population.summary)), \(days.formatted()) days, \
             a run every \(intervalMinutes.formatted()) min, notifications listed \
-            \(notificationDelaySeconds.formatted()) s after their event, \(outage), \
+            \(notificationDelaySeconds.formatted()) s after their event, \(duplicatePercent) % of them listed twice, \
+            \(forgedRefunds) forged refunds, \(outage), \
             \(postgresURL == nil ? "SQLite" : "PostgreSQL") with \(workers) worker\(workers == 1 ? "" : "s"), seed \(seed)
             """)
         for form in forms {
             for mode in modes {
-                let result = try await withStore { store in
-                    try await simulate(mode, form: form, population: population, store: store)
+                let result = try await withStores { stores in
+                    try await simulate(mode, form: form, population: population, stores: stores)
                 }
                 result.print(subscribers: subscribers, days: days)
             }
         }
     }
 
-    /// A fresh database for one simulation: a SQLite file, or a schema of its own on the PostgreSQL server.
-    func withStore(_ body: (any BenchStore) async throws -> MonthResult) async throws -> MonthResult {
+    /// A fresh database for one simulation: a SQLite file, or a schema of its own on the PostgreSQL
+    /// server, with one store (its own connections, as a worker process has) per worker.
+    func withStores(_ body: ([any BenchStore]) async throws -> MonthResult) async throws -> MonthResult {
         guard let base = postgresURL else {
             let directory = NSTemporaryDirectory() + "renewal-month-" + UUID().uuidString
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            return try await body(try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true))
+            return try await body([try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true)])
         }
         let schema = "renewal_month_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         let admin = try PostgresDatabase(url: base)
@@ -132,7 +141,8 @@ struct MonthBenchmark: AsyncParsableCommand {
         let url = base + (base.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)"
         let result: Result<MonthResult, any Error>
         do {
-            result = .success(try await body(try PostgresSubscriptionStore.open(url: url)))
+            let stores: [any BenchStore] = try (0..<workers).map { _ in try PostgresSubscriptionStore.open(url: url) }
+            result = .success(try await body(stores))
         } catch {
             result = .failure(error)
         }
@@ -142,9 +152,10 @@ struct MonthBenchmark: AsyncParsableCommand {
 
     static let origin = Date(timeIntervalSince1970: 1_790_000_000)
 
-    func simulate(_ mode: Mode, form: ImportForm, population: Population, store: any BenchStore) async throws
+    func simulate(_ mode: Mode, form: ImportForm, population: Population, stores: [any BenchStore]) async throws
         -> MonthResult
     {
+        let store = stores[0]
         _ = try await store.migrate()
         let state = SimulatorState(now: Self.origin)
         state.notificationDelay = notificationDelaySeconds
@@ -154,6 +165,14 @@ struct MonthBenchmark: AsyncParsableCommand {
         let quiet = Logger(label: "renewal-bench", factory: { _ in SwiftLogNoOpLogHandler() })
         let receipts = population.receipts
         state.register(receipts.map(\.receipt))
+        state.feedDuplicatePercent = duplicatePercent
+        // Forged refunds of steady renewing subscribers, spread over the month.
+        let steady = receipts.filter { $0.receipt.scenario == .renewal }.map(\.receipt)
+        state.forgedNotifications = (0..<min(forgedRefunds, steady.count)).map { index in
+            SimulatedNotification.forgedRefund(
+                of: steady[index * steady.count / max(forgedRefunds, 1)],
+                at: Self.origin.addingTimeInterval(days * 86_400 * Double(index + 1) / Double(forgedRefunds + 1)))
+        }
         _ = try await store.importReceipts(
             receipts.map {
                 switch form {
@@ -189,7 +208,7 @@ struct MonthBenchmark: AsyncParsableCommand {
                         -> [RenewalOutcome]
                     {
                         try await withThrowingTaskGroup(of: RenewalOutcome.self) { group in
-                            for _ in 0..<(command == .run ? workers : 1) {
+                            for store in command == .run ? stores : [store] {
                                 group.addTask {
                                     var configuration = RenewalRun.Configuration(command: command)
                                     configuration.concurrency = 16
@@ -241,6 +260,16 @@ struct MonthBenchmark: AsyncParsableCommand {
                     // What a fresh look at every subscription still changes: state the month got wrong.
                     let final = try await run(.backfill(BackfillSelector(all: true)), feed: false, verifier: router)
                     result.finalDiscrepancies = try await Self.kinds(ofRun: final[0].runID, store: store)
+                    for forged in state.forgedNotifications {
+                        let refunds = try await store.rows(
+                            """
+                            SELECT COUNT(*) AS n FROM entitlement_changes
+                            WHERE original_transaction_id = $1 AND kind = 'refunded'
+                            """, [.text(forged.originalTransactionID)]
+                        ).first?["n"]
+                        if case .int64(let n) = refunds, n > 0 { result.forgedApplied += 1 }
+                    }
+                    result.forged = state.forgedNotifications.count
                     return result
                 }
             }
@@ -352,6 +381,9 @@ struct MonthResult {
     var runs = 0
     /// Notifications applied from their signed data.
     var applied = 0
+    /// Forged refunds listed, and how many of their subscriptions show a refund.
+    var forged = 0
+    var forgedApplied = 0
     var checked = 0
     var failed = 0
     var runsFallingBack = 0
@@ -392,7 +424,7 @@ struct MonthResult {
                     requests.feed, Double(requests.feed) / Double(max(runs, 1))))
         }
         if runsFallingBack > 0 {
-            Swift.print("  runs on the full (polling) schedule: \(runsFallingBack) of \(runs)")
+            Swift.print("  runs (of any worker) that found the feed unhealthy: \(runsFallingBack)")
         }
         Swift.print("  event to database, minutes: kind, events, p50, p95, max, never reflected")
         var all: [TimeInterval] = []
@@ -424,6 +456,7 @@ struct MonthResult {
                         """, monthlyStatus, monthlyStatus / (30 * 86_400), feedRequests, runsPerMonth, pages,
                     feedRequests / (30 * 86_400)))
         }
+        Swift.print("  forged refunds: \(forged) listed, \(forgedApplied) recorded as refunds")
         let wrong = finalDiscrepancies.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
         Swift.print(
             "  final backfill --all against Apple: \(wrong.isEmpty ? "no change (every state equals Apple's)" : wrong.joined(separator: ", "))"

@@ -14,6 +14,44 @@ public struct SimulatedNotification: Sendable, Hashable {
     /// The subscription it is about.
     public var originalTransactionID: String
     public var receipt: SimulatedReceipt
+    /// Signed by a chain nobody trusts (`SimulatorState.forgedNotifications`).
+    public var isForged = false
+
+    public init(
+        uuid: String, type: String, subtype: String?, signedDate: Date, originalTransactionID: String,
+        receipt: SimulatedReceipt, isForged: Bool = false
+    ) {
+        self.uuid = uuid
+        self.type = type
+        self.subtype = subtype
+        self.signedDate = signedDate
+        self.originalTransactionID = originalTransactionID
+        self.receipt = receipt
+        self.isForged = isForged
+    }
+
+    /// A refund of `receipt`'s subscription at `date` that Apple never made: the customer's state as a
+    /// refunded one, signed by a chain nobody trusts, listed in Notification History among the real ones.
+    public static func forgedRefund(of receipt: SimulatedReceipt, at date: Date) -> SimulatedNotification {
+        // The same customer (so the same original transaction id), refunded half a period ago.
+        let refunded = SimulatedReceipt(
+            account: receipt.account, scenario: .refund, start: date.addingTimeInterval(-1.5 * receipt.period),
+            period: receipt.period)
+        return SimulatedNotification(
+            uuid: SimulatedReceipt.uuid(receipt.account, "forged-refund", String(Int64(date.timeIntervalSince1970))),
+            type: "REFUND", subtype: nil, signedDate: date, originalTransactionID: receipt.originalTransactionID,
+            receipt: refunded, isForged: true)
+    }
+
+    /// Whether a history that lists `percent` % of its notifications twice lists this one twice.
+    func isListedTwice(percent: Int) -> Bool {
+        percent > 0 && SimulatedIdentifier.fnv1a("twice#" + uuid) % 100 < UInt64(percent)
+    }
+}
+
+extension SigningChain {
+    /// The chain forged notifications are signed by.
+    static let forger: SigningChain? = try? SigningChain.generate(name: "forger")
 }
 
 extension SimulatedReceipt {

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import RenewalCore
+import RenewalServerAPI
 
 /// Get Notification History (`POST /inApps/v1/notifications/history`), served from the registered
 /// customers' timelines: at most 20 records a page, paged with `paginationToken` while `hasMore`,
@@ -47,23 +48,29 @@ extension SimulatorRoutes {
         }
         let visibleUntil = now.addingTimeInterval(-state.notificationDelay)
         // Notification History is per app: the token's app's notifications only.
-        let listed = state.registeredReceipts()
+        let genuine = state.registeredReceipts()
             .filter { ($0.scenario == .sandbox) == sandbox && $0.bundleIdentifier == bundle }
             .flatMap { $0.notifications(until: min(end, visibleUntil)) }
+        let forged = state.forgedNotifications.filter {
+            ($0.receipt.scenario == .sandbox) == sandbox && $0.signedDate <= visibleUntil
+        }
+        let listed = (genuine + forged)
             .filter { $0.signedDate >= start && $0.signedDate < end }
             .sorted { ($0.signedDate, $0.uuid) < ($1.signedDate, $1.uuid) }
+        let twice = state.feedDuplicatePercent
         let records: [SimulatedNotification] =
             switch state.feedFault {
             case .silent: []
             case .duplicated: listed.flatMap { [$0, $0] }
             case .reordered: listed.reversed()
-            default: listed
+            default: listed.flatMap { $0.isListedTwice(percent: twice) ? [$0, $0] : [$0] }
             }
         let offset = request.uri.queryParameters.get("paginationToken").flatMap(Self.offset(ofToken:)) ?? 0
         let page = records.dropFirst(offset).prefix(Self.historyPageSize)
         var history: [[String: Any]] = []
         for notification in page {
-            guard let signed = try? notification.signedPayload(signer: serverAPI.chain) else { continue }
+            let signer = notification.isForged ? SigningChain.forger : serverAPI.chain
+            guard let signer, let signed = try? notification.signedPayload(signer: signer) else { continue }
             history.append([
                 "signedPayload": signed,
                 "sendAttempts": [

@@ -85,6 +85,8 @@ public final class SimulatorState: Sendable {
         var notificationDelay: TimeInterval = 0
         var feedFault: FeedFault = .none
         var feedRequests = 0
+        var feedDuplicatePercent = 0
+        var forgedNotifications: [SimulatedNotification] = []
     }
 
     /// A fault of Notification History alone (the status endpoint keeps answering).
@@ -217,6 +219,19 @@ public final class SimulatorState: Sendable {
     public var feedFault: FeedFault {
         get { storage.withLock { $0.feedFault } }
         set { storage.withLock { $0.feedFault = newValue } }
+    }
+
+    /// The share of notifications (0–100, chosen by uuid) Notification History lists twice.
+    public var feedDuplicatePercent: Int {
+        get { storage.withLock { $0.feedDuplicatePercent } }
+        set { storage.withLock { $0.feedDuplicatePercent = newValue } }
+    }
+
+    /// Notifications Apple never sent, listed in Notification History beside the real ones, signed by
+    /// a chain nobody trusts (`SimulatedNotification.forgedRefund(of:at:)`).
+    public var forgedNotifications: [SimulatedNotification] {
+        get { storage.withLock { $0.forgedNotifications } }
+        set { storage.withLock { $0.forgedNotifications = newValue } }
     }
 
     /// Notification History requests answered so far (any answer).

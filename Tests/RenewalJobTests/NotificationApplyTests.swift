@@ -120,4 +120,38 @@ struct NotificationApplyTests {
             }
         }
     }
+
+    @Test(
+        """
+        A receipt row verifyReceipt answered, its original transaction id known, waits on the feed's schedule and \
+        moves to the App Store Server API with its first notification: migrated, no status request of its own
+        """,
+        arguments: Backend.available)
+    func migrationByTheFirstNotification(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            try await h.importReceipts([("moving", h.receipt("nm-move", .renewal, daysAgo: 25))])
+            try await h.withServerAPIClient { client in
+                // As for a receipt whose transaction id the job cannot read: verifyReceipt answers first.
+                let legacy = SourceRouter(mode: .verifyReceipt, verifyReceipt: h.client, serverAPI: client)
+                let first = try await h.run(.run, verifier: legacy) { $0.feed = client }
+                #expect(first.counts.checked == 1 && first.counts.migrated == 0, "\(first.counts)")
+                var receipt = try #require(try await h.receipts().first)
+                #expect(receipt.source == .verifyReceipt && receipt.originalTransactionID != nil)
+                let expiry = try #require(receipt.subscriptions.first?.snapshot.expiresAt)
+                #expect(receipt.nextCheckAt == expiry.addingTimeInterval(15 * 60), "the feed's schedule, not polling's")
+                let verifyRequests = h.state.stats.requests
+
+                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
+                h.state.advance(by: 5 * Self.day + 3_600)
+                let renewed = try await h.run(.run, verifier: router) { $0.feed = client }
+                #expect(renewed.counts.checked == 0 && renewed.counts.notificationsApplied == 1, "\(renewed.counts)")
+                #expect(renewed.counts.migrated == 1)
+                receipt = try #require(try await h.receipts().first)
+                #expect(receipt.source == .serverAPI)
+                #expect(receipt.subscriptions.first?.snapshot.expiresAt == expiry.addingTimeInterval(30 * Self.day))
+                #expect(h.state.serverAPIRequests(account: "nm-move") == 0)
+                #expect(h.state.stats.requests == verifyRequests)
+            }
+        }
+    }
 }
