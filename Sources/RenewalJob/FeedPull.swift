@@ -38,6 +38,10 @@ struct FeedPull: Sendable {
     var rules: EntitlementDecision.Rules?
     /// Changes applied from notifications are queued for webhooks too.
     var queueWebhooks = false
+    /// A worker that finds another reading a feed waits at most this long for that read to end
+    /// before it claims due rows, so it does not check a subscription whose notification the read
+    /// is applying. (A longer read, a catch-up after an outage, is left to run beside it.)
+    var waitForReader: Duration = .seconds(30)
 
     struct Outcome {
         var notifications = 0
@@ -115,7 +119,7 @@ struct FeedPull: Sendable {
     }
 
     /// Reads each feed's window in each environment, one worker at a time per feed (the others
-    /// leave it and go on with their due rows).
+    /// wait for that read to end, up to `waitForReader`, and go on with their due rows).
     func pull(environments: [AppStoreEnvironment], now: Date) async throws -> Outcome {
         var outcome = Outcome()
         for (app, feed) in feeds {
@@ -125,6 +129,7 @@ struct FeedPull: Sendable {
                     try await pull(stream, from: feed, now: now)
                 }
                 guard let pulled else {
+                    try await waitForOtherReader(of: stream)
                     outcome.leftToOthers.insert(stream)
                     continue
                 }
@@ -132,6 +137,15 @@ struct FeedPull: Sendable {
             }
         }
         return outcome
+    }
+
+    /// Polls until the worker reading `stream` has ended its read (or `waitForReader` has passed).
+    private func waitForOtherReader(of stream: FeedStream) async throws {
+        let deadline = ContinuousClock.now + waitForReader
+        while ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+            if try await store.exclusively("feed/" + stream.key, {}) != nil { return }
+        }
     }
 
     private func pull(_ stream: FeedStream, from feed: any NotificationFeed, now: Date) async throws -> Outcome {
