@@ -32,12 +32,15 @@
 #       rows (EXPLAIN ANALYZE), `status --user`, `report` of the last day, and each dashboard view's
 #       example query. BIG_REUSE=1 keeps the database and first migrates it to this build's schema,
 #       timing the migration and the longest single-row write made meanwhile.
-#   Scripts/bench.sh month [SUBSCRIBERS=1000] [DAYS=30] [INTERVAL_MINUTES=30]
+#   Scripts/bench.sh month [SUBSCRIBERS=1000] [DAYS=30] [INTERVAL_MINUTES=30] [renewal-bench options…]
 #       a month of a subscriber population (renewals, annual plans, cancellations, refunds, billing
 #       failures, recoveries, grace periods, upgrades) on the simulator's clock, in one process
 #       (renewal-bench), a run every INTERVAL_MINUTES: Apple requests per subscriber per month by
 #       endpoint and the delay from each event to the database (p50, p95, max), with the change feed
-#       and with polling alone; then a backfill --all that shows what each left wrong.
+#       and with polling alone; then a backfill --all that shows what each left wrong. Further
+#       options go to renewal-bench month: --import-form id|receipt|both, --outage-day D
+#       --outage-hours H (Notification History down), --duplicate-percent, --forged-refunds,
+#       --postgres-url URL --workers N, --mode feed|polling|both (renewal-bench month --help).
 #   Scripts/bench.sh webhooks [CHANGES=2000] [LATENCY_MS=50] [CONCURRENCY=8,32]
 #       CHANGES queued webhook deliveries (SQLite) sent to an in-process receiver answering 204 after
 #       LATENCY_MS: changes/s per concurrency; then the time a run's delivery spends against a dead
@@ -413,7 +416,7 @@ case $mode in
   import-bulk) bench_import_bulk "$@" ;;
   big) bench_big "$@" ;;
   webhooks) "$BIN/renewal-bench" webhooks --changes "${1:-2000}" --latency-ms "${2:-50}" --concurrency "${3:-8,32}" ;;
-  month) "$BIN/renewal-bench" month --subscribers "${1:-1000}" --days "${2:-30}" --interval-minutes "${3:-30}" ;;
+  month) "$BIN/renewal-bench" month --subscribers "${1:-1000}" --days "${2:-30}" --interval-minutes "${3:-30}" "${@:4}" ;;
   jws) ${JOB_CPUS:+taskset -c "$JOB_CPUS"} "$BIN/appstore-simulator" bench-jws --count "${1:-20000}" ;;
   *) echo "usage: Scripts/bench.sh verify|scale|workers|import-forms|jws [args]" >&2; exit 64 ;;
 esac
