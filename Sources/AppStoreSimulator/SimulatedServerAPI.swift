@@ -171,6 +171,9 @@ extension SimulatedReceipt {
         payload["purchaseDate"] = row.purchaseDate.map(Self.ms)
         payload["originalPurchaseDate"] = row.originalPurchaseDate.map(Self.ms)
         payload["expiresDate"] = row.expiresDate.map(Self.ms)
+        // The simulated price list: 9.99 USD a month, 99.99 a year, nothing for a free trial.
+        payload["currency"] = "USD"
+        payload["price"] = row.isTrialPeriod == true ? 0 : (period >= 300 * 86_400 ? 99_990 : 9_990)
         if row.isTrialPeriod == true {
             payload["offerType"] = 1
             payload["offerDiscountType"] = "FREE_TRIAL"

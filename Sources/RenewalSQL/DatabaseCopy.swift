@@ -45,6 +45,7 @@ public struct DatabaseCopy: Sendable {
         Table("webhook_outbox", key: "change_id"),
         Table("webhook_endpoints", key: "url_digest"),
         Table("api_request_budget", key: "bucket"),
+        Table("transactions", key: "transaction_id"),
     ]
 
     /// Tables that are not copied: the target's migrations write its own `schema_migrations`, and

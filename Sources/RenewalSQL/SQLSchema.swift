@@ -37,6 +37,7 @@ public enum SQLSchema {
         Migration(version: 12, statements: version12, prelude: version12Prelude),
         Migration(version: 13, statements: version13),
         Migration(version: 14, statements: version14),
+        Migration(version: 15, statements: version15),
     ]
 
     static let createMigrationsTable = """

@@ -204,6 +204,15 @@ extension SQLSubscriptionStore {
         for subscription in write.subscriptions {
             try Self.upsert(subscription, of: write, on: connection)
         }
+        let environments = Dictionary(
+            write.subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.environment) },
+            uniquingKeysWith: { first, _ in first })
+        for transaction in write.transactions {
+            let environment = environments[transaction.originalTransactionID] ?? write.environment
+            _ = try connection.execute(
+                SaveSQL.upsertTransaction,
+                SaveSQL.values(of: transaction, of: write, environment: environment ?? nil))
+        }
         try Self.updateReceipt(write, on: connection)
     }
 
@@ -317,6 +326,45 @@ extension SQLSubscriptionStore {
 
 /// Statement texts built once (the store is generic, so they cannot be its static stored properties).
 enum SaveSQL {
+    /// Records a transaction in the ledger, or brings a known one up to date (a refund, a renewal-date
+    /// extension, an upgrade) unless what is stored was signed later. A price, currency or storefront
+    /// once known is kept when a later answer (verifyReceipt) does not give it.
+    static let upsertTransaction = """
+        INSERT INTO transactions (transaction_id, original_transaction_id, user_id, bundle_id, product_id,
+            environment, ownership_type, purchased_at, expires_at, price_milliunits, currency, storefront, offer_type,
+            offer_discount_type, is_trial, quantity, revoked_at, revocation_reason, revocation_type,
+            revocation_percentage, transaction_reason, upgraded, origin, signed_at, recorded_at, updated_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
+            $23, $24, $25, $25)
+        ON CONFLICT (transaction_id) DO UPDATE SET
+            expires_at = excluded.expires_at, revoked_at = excluded.revoked_at,
+            revocation_reason = excluded.revocation_reason, revocation_type = excluded.revocation_type,
+            revocation_percentage = excluded.revocation_percentage, upgraded = excluded.upgraded,
+            price_milliunits = COALESCE(excluded.price_milliunits, transactions.price_milliunits),
+            currency = COALESCE(excluded.currency, transactions.currency),
+            storefront = COALESCE(excluded.storefront, transactions.storefront),
+            signed_at = COALESCE(excluded.signed_at, transactions.signed_at), updated_at = excluded.updated_at
+        WHERE transactions.signed_at IS NULL OR excluded.signed_at IS NULL
+            OR excluded.signed_at >= transactions.signed_at
+        """
+
+    static func values(of transaction: LedgerTransaction, of write: ReceiptUpdate, environment: AppStoreEnvironment?)
+        -> [SQLValue]
+    {
+        [
+            .text(transaction.transactionID), .text(transaction.originalTransactionID), .text(write.userID),
+            SQLValue(write.bundleID), SQLValue(transaction.productID), SQLValue(environment?.rawValue),
+            SQLValue(transaction.ownershipType), SQLValue(transaction.purchasedAt), SQLValue(transaction.expiresAt),
+            transaction.priceMilliunits.map(SQLValue.int64) ?? .null, SQLValue(transaction.currency),
+            SQLValue(transaction.storefront), SQLValue(transaction.offerType),
+            SQLValue(transaction.offerDiscountType), SQLValue(transaction.isTrial), SQLValue(transaction.quantity),
+            SQLValue(transaction.revokedAt), SQLValue(transaction.revocationReason),
+            SQLValue(transaction.revocationType), SQLValue(transaction.revocationPercentage),
+            SQLValue(transaction.transactionReason), SQLValue(transaction.isUpgraded),
+            .text(transaction.origin.rawValue), SQLValue(transaction.signedAt), SQLValue(write.checkedAt),
+        ]
+    }
+
     /// The columns of `subscriptions`, in the order rows are written and read.
     static let columnList = """
         original_transaction_id, receipt_id, user_id, product_id, state, entitled, expires_at, auto_renew, \

@@ -94,7 +94,7 @@ public struct VerifiedNotification: Sendable, Hashable {
         {
             subscription = SignedDataVerifier.subscription(
                 original: original, status: status.flatMap(ServerAPIStatus.init(rawValue:)), transaction: transaction,
-                renewal: renewal, group: nil, environment: environment.rawValue)
+                renewal: renewal, group: nil, environment: environment.rawValue, origin: .notification)
         }
         return NotificationEvidence(
             type: type, subtype: subtype, signedDate: signedDate, environment: environment, bundleID: bundleID,

@@ -1,4 +1,5 @@
 import Foundation
+import RenewalCore
 
 /// A payload whose signature and chain the verifier checks.
 protocol SignedPayload: Decodable {
@@ -36,9 +37,14 @@ public struct JWSTransaction: SignedPayload, Sendable, Hashable {
     public var commitmentInfo: CommitmentInfo?
     /// The UUID the app set at purchase (`appAccountToken`), if any.
     public var appAccountToken: String?
+    /// Milliunits of `currency` (API 1.10 on).
+    public var price: Int64?
+    public var currency: String?
+    public var storefront: String?
+    public var quantity: Int?
 
     enum CodingKeys: String, CodingKey {
-        case appAccountToken
+        case appAccountToken, price, currency, storefront, quantity
         case transactionId, originalTransactionId, webOrderLineItemId, bundleId, productId, subscriptionGroupIdentifier
         case purchaseDate, originalPurchaseDate, expiresDate, signedDate, type, inAppOwnershipType, revocationDate
         case revocationReason, revocationType, revocationPercentage, isUpgraded, offerType, offerDiscountType,
@@ -72,6 +78,26 @@ public struct JWSTransaction: SignedPayload, Sendable, Hashable {
         billingPlanType = c.flexibleString(.billingPlanType)
         commitmentInfo = try? c.decodeIfPresent(CommitmentInfo.self, forKey: .commitmentInfo)
         appAccountToken = c.flexibleString(.appAccountToken)
+        price = c.flexibleInt(.price).map(Int64.init)
+        currency = c.flexibleString(.currency)
+        storefront = c.flexibleString(.storefront)
+        quantity = c.flexibleInt(.quantity)
+    }
+
+    /// This transaction for the ledger; nil without a transaction id.
+    public func ledgerTransaction(origin: LedgerTransaction.Origin, originalTransactionID: String)
+        -> LedgerTransaction?
+    {
+        guard let transactionId else { return nil }
+        return LedgerTransaction(
+            transactionID: transactionId, originalTransactionID: originalTransactionID, productID: productId,
+            purchasedAt: purchaseDate, expiresAt: expiresDate, priceMilliunits: price, currency: currency,
+            storefront: storefront, offerType: offerType, offerDiscountType: offerDiscountType,
+            isTrial: offerType == 1 && offerDiscountType == "FREE_TRIAL", quantity: quantity ?? 1,
+            ownershipType: inAppOwnershipType, revokedAt: revocationDate, revocationReason: revocationReason,
+            revocationType: revocationType, revocationPercentage: revocationPercentage,
+            transactionReason: transactionReason, isUpgraded: isUpgraded ?? false, origin: origin,
+            signedAt: signedDate)
     }
 }
 

@@ -78,7 +78,7 @@ extension SignedDataVerifier {
 
     static func subscription(
         original: String, status: ServerAPIStatus?, transaction: JWSTransaction, renewal: JWSRenewalInfo?,
-        group: String?, environment: String
+        group: String?, environment: String, origin: LedgerTransaction.Origin = .statusAnswer
     ) -> SubscriptionEvidence {
         var autoRenew = renewal?.autoRenewStatus.map { $0 == 1 }
         // A monthly plan inside a 12-month commitment keeps billing every month until the commitment
@@ -89,7 +89,7 @@ extension SignedDataVerifier {
             autoRenew = true
         }
         let isIntroductory = transaction.offerType == 1
-        return SubscriptionEvidence(
+        var evidence = SubscriptionEvidence(
             originalTransactionID: original,
             productID: transaction.productId,
             expiresAt: transaction.expiresDate,
@@ -108,6 +108,9 @@ extension SignedDataVerifier {
             latestTransactionID: transaction.transactionId,
             subscriptionGroupIdentifier: transaction.subscriptionGroupIdentifier ?? group,
             signedAt: [transaction.signedDate, renewal?.signedDate].compactMap { $0 }.max())
+        evidence.transactions = [transaction.ledgerTransaction(origin: origin, originalTransactionID: original)]
+            .compactMap { $0 }
+        return evidence
     }
 }
 

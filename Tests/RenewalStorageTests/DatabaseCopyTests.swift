@@ -127,6 +127,18 @@ struct DatabaseCopyTests {
             try insert(
                 "INSERT INTO api_request_budget (bucket, next_slot_at_us) VALUES ('production', $1), ('sandbox', 1)",
                 [.int64(day * 1000)])
+            try insert(
+                """
+                INSERT INTO transactions (transaction_id, original_transaction_id, user_id, bundle_id, product_id,
+                    environment, ownership_type, purchased_at, expires_at, price_milliunits, currency, storefront,
+                    offer_type, offer_discount_type, is_trial, quantity, revoked_at, revocation_reason, revocation_type,
+                    revocation_percentage, transaction_reason, upgraded, origin, signed_at, recorded_at, updated_at)
+                VALUES ('t-1', 'otid-1', 'user-1', NULL, 'product', 'Production', 'PURCHASED', $1, $2, 9990, 'EUR',
+                        'FRA', 1, 'FREE_TRIAL', 1, 1, NULL, NULL, NULL, NULL, 'PURCHASE', 0, 'status_answer', $1, $1, $1),
+                       ('t-2', 'otid-1', 'user-1', 'com.example.app', 'product', 'Production', 'PURCHASED', $2, $3,
+                        NULL, NULL, NULL, NULL, NULL, 0, 2, $3, 1, 'REFUND_PRORATED', 50000, 'RENEWAL', 1,
+                        'verify_receipt', NULL, $3, $3)
+                """, [.int64(day - 30), .int64(day), .int64(day + 30)])
         }
     }
 

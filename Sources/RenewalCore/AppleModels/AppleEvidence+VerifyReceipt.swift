@@ -115,6 +115,7 @@ extension SubscriptionEvidence {
             subscriptionGroupIdentifier: current?.subscriptionGroupIdentifier,
             basis: basis
         )
+        transactions = rows.compactMap { LedgerTransaction(row: $0, originalTransactionID: originalTransactionID) }
     }
 
     /// The row with the latest expiry; ties go to the latest purchase, then the larger transaction id,

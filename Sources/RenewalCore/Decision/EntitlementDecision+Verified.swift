@@ -34,6 +34,7 @@ extension EntitlementDecision {
         update.subscriptions = derivation.subscriptions
         update.changes = derivation.changes
         update.conflicts = derivation.conflicts
+        update.transactions = derivation.transactions
 
         if evidence.subscriptions.isEmpty, receipt.subscriptions.isEmpty {
             if receipt.noSubscriptionSince == nil {
@@ -84,6 +85,8 @@ extension EntitlementDecision {
         var pollingChecks: [Date] = []
         /// When a feed outage must check each subscription (`SchedulePolicy.outageCheck`).
         var outageChecks: [Date] = []
+        /// The transactions of the subscriptions written (not of conflicts or of older partial evidence).
+        var transactions: [LedgerTransaction] = []
         /// The subscriptions the answer speaks for (partial evidence older than what is stored does not).
         private var listed: Set<String> = []
 
@@ -117,6 +120,7 @@ extension EntitlementDecision {
                             productID: subscription.productID))
                     continue
                 }
+                transactions += subscription.transactions
                 var derived = SubscriptionSnapshot(evidence: subscription, now: now)
                 if derived.state == .expired, previous?.snapshot.state == .active,
                     subscription.basis == .latestTransactions,

@@ -33,6 +33,8 @@ public struct ReceiptUpdate: Sendable, Hashable {
     /// The failure of this check, if it failed (`reason`: a short stable code).
     public var failure: CheckFailure?
     public var conflicts: [OwnershipConflict]
+    /// The transactions of the subscriptions written, for the ledger (`transactions`, upserted by id).
+    public var transactions: [LedgerTransaction] = []
     /// The lease owner to release; nil when the row was not leased.
     public var leaseOwner: String?
     /// The API whose valid answer this check read; written with `originalTransactionID` when set.

@@ -104,6 +104,9 @@ public struct SubscriptionEvidence: Sendable, Hashable {
     /// When Apple signed this evidence (the later of the signed transaction's and renewal info's
     /// `signedDate`); nil for verifyReceipt answers.
     public var signedAt: Date?
+    /// The transactions of it the answer shows, for the ledger: verifyReceipt's rows, or the one
+    /// signed transaction of a status answer or notification.
+    public var transactions: [LedgerTransaction] = []
 
     public init(
         originalTransactionID: String, productID: String?, expiresAt: Date?, isUpgraded: Bool = false,
