@@ -164,26 +164,7 @@ struct MonthBenchmark: AsyncParsableCommand {
         guard let identity = simulator.serverAPI else { throw ValidationError("the simulator has no Server API") }
         let quiet = Logger(label: "renewal-bench", factory: { _ in SwiftLogNoOpLogHandler() })
         let receipts = population.receipts
-        state.register(receipts.map(\.receipt))
-        state.feedDuplicatePercent = duplicatePercent
-        // Forged refunds of steady renewing subscribers, spread over the month.
-        let steady = receipts.filter { $0.receipt.scenario == .renewal }.map(\.receipt)
-        state.forgedNotifications = (0..<min(forgedRefunds, steady.count)).map { index in
-            SimulatedNotification.forgedRefund(
-                of: steady[index * steady.count / max(forgedRefunds, 1)],
-                at: Self.origin.addingTimeInterval(days * 86_400 * Double(index + 1) / Double(forgedRefunds + 1)))
-        }
-        _ = try await store.importReceipts(
-            receipts.map {
-                switch form {
-                case .receipt:
-                    ReceiptImport(userID: $0.user, latestReceipt: $0.receipt.encoded, productID: $0.receipt.productID)
-                case .id:
-                    ReceiptImport(
-                        userID: $0.user, latestReceipt: nil, productID: $0.receipt.productID,
-                        originalTransactionID: $0.receipt.originalTransactionID)
-                }
-            }, now: state.now)
+        try await setUp(state, store: store, receipts: receipts, form: form)
 
         return try await withAppStoreSimulator(configuration: simulator, logger: quiet) { endpoints in
             let verifyReceipt = AppStoreClient.Configuration(
@@ -207,22 +188,9 @@ struct MonthBenchmark: AsyncParsableCommand {
                     func run(_ command: RenewalRun.Command, feed: Bool, verifier: SourceRouter) async throws
                         -> [RenewalOutcome]
                     {
-                        try await withThrowingTaskGroup(of: RenewalOutcome.self) { group in
-                            for store in command == .run ? stores : [store] {
-                                group.addTask {
-                                    var configuration = RenewalRun.Configuration(command: command)
-                                    configuration.concurrency = 16
-                                    var dependencies = RenewalRun.Dependencies(
-                                        store: store, verifier: verifier, logger: quiet, now: { state.now })
-                                    dependencies.feed = feed ? serverAPIClient : nil
-                                    return try await RenewalRun(
-                                        configuration: configuration, dependencies: dependencies
-                                    )
-                                    .run()
-                                }
-                            }
-                            return try await group.reduce(into: []) { $0.append($1) }
-                        }
+                        try await Self.run(
+                            command, workers: command == .run ? stores : [store], verifier: verifier,
+                            feed: feed ? serverAPIClient : nil, now: { state.now }, logger: quiet)
                     }
                     // The first run verifies every imported receipt: the import's cost, not the month's.
                     _ = try await run(.run, feed: mode == .feed, verifier: dayZero)
@@ -238,13 +206,7 @@ struct MonthBenchmark: AsyncParsableCommand {
                         state.advance(by: intervalMinutes * 60)
                         state.feedFault =
                             outageDay > 0 && state.now >= outageStart && state.now < outageEnd ? .outage : .none
-                        for outcome in try await run(.run, feed: mode == .feed, verifier: router) {
-                            result.checked += outcome.counts.checked
-                            result.failed += outcome.counts.failed
-                            result.applied += outcome.counts.notificationsApplied
-                            if outcome.counts.feedFallback?.isEmpty == false { result.runsFallingBack += 1 }
-                        }
-                        result.runs += 1
+                        result.add(try await run(.run, feed: mode == .feed, verifier: router))
                     }
                     state.feedFault = .none
                     result.wall = clock.now - began
@@ -260,20 +222,73 @@ struct MonthBenchmark: AsyncParsableCommand {
                     // What a fresh look at every subscription still changes: state the month got wrong.
                     let final = try await run(.backfill(BackfillSelector(all: true)), feed: false, verifier: router)
                     result.finalDiscrepancies = try await Self.kinds(ofRun: final[0].runID, store: store)
-                    for forged in state.forgedNotifications {
-                        let refunds = try await store.rows(
-                            """
-                            SELECT COUNT(*) AS n FROM entitlement_changes
-                            WHERE original_transaction_id = $1 AND kind = 'refunded'
-                            """, [.text(forged.originalTransactionID)]
-                        ).first?["n"]
-                        if case .int64(let n) = refunds, n > 0 { result.forgedApplied += 1 }
-                    }
                     result.forged = state.forgedNotifications.count
+                    result.forgedApplied = try await Self.refunded(state.forgedNotifications, store: store)
                     return result
                 }
             }
         }
+    }
+
+    /// Registers the population with the simulator, lists the duplicates and forged refunds, and
+    /// imports the rows in `form`.
+    func setUp(
+        _ state: SimulatorState, store: any BenchStore, receipts: [(user: String, receipt: SimulatedReceipt)],
+        form: ImportForm
+    ) async throws {
+        state.register(receipts.map(\.receipt))
+        state.feedDuplicatePercent = duplicatePercent
+        // Forged refunds of steady renewing subscribers, spread over the month.
+        let steady = receipts.filter { $0.receipt.scenario == .renewal }.map(\.receipt)
+        state.forgedNotifications = (0..<min(forgedRefunds, steady.count)).map { index in
+            SimulatedNotification.forgedRefund(
+                of: steady[index * steady.count / max(forgedRefunds, 1)],
+                at: Self.origin.addingTimeInterval(days * 86_400 * Double(index + 1) / Double(forgedRefunds + 1)))
+        }
+        _ = try await store.importReceipts(
+            receipts.map {
+                switch form {
+                case .receipt:
+                    ReceiptImport(userID: $0.user, latestReceipt: $0.receipt.encoded, productID: $0.receipt.productID)
+                case .id:
+                    ReceiptImport(
+                        userID: $0.user, latestReceipt: nil, productID: $0.receipt.productID,
+                        originalTransactionID: $0.receipt.originalTransactionID)
+                }
+            }, now: state.now)
+    }
+
+    /// One run per worker, started together (a backfill: the first store's only).
+    static func run(
+        _ command: RenewalRun.Command, workers stores: [any BenchStore], verifier: SourceRouter,
+        feed: (any NotificationFeed)?, now: @escaping @Sendable () -> Date, logger: Logger
+    ) async throws -> [RenewalOutcome] {
+        try await withThrowingTaskGroup(of: RenewalOutcome.self) { group in
+            for store in stores {
+                group.addTask {
+                    var configuration = RenewalRun.Configuration(command: command)
+                    configuration.concurrency = 16
+                    var dependencies = RenewalRun.Dependencies(
+                        store: store, verifier: verifier, logger: logger, now: now)
+                    dependencies.feed = feed
+                    return try await RenewalRun(configuration: configuration, dependencies: dependencies).run()
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+
+    /// How many of the forged refunds' subscriptions the database shows refunded.
+    static func refunded(_ forged: [SimulatedNotification], store: any BenchStore) async throws -> Int {
+        var refunded = 0
+        for notification in forged {
+            let refunds = try await store.rows(
+                "SELECT COUNT(*) AS n FROM entitlement_changes WHERE original_transaction_id = $1 AND kind = 'refunded'",
+                [.text(notification.originalTransactionID)]
+            ).first?["n"]
+            if case .int64(let n) = refunds, n > 0 { refunded += 1 }
+        }
+        return refunded
     }
 
     /// Each notification of the month paired with the first change of its kind recorded for its
@@ -400,6 +415,17 @@ struct MonthResult {
     init(mode: MonthBenchmark.Mode, form: MonthBenchmark.ImportForm) {
         self.mode = mode
         self.form = form
+    }
+
+    /// Counts the workers' outcomes of one run.
+    mutating func add(_ outcomes: [RenewalOutcome]) {
+        for outcome in outcomes {
+            checked += outcome.counts.checked
+            failed += outcome.counts.failed
+            applied += outcome.counts.notificationsApplied
+            if outcome.counts.feedFallback?.isEmpty == false { runsFallingBack += 1 }
+        }
+        runs += 1
     }
 
     func print(subscribers: Int, days: Double) {

@@ -89,15 +89,7 @@ public struct RenewalRun: Sendable {
             run: self, runID: runID, logger: logger, report: report, dueAsOf: dueAsOf,
             feedScheduled: feeds.health?.scheduling ?? [])
         loop.counts.recoveredLeases = recovered.releasedLeases
-        loop.counts.notifications = feeds.outcome?.notifications ?? 0
-        if let applied = feeds.outcome {
-            loop.counts.notificationsApplied = applied.applied
-            loop.counts.changed += applied.changes
-            loop.counts.migrated += applied.migrated
-        }
-        loop.counts.notificationsUnmatched = feeds.outcome?.unmatched ?? 0
-        loop.counts.feedLagSeconds = feeds.health?.lagSeconds
-        loop.counts.feedFallback = feeds.health.map(\.fallbackNames)
+        feeds.count(into: &loop.counts)
         loop.counts.dueAtStart = dueAtStart
         dependencies.progress?.started(total: dueAtStart.map { min($0, configuration.limit ?? $0) })
         defer { dependencies.progress?.finished() }
@@ -158,6 +150,17 @@ public struct RenewalRun: Sendable {
     private struct FeedReading {
         var outcome: FeedPull.Outcome?
         var health: FeedHealth?
+
+        /// The run's counts of what the feeds said and what their notifications changed.
+        func count(into counts: inout RenewalCounts) {
+            counts.notifications = outcome?.notifications ?? 0
+            counts.notificationsApplied = outcome?.applied ?? 0
+            counts.notificationsUnmatched = outcome?.unmatched ?? 0
+            counts.changed += outcome?.changes ?? 0
+            counts.migrated += outcome?.migrated ?? 0
+            counts.feedLagSeconds = health?.lagSeconds
+            counts.feedFallback = health.map(\.fallbackNames)
+        }
     }
 
     /// Reads each app's change feed (a `run` only), applying what it can, and judges which feeds
