@@ -66,7 +66,8 @@ extension SimulatedReceipt {
     /// - Parameters:
     ///   - sandboxEndpoint: the request came to `/sandbox/verifyReceipt`.
     ///   - attempt: the request number for this account (1 for the first).
-    func answer(at now: Date, sandboxEndpoint: Bool, attempt: Int) -> SimulatedAnswer {
+    /// - `withHistory`: `exclude-old-transactions` was false: every earlier period is listed too.
+    func answer(at now: Date, sandboxEndpoint: Bool, attempt: Int, withHistory: Bool = false) -> SimulatedAnswer {
         if scenario == .sandbox, !sandboxEndpoint { return .status(.sandboxReceiptOnProduction) }
         if scenario != .sandbox, sandboxEndpoint { return .status(.productionReceiptOnSandbox) }
         switch scenario {
@@ -78,14 +79,29 @@ extension SimulatedReceipt {
         case .html200: return SimulatedAnswer.htmlPage
         case .truncatedJSON: return .truncated(response(at: now))
         case .legacyIOS6: return .legacy(legacyAnswer(at: now))
-        default: return .apple(response(at: now))
+        default: return .apple(response(at: now, withHistory: withHistory))
         }
     }
 
     /// The status-0 answer of the subscription scenarios at `now` (tests start scripted answers from it).
-    public func response(at now: Date) -> VerifyReceiptResponse {
+    public func response(at now: Date, withHistory: Bool = false) -> VerifyReceiptResponse {
         let timeline = timeline(at: now)
-        let rows = timeline.periods.map(row(for:))
+        var periods = timeline.periods
+        // A subscription renewing since its purchase: its earlier periods, when asked for.
+        if withHistory, [.renewal, .trial, .familyShared, .sandbox].contains(scenario), let current = periods.first,
+            current.salt.isEmpty, current.index > 0
+        {
+            periods =
+                (0..<current.index).map { index in
+                    var earlier = current
+                    earlier.index = index
+                    earlier.start = start.addingTimeInterval(Double(index) * period)
+                    earlier.end = earlier.start.addingTimeInterval(period)
+                    earlier.trial = scenario == .trial && index == 0
+                    return earlier
+                } + periods
+        }
+        let rows = periods.map(row(for:))
         let isSandbox = scenario == .sandbox
         var latest = self
         latest.generation = max(generation, timeline.renewals)

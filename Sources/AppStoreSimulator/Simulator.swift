@@ -88,7 +88,9 @@ struct SimulatorRoutes: Sendable {
         var attempt = 1
         if let receipt, let verifyRequest {
             state.register([receipt])
-            attempt = state.recordReceipt(account: receipt.account, receiptData: verifyRequest.receiptData)
+            attempt = state.recordReceipt(
+                account: receipt.account, receiptData: verifyRequest.receiptData,
+                withHistory: verifyRequest.excludeOldTransactions == false)
         }
         switch state.fault {
         case .none: break
@@ -106,7 +108,10 @@ struct SimulatorRoutes: Sendable {
             return raw(status: script.httpStatus, contentType: script.contentType, data: script.body)
         }
         if receipt.scenario == .slow { try await Task.sleep(for: configuration.slowDelay) }
-        return respond(receipt.answer(at: state.now, sandboxEndpoint: sandbox, attempt: attempt))
+        return respond(
+            receipt.answer(
+                at: state.now, sandboxEndpoint: sandbox, attempt: attempt,
+                withHistory: verifyRequest?.excludeOldTransactions == false))
     }
 
     /// Get All Subscription Statuses: the token first (401), then the simulated rate limit (429),

@@ -86,6 +86,7 @@ public final class SimulatorState: Sendable {
         var feedFault: FeedFault = .none
         var feedRequests = 0
         var feedDuplicatePercent = 0
+        var askedForHistory: [String: Bool] = [:]
         var forgedNotifications: [SimulatedNotification] = []
     }
 
@@ -178,10 +179,17 @@ public final class SimulatorState: Sendable {
         }
     }
 
+    /// Whether the last verifyReceipt request for `account` asked for every transaction
+    /// (`exclude-old-transactions` false); nil before the first.
+    public func askedForHistory(account: String) -> Bool? {
+        storage.withLock { $0.askedForHistory[account] }
+    }
+
     /// Records a receipt for its account and returns the attempt number (1 for the first request).
-    func recordReceipt(account: String, receiptData: String) -> Int {
+    func recordReceipt(account: String, receiptData: String, withHistory: Bool = false) -> Int {
         storage.withLock {
             $0.received[account] = receiptData
+            $0.askedForHistory[account] = withHistory
             let attempt = ($0.attempts[account] ?? 0) + 1
             $0.attempts[account] = attempt
             return attempt

@@ -8,11 +8,13 @@ import RenewalCore
 extension AppStoreClient {
     /// Sends one request to `environment`'s endpoint and reads the answer within the timeout and size
     /// cap: a decoded answer with HTTP 200, whatever its `status`, or why there is none.
-    func exchange(receipt: String, environment: AppStoreEnvironment, logger: Logger) async -> Result<
-        VerifyReceiptResponse, AppleAPIError
-    > {
+    func exchange(receipt: String, environment: AppStoreEnvironment, excludingOld: Bool? = nil, logger: Logger)
+        async -> Result<VerifyReceiptResponse, AppleAPIError>
+    {
         await transport.timed(environment, status: Self.observedStatus) {
-            await send(receipt: receipt, environment: environment, logger: logger)
+            await send(
+                receipt: receipt, environment: environment,
+                excludingOld: excludingOld ?? configuration.excludeOldTransactions, logger: logger)
         }
     }
 
@@ -24,14 +26,14 @@ extension AppStoreClient {
         }
     }
 
-    private func send(receipt: String, environment: AppStoreEnvironment, logger: Logger) async -> Result<
-        VerifyReceiptResponse, AppleAPIError
-    > {
+    private func send(receipt: String, environment: AppStoreEnvironment, excludingOld: Bool, logger: Logger)
+        async -> Result<VerifyReceiptResponse, AppleAPIError>
+    {
         let isSandbox = environment == .sandbox
         let url = isSandbox ? configuration.sandboxURL : configuration.productionURL
         let payload = VerifyReceiptRequest(
             receiptData: receipt, password: configuration.sharedSecret,
-            excludeOldTransactions: configuration.excludeOldTransactions)
+            excludeOldTransactions: excludingOld)
         let body = payload.jsonBody
         var request = HTTPClientRequest(url: url)
         request.method = .POST

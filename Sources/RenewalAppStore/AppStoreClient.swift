@@ -42,6 +42,17 @@ public final class AppStoreClient: ReceiptVerifier {
     /// endpoints, 21004 is a configuration error, 21003/21010 and a 21002 on every attempt are
     /// rejections, 21005/21009/retryable 211xx are outages, anything else is a failure that is not.
     public func verify(receipt: String, logger: Logger) async -> AppleAnswer {
+        await verify(receipt: receipt, excludingOld: configuration.excludeOldTransactions, logger: logger)
+    }
+
+    /// Asks with every transaction listed when the ledger lacks the receipt's history.
+    public func verify(_ check: ReceiptCheck, logger: Logger) async -> AppleAnswer {
+        guard let receipt = check.receipt else { return .transient(.needsServerAPI, isOutage: false) }
+        let excludingOld = check.wantsHistory ? false : configuration.excludeOldTransactions
+        return await verify(receipt: receipt, excludingOld: excludingOld, logger: logger)
+    }
+
+    private func verify(receipt: String, excludingOld: Bool, logger: Logger) async -> AppleAnswer {
         var environment = AppStoreEnvironment.production
         var switches = 0
         var everyAttemptMalformed = true
@@ -52,7 +63,9 @@ public final class AppStoreClient: ReceiptVerifier {
             var logger = logger
             // Metadata costs a copy and a re-render of the handler's metadata: only when it can show.
             if logger.logLevel <= .debug { logger[metadataKey: LogKey.appStoreAttempt] = "\(attempt)" }
-            switch await exchange(receipt: receipt, environment: environment, logger: logger) {
+            switch await exchange(
+                receipt: receipt, environment: environment, excludingOld: excludingOld, logger: logger)
+            {
             case .success(let response):
                 let answeredBy = response.environment ?? environment
                 switch response.status.disposition(isRetryableFlag: response.isRetryable) {

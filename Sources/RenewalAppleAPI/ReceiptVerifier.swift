@@ -49,6 +49,9 @@ public struct ReceiptCheck: Sendable, Hashable {
     public var source: CheckSource?
     /// The app the row belongs to (imported with it, or learnt from an earlier answer); nil when unknown.
     public var bundleID: String?
+    /// The transaction ledger lacks the purchase of one of its subscriptions: verifyReceipt is asked
+    /// for every transaction (`exclude-old-transactions` false) instead of the latest ones.
+    public var wantsHistory = false
 
     public init(
         receipt: String?, originalTransactionID: String? = nil, subscriptionIDs: [String] = [],

@@ -349,9 +349,11 @@ struct RunExecution {
 extension StoredReceipt {
     /// The receipt as a verifier sees it: what the database knows of it.
     var check: ReceiptCheck {
-        ReceiptCheck(
+        var check = ReceiptCheck(
             receipt: latestReceipt, originalTransactionID: originalTransactionID,
             subscriptionIDs: subscriptions.map(\.snapshot.originalTransactionID), environment: environment,
             source: source, bundleID: bundleID)
+        check.wantsHistory = lacksTransactionHistory
+        return check
     }
 }

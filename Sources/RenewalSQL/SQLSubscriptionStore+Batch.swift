@@ -32,6 +32,7 @@ extension SQLSubscriptionStore {
             for index in receipts.indices {
                 receipts[index].subscriptions = subscriptions[receipts[index].id] ?? []
             }
+            try Self.markLackingHistory(&receipts, on: connection)
             return receipts
         }
         return lease == nil ? try await onConnection(work) : try await inTransaction(work)
@@ -131,6 +132,32 @@ extension SQLSubscriptionStore {
             conditions.append("r.bundle_id IN (\(binds.list(selector.bundleIDs.map { .text($0) })))")
         }
         return conditions
+    }
+
+    /// Marks the receipts (with a receipt to send verifyReceipt) whose subscriptions' purchases the
+    /// ledger lacks: a subscription's purchase is the transaction whose id is its original transaction
+    /// id. A receipt never verified lacks them all; one known to hold no subscription lacks none.
+    static func markLackingHistory(_ receipts: inout [StoredReceipt], on connection: any SQLConnection) throws {
+        let ids = receipts.filter { $0.latestReceipt != nil }.flatMap {
+            $0.subscriptions.map(\.snapshot.originalTransactionID)
+        }
+        var recorded: Set<String> = []
+        for chunk in ids.chunked(by: chunkSize) where !chunk.isEmpty {
+            var binds = SQLBinds()
+            let list = binds.list(chunk.map { .text($0) })
+            for row in try connection.execute(
+                "SELECT transaction_id FROM transactions WHERE transaction_id IN (\(list))", binds.values)
+            {
+                recorded.insert(try row.text("transaction_id"))
+            }
+        }
+        for index in receipts.indices where receipts[index].latestReceipt != nil {
+            let receipt = receipts[index]
+            receipts[index].lacksTransactionHistory =
+                receipt.subscriptions.isEmpty
+                ? receipt.noSubscriptionSince == nil
+                : receipt.subscriptions.contains { !recorded.contains($0.snapshot.originalTransactionID) }
+        }
     }
 
     /// The subscriptions of these receipts, grouped by receipt id, each group by original transaction id.

@@ -50,7 +50,7 @@ struct TransactionLedgerTests {
         """
         Status answers and notifications record each transaction once with Apple's price and currency; a renewal \
         adds its period, a refund marks the refunded one; notifications listed twice count once and a forged \
-        refund never enters; verifyReceipt's rows are recorded without a price
+        refund never enters; verifyReceipt is asked for the whole history once, its rows recorded without a price
         """,
         arguments: Backend.available)
     func ledgerFromAnswersAndNotifications(backend: Backend) async throws {
@@ -62,11 +62,17 @@ struct TransactionLedgerTests {
             ])
             try await h.withServerAPIClient { client in
                 let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
-                _ = try await h.run(.backfill(BackfillSelector(userIDs: ["legacy"])), verifier: h.client)
-                let legacy = try await Self.ledger(h, user: "legacy")
-                // Asked with exclude-old-transactions, verifyReceipt lists the current period only.
-                #expect(legacy.count == 1, "\(legacy)")
+                // The ledger lacks the receipt's history: verifyReceipt is asked for every transaction once.
+                let legacyOnly = BackfillSelector(userIDs: ["legacy"])
+                _ = try await h.run(.backfill(legacyOnly), verifier: h.client)
+                #expect(h.state.askedForHistory(account: "tl-legacy") == true)
+                var legacy = try await Self.ledger(h, user: "legacy")
+                #expect(legacy.count == 3, "three monthly periods: \(legacy)")
                 #expect(legacy.allSatisfy { $0.origin == "verify_receipt" && $0.price == nil })
+                _ = try await h.run(.backfill(legacyOnly), verifier: h.client)
+                #expect(h.state.askedForHistory(account: "tl-legacy") == false, "the latest transactions only now")
+                legacy = try await Self.ledger(h, user: "legacy")
+                #expect(legacy.count == 3)
 
                 _ = try await h.run(.run, verifier: router) { $0.feed = client }
                 var renewed = try await Self.ledger(h, user: "renewing")
@@ -96,7 +102,7 @@ struct TransactionLedgerTests {
                 let again = try await h.run(.run, verifier: router) { $0.feed = client }
                 #expect(again.counts.notificationsApplied == 0)
                 let total = try await DashboardViewsTests.query(h, "SELECT COUNT(*) AS n FROM transactions")
-                #expect(total.first.flatMap { DashboardViewsTests.int($0, "n") } == 4)
+                #expect(total.first.flatMap { DashboardViewsTests.int($0, "n") } == 6)
             }
         }
     }

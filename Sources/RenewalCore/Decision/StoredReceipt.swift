@@ -27,6 +27,10 @@ public struct StoredReceipt: Sendable, Hashable {
     /// nil until then.
     public var bundleID: String?
     public var subscriptions: [StoredSubscription]
+    /// The transaction ledger holds the purchase of none, or not of every one, of its subscriptions
+    /// (a receipt never verified, or verified before the ledger): its next verifyReceipt check asks for
+    /// every transaction. Read with the receipt's page.
+    public var lacksTransactionHistory = false
 
     public init(
         id: Int64, userID: String, latestReceipt: String?, importedProductID: String?, status: ReceiptStatus,
