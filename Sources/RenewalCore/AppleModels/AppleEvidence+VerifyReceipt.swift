@@ -115,7 +115,15 @@ extension SubscriptionEvidence {
             subscriptionGroupIdentifier: current?.subscriptionGroupIdentifier,
             basis: basis
         )
-        transactions = rows.compactMap { LedgerTransaction(row: $0, originalTransactionID: originalTransactionID) }
+        // In one order whatever Apple's: by purchase, then id (the same transaction may be listed in
+        // latest_receipt_info and in_app alike; it is recorded once).
+        var seen: Set<String> = []
+        transactions =
+            rows.compactMap { LedgerTransaction(row: $0, originalTransactionID: originalTransactionID) }
+            .sorted {
+                ($0.purchasedAt ?? .distantPast, $0.transactionID) < ($1.purchasedAt ?? .distantPast, $1.transactionID)
+            }
+            .filter { seen.insert($0.transactionID).inserted }
     }
 
     /// The row with the latest expiry; ties go to the latest purchase, then the larger transaction id,

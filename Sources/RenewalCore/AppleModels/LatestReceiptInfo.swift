@@ -4,9 +4,10 @@ import Foundation
 /// iOS 6-style answer): string-typed numbers and flags, date triples.
 ///
 /// Decoding reads only what the job uses (ids, product, purchase and expiry dates, cancellation,
-/// trial/intro/upgrade flags, ownership, group), so odd values in `quantity`,
-/// `web_order_line_item_id`, `original_purchase_date*` or `cancellation_reason` never fail an
-/// answer; those properties exist so the simulator can write complete answers.
+/// trial/intro/upgrade flags, ownership, group; `quantity` and `cancellation_reason` for the ledger,
+/// left out when odd), so odd values in `web_order_line_item_id`, `original_purchase_date*`,
+/// `quantity` or `cancellation_reason` never fail an answer; those properties exist so the simulator
+/// can write complete answers.
 public struct LatestReceiptInfo: Sendable, Hashable, Encodable {
     public var productID: String?
     public var transactionID: String?
@@ -56,7 +57,7 @@ public struct LatestReceiptInfo: Sendable, Hashable, Encodable {
     enum Field: Int, AppleField {
         case productID, transactionID, originalTransactionID, purchaseDateMS, purchaseDate, expiresDateMS, expiresDate
         case cancellationDateMS, cancellationDate, isTrialPeriod, isInIntroOfferPeriod, isUpgraded, inAppOwnershipType
-        case subscriptionGroupIdentifier
+        case subscriptionGroupIdentifier, quantity, cancellationReason
 
         var key: String {
             switch self {
@@ -74,6 +75,8 @@ public struct LatestReceiptInfo: Sendable, Hashable, Encodable {
             case .isUpgraded: "is_upgraded"
             case .inAppOwnershipType: "in_app_ownership_type"
             case .subscriptionGroupIdentifier: "subscription_group_identifier"
+            case .quantity: "quantity"
+            case .cancellationReason: "cancellation_reason"
             }
         }
 
@@ -95,9 +98,10 @@ public struct LatestReceiptInfo: Sendable, Hashable, Encodable {
         inAppOwnershipType = try f.string(.inAppOwnershipType)
         subscriptionGroupIdentifier = try f.string(.subscriptionGroupIdentifier)
         webOrderLineItemID = nil
-        quantity = nil
         originalPurchaseDate = nil
-        cancellationReason = nil
+        // Read for the ledger only: an odd value is left out, never a failed answer.
+        quantity = (try? f.string(.quantity)) ?? nil
+        cancellationReason = (try? f.string(.cancellationReason)) ?? nil
     }
 
     public func encode(to encoder: any Encoder) throws {
