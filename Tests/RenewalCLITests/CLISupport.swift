@@ -27,23 +27,35 @@ struct CLI {
     /// `appstore-simulator`) with a clean environment plus `environment`, optionally feeding stdin.
     ///
     /// The child is waited for on a GCD thread, never on a Swift concurrency thread: the in-process
-    /// simulator the child talks to needs those threads to answer.
+    /// simulator the child talks to needs those threads to answer. A child still running after
+    /// `timeLimit` is killed and the test records it, with the end of what the child wrote, so a stuck
+    /// child fails its test instead of stalling the whole suite.
     static func run(
-        _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil, program: String = "renewal"
+        _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil, program: String = "renewal",
+        timeLimit: Duration = .seconds(300)
     ) async throws -> Result {
-        try await withCheckedThrowingContinuation { continuation in
+        let (result, killed) = try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(
-                    with: Swift.Result<CLI.Result, any Error> {
-                        try runBlocking(arguments, environment: environment, stdin: stdin, program: program)
+                    with: Swift.Result<(CLI.Result, Bool), any Error> {
+                        try runBlocking(
+                            arguments, environment: environment, stdin: stdin, program: program, timeLimit: timeLimit)
                     })
             }
         }
+        if killed {
+            Issue.record(
+                """
+                \(program) \(arguments.joined(separator: " ")) ran past \(timeLimit) and was killed. \
+                Its stdout ended: \(result.stdout.suffix(1_500)) Its stderr ended: \(result.stderr.suffix(1_500))
+                """)
+        }
+        return result
     }
 
     private static func runBlocking(
-        _ arguments: [String], environment: [String: String], stdin: String?, program: String
-    ) throws -> Result {
+        _ arguments: [String], environment: [String: String], stdin: String?, program: String, timeLimit: Duration
+    ) throws -> (Result, killed: Bool) {
         let process = Process()
         process.executableURL =
             program == "renewal" ? binary : binary.deletingLastPathComponent().appendingPathComponent(program)
@@ -58,15 +70,17 @@ struct CLI {
         process.standardError = err
         process.standardInput = input
         try process.run()
+        let watchdog = ChildWatchdog(process: process, after: timeLimit)
         if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
         try input.fileHandleForWriting.close()
         // Read both pipes to the end before waiting, so a chatty child never blocks on a full pipe.
         let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
         let stderrData = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return Result(
+        let result = Result(
             status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
             stderr: String(decoding: stderrData, as: UTF8.self))
+        return (result, watchdog.finish())
     }
 
     /// A copy of the binary in a fresh 0755 folder under /tmp, for runs as an unprivileged user
@@ -104,6 +118,34 @@ struct CLI {
         let quiet = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
         try await withAppStoreSimulator(configuration: configuration, logger: quiet) { endpoints in
             try await body(directory, state, configuration, endpoints)
+        }
+    }
+}
+
+/// Kills a child process that outlives its time limit (SIGKILL), and says whether it had to.
+final class ChildWatchdog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var done = false
+    private var killed = false
+
+    init(process: Process, after limit: Duration) {
+        let pid = process.processIdentifier
+        let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
+            lock.withLock {
+                guard !done else { return }
+                killed = true
+                kill(pid, SIGKILL)
+            }
+        }
+    }
+
+    /// Call once the child has been waited for: the watchdog does nothing after, and this says whether it
+    /// killed the child.
+    func finish() -> Bool {
+        lock.withLock {
+            done = true
+            return killed
         }
     }
 }
