@@ -176,7 +176,7 @@ public protocol RequestSlotStore: Sendable {
 /// Everything the job keeps in one database: subscriptions and receipts, run history, the webhook
 /// outbox and the fleet's request slots. What the CLI opens (`SQLSubscriptionStore`, on SQLite or
 /// PostgreSQL), so no command has to ask a store what it can do.
-public typealias RenewalStore = RunHistoryStore & WebhookOutboxStore & RequestSlotStore
+public typealias RenewalStore = RunHistoryStore & WebhookOutboxStore & RequestSlotStore & AnalyticsStore
 
 /// One check's result waiting to be written with others (`SubscriptionStore.saveBatch`).
 public enum PendingSave: Sendable, Hashable {

@@ -18,7 +18,8 @@ struct RenewalCommand: AsyncParsableCommand {
         version: RenewalVersion.text,
         subcommands: [
             DemoCommand.self, MigrateCommand.self, ImportCommand.self, RunCommand.self, BackfillCommand.self,
-            StatusCommand.self, ReportCommand.self, CheckCommand.self, DeliverCommand.self, CopyDatabaseCommand.self,
+            StatusCommand.self, ReportCommand.self, AnalyticsCommand.self, CheckCommand.self, DeliverCommand.self,
+            CopyDatabaseCommand.self,
         ]
     )
 

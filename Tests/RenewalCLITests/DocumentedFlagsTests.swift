@@ -12,7 +12,8 @@ struct DocumentedFlagsTests {
     /// The project's programs and their subcommands, as `renewal run` names one.
     static let programs = [
         "renewal": [
-            "demo", "migrate", "import", "run", "backfill", "status", "report", "check", "deliver", "copy-database",
+            "demo", "migrate", "import", "run", "backfill", "status", "report", "analytics", "check", "deliver",
+            "copy-database",
         ],
         "appstore-simulator": ["serve", "receipts", "storekit2", "bench-jws"],
     ]

@@ -8,7 +8,8 @@ import Testing
 @Suite("Man page and shell completions from swift-argument-parser's generators, installed by the Dockerfile")
 struct ManualAndCompletionsTests {
     static let subcommands = [
-        "demo", "migrate", "import", "run", "backfill", "status", "report", "check", "deliver", "copy-database",
+        "demo", "migrate", "import", "run", "backfill", "status", "report", "analytics", "check", "deliver",
+        "copy-database",
     ]
 
     @Test("the binary dumps the command tree the manual generator reads: every subcommand, with its help")

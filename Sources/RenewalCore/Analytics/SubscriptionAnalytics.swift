@@ -1,0 +1,172 @@
+import Foundation
+
+/// The figures of one product, or of all of them, over a window `[since, until)`. Counts are
+/// subscriptions; amounts stay per currency until `ExchangeRates` converts them.
+public struct AnalyticsFigures: Sendable, Hashable {
+    /// Paid and entitled at `until` (a grace period counts).
+    public var activeSubscriptions = 0
+    /// In a free trial at `until`.
+    public var activeTrials = 0
+    /// Paid and entitled at `since`: the base of the churn rate.
+    public var activeAtSince = 0
+    public var newSubscriptions = 0
+    public var newTrials = 0
+    public var trialConversions = 0
+    public var churned = 0
+    public var reactivations = 0
+    /// Paid transactions without a price from Apple or the catalogue: left out of revenue and MRR.
+    public var unpricedTransactions = 0
+    public var mrr = Amounts()
+    public var revenue = Amounts()
+    public var refunds = Amounts()
+
+    public init() {}
+
+    public var netRevenue: Amounts { revenue - refunds }
+
+    /// Churned over paid subscriptions at `since`; nil without any.
+    public var churnRate: Double? {
+        activeAtSince == 0 ? nil : Double(churned) / Double(activeAtSince)
+    }
+
+    public mutating func add(_ other: AnalyticsFigures) {
+        activeSubscriptions += other.activeSubscriptions
+        activeTrials += other.activeTrials
+        activeAtSince += other.activeAtSince
+        newSubscriptions += other.newSubscriptions
+        newTrials += other.newTrials
+        trialConversions += other.trialConversions
+        churned += other.churned
+        reactivations += other.reactivations
+        unpricedTransactions += other.unpricedTransactions
+        mrr.add(other.mrr)
+        revenue.add(other.revenue)
+        refunds.add(other.refunds)
+    }
+}
+
+/// Subscription analytics over a window, one subscription at a time, so a caller streams the ledger and
+/// memory stays flat. Every definition lives here (docs/analytics.md states them as formulas); the
+/// databases only hand over each subscription's transactions.
+public struct SubscriptionAnalytics: Sendable {
+    public let since: Date
+    public let until: Date
+    public let catalogue: ProductCatalogue
+    /// Preferred when a list price stands in for Apple's.
+    public let reportingCurrency: String
+    public private(set) var total = AnalyticsFigures()
+    public private(set) var byProduct: [String: AnalyticsFigures] = [:]
+
+    /// A billing failure can be recovered for up to 60 days; a purchase after a longer lapse, or one
+    /// Apple calls `PURCHASE`, is a reactivation rather than a recovered renewal.
+    static let recoveryWindow: TimeInterval = 60 * 86_400
+
+    public init(since: Date, until: Date, catalogue: ProductCatalogue = .init(), reportingCurrency: String = "USD") {
+        self.since = since
+        self.until = until
+        self.catalogue = catalogue
+        self.reportingCurrency = reportingCurrency
+    }
+
+    public mutating func add(_ ledger: SubscriptionLedger) {
+        let counted = ledger.countedTransactions
+        guard !counted.isEmpty else { return }
+        var figures: [String: AnalyticsFigures] = [:]
+        func update(_ transaction: LedgerTransaction, _ change: (inout AnalyticsFigures) -> Void) {
+            change(&figures[transaction.productID ?? "unknown", default: AnalyticsFigures()])
+        }
+        let atSince = SubscriptionLedger.standing(at: since, in: counted, graceEndsAt: ledger.gracePeriodEndsAt)
+        let atUntil = SubscriptionLedger.standing(at: until, in: counted, graceEndsAt: ledger.gracePeriodEndsAt)
+        switch atUntil {
+        case .trial(let transaction): update(transaction) { $0.activeTrials += 1 }
+        case .paid(let transaction):
+            let monthly = monthlyPrice(of: transaction)
+            update(transaction) { figures in
+                figures.activeSubscriptions += 1
+                if let monthly { figures.mrr.add(monthly) } else { figures.unpricedTransactions += 1 }
+            }
+        case .notEntitled: break
+        }
+        if case .paid(let transaction) = atSince {
+            update(transaction) { $0.activeAtSince += 1 }
+            let refunded = counted.contains { Self.isRefund($0) && ($0.revokedAt.map(inWindow) ?? false) }
+            if case .notEntitled = atUntil, !refunded { update(transaction) { $0.churned += 1 } }
+        }
+        movement(of: counted, update)
+        money(of: counted, update)
+        for (product, productFigures) in figures {
+            byProduct[product, default: AnalyticsFigures()].add(productFigures)
+            total.add(productFigures)
+        }
+    }
+
+    /// New trials, new paid subscriptions, conversions and reactivations: each counted once per
+    /// subscription, under the product of the transaction that made it.
+    private func movement(
+        of counted: [LedgerTransaction], _ update: (LedgerTransaction, (inout AnalyticsFigures) -> Void) -> Void
+    ) {
+        guard let first = counted.first else { return }
+        if first.isTrial, first.purchasedAt.map(inWindow) ?? false { update(first) { $0.newTrials += 1 } }
+        let paid = counted.filter { !$0.isTrial }
+        guard let firstPaid = paid.first else { return }
+        if firstPaid.purchasedAt.map(inWindow) ?? false {
+            update(firstPaid) { figures in
+                figures.newSubscriptions += 1
+                if first.isTrial { figures.trialConversions += 1 }
+            }
+        }
+        for (previous, next) in zip(paid, paid.dropFirst()) where next.purchasedAt.map(inWindow) ?? false {
+            guard let purchased = next.purchasedAt, let previousEnd = SubscriptionLedger.end(of: previous) else {
+                continue
+            }
+            guard purchased > previousEnd else { continue }
+            let resubscribed =
+                next.transactionReason == "PURCHASE" || previous.revokedAt != nil
+                || purchased.timeIntervalSince(previousEnd) > Self.recoveryWindow
+            if resubscribed {
+                update(next) { $0.reactivations += 1 }
+                return
+            }
+        }
+    }
+
+    /// Revenue by purchase time, refunds by refund time, each price times quantity.
+    private func money(
+        of counted: [LedgerTransaction], _ update: (LedgerTransaction, (inout AnalyticsFigures) -> Void) -> Void
+    ) {
+        for transaction in counted where !transaction.isTrial {
+            let price = catalogue.price(of: transaction, preferring: reportingCurrency)
+            let quantity = Decimal(max(transaction.quantity, 1))
+            if transaction.purchasedAt.map(inWindow) ?? false {
+                update(transaction) { figures in
+                    if let price {
+                        figures.revenue.add(price, times: quantity)
+                    } else {
+                        figures.unpricedTransactions += 1
+                    }
+                }
+            }
+            if Self.isRefund(transaction), let revoked = transaction.revokedAt, inWindow(revoked), let price {
+                let share = transaction.revocationPercentage.map { Decimal($0) / 100_000 } ?? 1
+                update(transaction) { $0.refunds.add(price, times: quantity * share) }
+            }
+        }
+    }
+
+    /// A revocation that is a refund: not the end of a period left for an upgrade (Apple revokes the old
+    /// transaction and credits what was left), nor a family member losing access.
+    static func isRefund(_ transaction: LedgerTransaction) -> Bool {
+        transaction.revokedAt != nil && !transaction.isUpgraded && transaction.revocationType != "FAMILY_REVOKE"
+    }
+
+    /// A paid period's price times its seats, normalised to a month.
+    private func monthlyPrice(of transaction: LedgerTransaction) -> Money? {
+        guard let price = catalogue.price(of: transaction, preferring: reportingCurrency),
+            let period = catalogue.period(of: transaction)
+        else { return nil }
+        let quantity = Decimal(max(transaction.quantity, 1))
+        return Money(currency: price.currency, amount: price.amount * quantity / period.monthsPerPeriod)
+    }
+
+    private func inWindow(_ moment: Date) -> Bool { since <= moment && moment < until }
+}

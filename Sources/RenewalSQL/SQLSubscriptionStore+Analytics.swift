@@ -1,0 +1,79 @@
+import Foundation
+import RenewalCore
+import RenewalStorage
+
+extension SQLSubscriptionStore: AnalyticsStore {
+    public func ledgerPage(bundleID: String?, after: String?, limit: Int) async throws -> [SubscriptionLedger] {
+        guard limit > 0 else { return [] }
+        var binds = SQLBinds()
+        var conditions: [String] = []
+        if let after { conditions.append("original_transaction_id > \(binds.add(.text(after)))") }
+        if let bundleID { conditions.append("bundle_id = \(binds.add(.text(bundleID)))") }
+        let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+        // The page's subscriptions first (on the ledger's (original_transaction_id, purchased_at) index),
+        // then their transactions, so a page never cuts a subscription in two.
+        let ids = """
+            SELECT DISTINCT original_transaction_id FROM transactions \(filter)
+            ORDER BY original_transaction_id LIMIT \(binds.add(.int64(Int64(limit))))
+            """
+        let sql = """
+            SELECT t.*, (SELECT MAX(s.grace_period_expires_at) FROM subscriptions s
+                    WHERE s.original_transaction_id = t.original_transaction_id) AS grace_period_ends_at
+            FROM transactions t
+            WHERE t.original_transaction_id IN (\(ids))
+            \(bundleID == nil ? "" : "AND t.bundle_id = \(binds.add(.text(bundleID ?? "")))")
+            ORDER BY t.original_transaction_id, t.purchased_at, t.transaction_id
+            """
+        let values = binds.values
+        let rows = try await onConnection { connection in try connection.execute(sql, values) }
+        var ledgers: [SubscriptionLedger] = []
+        var current: [SQLRow] = []
+        func close() throws {
+            guard let first = current.first else { return }
+            ledgers.append(
+                SubscriptionLedger(
+                    originalTransactionID: try first.text("original_transaction_id"),
+                    environment: try current.lazy.compactMap { try $0.environment("environment") }.first,
+                    gracePeriodEndsAt: try first.optionalDate("grace_period_ends_at"),
+                    transactions: try current.map(LedgerTransaction.init(ledgerRow:))))
+            current = []
+        }
+        for row in rows {
+            if let first = current.first,
+                try first.text("original_transaction_id") != row.text("original_transaction_id")
+            {
+                try close()
+            }
+            current.append(row)
+        }
+        try close()
+        return ledgers
+    }
+}
+
+extension LedgerTransaction {
+    init(ledgerRow row: SQLRow) throws {
+        self.init(
+            transactionID: try row.text("transaction_id"),
+            originalTransactionID: try row.text("original_transaction_id"),
+            productID: try row.optionalText("product_id"),
+            purchasedAt: try row.optionalDate("purchased_at"),
+            expiresAt: try row.optionalDate("expires_at"),
+            priceMilliunits: try row.optionalInt64("price_milliunits"),
+            currency: try row.optionalText("currency"),
+            storefront: try row.optionalText("storefront"),
+            offerType: try row.optionalInt("offer_type"),
+            offerDiscountType: try row.optionalText("offer_discount_type"),
+            isTrial: try row.bool("is_trial"),
+            quantity: try row.int("quantity"),
+            ownershipType: try row.optionalText("ownership_type"),
+            revokedAt: try row.optionalDate("revoked_at"),
+            revocationReason: try row.optionalInt("revocation_reason"),
+            revocationType: try row.optionalText("revocation_type"),
+            revocationPercentage: try row.optionalInt("revocation_percentage"),
+            transactionReason: try row.optionalText("transaction_reason"),
+            isUpgraded: try row.bool("upgraded"),
+            origin: Origin(rawValue: try row.text("origin")) ?? .verifyReceipt,
+            signedAt: try row.optionalDate("signed_at"))
+    }
+}

@@ -1,0 +1,24 @@
+import RenewalCore
+
+/// Read access to the transaction ledger for the analytics: each subscription's transactions at once,
+/// in pages, so a caller holds one page however large the ledger grows.
+public protocol AnalyticsStore: SubscriptionStore {
+    /// Up to `limit` subscriptions whose original transaction id sorts after `after`, in that order, each
+    /// with all its transactions; only `bundleID`'s when given.
+    func ledgerPage(bundleID: String?, after: String?, limit: Int) async throws -> [SubscriptionLedger]
+}
+
+extension AnalyticsStore {
+    /// Feeds every subscription of the ledger (of `bundleID` when given) to `body`, a page at a time.
+    public func forEachSubscriptionLedger(
+        bundleID: String?, pageSize: Int = 500, _ body: (SubscriptionLedger) throws -> Void
+    ) async throws {
+        var after: String?
+        while true {
+            let page = try await ledgerPage(bundleID: bundleID, after: after, limit: pageSize)
+            for ledger in page { try body(ledger) }
+            guard page.count == pageSize, let last = page.last else { return }
+            after = last.originalTransactionID
+        }
+    }
+}

@@ -1,0 +1,89 @@
+import ArgumentParser
+import Foundation
+import RenewalCore
+import RenewalReports
+import RenewalStorage
+
+struct AnalyticsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "analytics",
+        abstract:
+            "Subscription analytics from the transaction ledger: MRR, active subscriptions and trials, new, converted, churned, revenue, refunds.",
+        discussion: """
+            Figures cover [--since, --until) (RFC 3339 UTC, a day such as 2026-11-01, or an age such as 28d; \
+            default the last 28 days to now); active subscriptions, trials and MRR are at --until. Only \
+            Production transactions the customer bought count (family sharing and sandbox are apart). \
+            Amounts are in the reporting currency, rounded to cents; amounts in a currency without a rate are \
+            reported apart under "unconverted", never converted at 1. docs/analytics.md states each definition. \
+            --json prints one object: since, until, currency, bundle_id, active_subscriptions, active_trials, \
+            mrr, new_subscriptions, new_trials, trial_conversions, churned, churn_rate, reactivations, revenue, \
+            refunds, net_revenue, unconverted, unpriced_transactions and by_product (the same figures per \
+            product_id). The ledger is read a page of subscriptions at a time, so memory stays flat.
+            """ + EnvironmentHelp.text(.database))
+
+    @Option(name: .long, help: ArgumentHelp("Start of the window (default 28 days before --until).", valueName: "time"))
+    var since: String?
+
+    @Option(name: .long, help: ArgumentHelp("End of the window, excluded (default now).", valueName: "time"))
+    var until: String?
+
+    @Option(name: .long, help: ArgumentHelp("Only this app's subscriptions.", valueName: "bundle-id"))
+    var app: String?
+
+    @Flag(name: .long, help: "Print JSON (the stable contract) instead of a table.")
+    var json = false
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Catalogue file: each product's period and list prices. Env: RENEWAL_CATALOGUE_FILE.", valueName: "file"))
+    var catalogue: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Rates file: the reporting currency and exchange rates. Env: RENEWAL_RATES_FILE. Default: USD, no rates.",
+            valueName: "file"))
+    var rates: String?
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        for (flag, value) in [("--since", since), ("--until", until)] {
+            if let value, ReportTime.parse(value, now: Date()) == nil {
+                throw ValidationError(
+                    "\(flag) \(value) is not a time; give 2026-11-01, 2026-11-01T06:00:00Z, or an age such as 28d.")
+            }
+        }
+    }
+
+    func run() async throws {
+        try await ExitMapping.run {
+            _ = logging.makeLogger()
+            let now = Date()
+            let end = until.flatMap { ReportTime.parse($0, now: now) } ?? now
+            let start = since.flatMap { ReportTime.parse($0, now: now) } ?? end.addingTimeInterval(-28 * 86_400)
+            guard start < end else {
+                throw ConfigurationError(
+                    "--since \(Timestamp.string(start)) is not before --until \(Timestamp.string(end)); give a window that is."
+                )
+            }
+            let products =
+                try (catalogue ?? Environment.value("RENEWAL_CATALOGUE_FILE")).map(AnalyticsFiles.catalogue)
+                ?? ProductCatalogue()
+            let exchange =
+                try (rates ?? Environment.value("RENEWAL_RATES_FILE")).map(AnalyticsFiles.rates)
+                ?? ExchangeRates()
+            let store = try StoreFactory.open(database.resolved, create: false)
+            try await store.checkSchema()
+            var analytics = SubscriptionAnalytics(
+                since: start, until: end, catalogue: products, reportingCurrency: exchange.reportingCurrency)
+            try await store.forEachSubscriptionLedger(bundleID: app) { analytics.add($0) }
+            let report = AnalyticsReport(analytics, rates: exchange, bundleID: app)
+            let sink = ReportOutput()
+            try await sink.write(json ? try report.json() + "\n" : report.table())
+            try await sink.finish()
+        }
+    }
+}
