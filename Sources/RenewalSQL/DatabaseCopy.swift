@@ -49,8 +49,10 @@ public struct DatabaseCopy: Sendable {
     ]
 
     /// Tables that are not copied: the target's migrations write its own `schema_migrations`, and
-    /// PostgreSQL's dashboard summaries are rebuilt from the copied tables.
-    public static let tablesNotCopied: Set<String> = Set(["schema_migrations"] + DashboardSummary.all.map(\.table))
+    /// PostgreSQL's dashboard summaries are rebuilt from the copied tables. The analytics' daily series
+    /// is computed again by `renewal analytics --refresh-daily` on the target.
+    public static let tablesNotCopied: Set<String> = Set(
+        ["schema_migrations", "analytics_daily"] + DashboardSummary.all.map(\.table))
 
     /// Rows read and written per batch unless the caller says otherwise: a few megabytes of receipts.
     public static let defaultBatchSize = 1000

@@ -38,6 +38,7 @@ public enum SQLSchema {
         Migration(version: 13, statements: version13),
         Migration(version: 14, statements: version14),
         Migration(version: 15, statements: version15),
+        Migration(version: 16, statements: version16),
     ]
 
     static let createMigrationsTable = """

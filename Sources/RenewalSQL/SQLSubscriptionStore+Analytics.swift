@@ -33,6 +33,7 @@ extension SQLSubscriptionStore: AnalyticsStore {
             ledgers.append(
                 SubscriptionLedger(
                     originalTransactionID: try first.text("original_transaction_id"),
+                    bundleID: try current.lazy.compactMap { try $0.optionalText("bundle_id") }.first,
                     environment: try current.lazy.compactMap { try $0.environment("environment") }.first,
                     gracePeriodEndsAt: try first.optionalDate("grace_period_ends_at"),
                     transactions: try current.map(LedgerTransaction.init(ledgerRow:))))
@@ -48,6 +49,40 @@ extension SQLSubscriptionStore: AnalyticsStore {
         }
         try close()
         return ledgers
+    }
+}
+
+extension SQLSubscriptionStore {
+    public func replaceAnalyticsDays(
+        first: String, last: String, bundleID: String?, rows: [AnalyticsDayRow], computedAt: Date
+    ) async throws {
+        var binds = SQLBinds()
+        var delete = "DELETE FROM analytics_daily WHERE day >= \(binds.add(.text(first))) AND day <= \(binds.add(.text(last)))"
+        if let bundleID { delete += " AND bundle_id = \(binds.add(.text(bundleID)))" }
+        let deleteBinds = binds.values
+        let insert = """
+            INSERT INTO analytics_daily (day, bundle_id, product_id, environment, currency, converted,
+                active_subscriptions, active_trials, new_subscriptions, new_trials, trial_conversions, churned,
+                reactivations, mrr_cents, revenue_cents, refunds_cents, computed_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+            """
+        let at = SQLValue.int64(Int64((computedAt.timeIntervalSince1970 * 1000).rounded()))
+        try await inTransaction { connection in
+            _ = try connection.execute(delete, deleteBinds)
+            for row in rows {
+                _ = try connection.execute(
+                    insert,
+                    [
+                        .text(row.key.day), .text(row.key.bundleID), .text(row.key.productID),
+                        .text(row.key.environment), .text(row.currency), .int64(row.converted ? 1 : 0),
+                        .int64(Int64(row.activeSubscriptions)), .int64(Int64(row.activeTrials)),
+                        .int64(Int64(row.newSubscriptions)), .int64(Int64(row.newTrials)),
+                        .int64(Int64(row.trialConversions)), .int64(Int64(row.churned)),
+                        .int64(Int64(row.reactivations)), .int64(row.mrrCents), .int64(row.revenueCents),
+                        .int64(row.refundsCents), at,
+                    ])
+            }
+        }
     }
 }
 

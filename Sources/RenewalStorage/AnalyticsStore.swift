@@ -1,3 +1,4 @@
+import Foundation
 import RenewalCore
 
 /// Read access to the transaction ledger for the analytics: each subscription's transactions at once,
@@ -6,6 +7,12 @@ public protocol AnalyticsStore: SubscriptionStore {
     /// Up to `limit` subscriptions whose original transaction id sorts after `after`, in that order, each
     /// with all its transactions; only `bundleID`'s when given.
     func ledgerPage(bundleID: String?, after: String?, limit: Int) async throws -> [SubscriptionLedger]
+
+    /// Replaces the daily series' rows of the days `first` through `last` (`YYYY-MM-DD`, of `bundleID`
+    /// only when given) with `rows`, in one transaction: a reader sees the old days or the new ones.
+    func replaceAnalyticsDays(
+        first: String, last: String, bundleID: String?, rows: [AnalyticsDayRow], computedAt: Date
+    ) async throws
 }
 
 extension AnalyticsStore {

@@ -33,6 +33,14 @@ struct AnalyticsCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print JSON (the stable contract) instead of a table.")
     var json = false
 
+    @Flag(
+        name: .long,
+        help: """
+            Recompute the daily series dashboards read (analytics_daily, the view analytics_daily_series) for \
+            each UTC day from --since's through --until's, replacing those days' rows, instead of printing figures.
+            """)
+    var refreshDaily = false
+
     @Option(
         name: .long,
         help: ArgumentHelp(
@@ -77,6 +85,10 @@ struct AnalyticsCommand: AsyncParsableCommand {
                 ?? ExchangeRates()
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
+            if refreshDaily {
+                try await refresh(store, from: start, through: end, catalogue: products, rates: exchange)
+                return
+            }
             var analytics = SubscriptionAnalytics(
                 since: start, until: end, catalogue: products, reportingCurrency: exchange.reportingCurrency)
             try await store.forEachSubscriptionLedger(bundleID: app) { analytics.add($0) }
@@ -85,5 +97,32 @@ struct AnalyticsCommand: AsyncParsableCommand {
             try await sink.write(json ? try report.json() + "\n" : report.table())
             try await sink.finish()
         }
+    }
+
+    /// `--refresh-daily`: one pass over the ledger computes every day of the range, then the days' rows are
+    /// replaced in one transaction.
+    private func refresh(
+        _ store: any RenewalStore, from start: Date, through end: Date, catalogue: ProductCatalogue,
+        rates: ExchangeRates
+    ) async throws {
+        var daily = DailyAnalytics(
+            from: start, through: end, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
+        var subscriptions = 0
+        try await store.forEachSubscriptionLedger(bundleID: app) { ledger in
+            subscriptions += 1
+            daily.add(ledger)
+        }
+        guard let range = daily.range else { return }
+        let rows = daily.rows(rates: rates)
+        try await store.replaceAnalyticsDays(
+            first: range.first, last: range.last, bundleID: app, rows: rows, computedAt: Date())
+        let sink = ReportOutput()
+        try await sink.write(
+            json
+                ? #"{"first_day":"\#(range.first)","last_day":"\#(range.last)","rows":\#(rows.count),"subscriptions":\#(subscriptions)}"#
+                    + "\n"
+                : "analytics_daily: \(rows.count) rows for \(range.first) to \(range.last)"
+                    + (app.map { " (\($0))" } ?? "") + " from \(subscriptions) subscriptions in the ledger\n")
+        try await sink.finish()
     }
 }

@@ -174,10 +174,12 @@ struct AnalyticsTests {
     }
 
     /// The figures the timeline gives, by the definitions in docs/analytics.md.
-    static func expected(_ people: [Subscriber]) -> [String: AnalyticsFigures] {
+    static func expected(
+        _ people: [Subscriber], since: Date = since, until: Date = until, environment: String = "Production"
+    ) -> [String: AnalyticsFigures] {
         var figures: [String: AnalyticsFigures] = [:]
         let window = since..<until
-        for person in people where person.counted {
+        for person in people where person.ownership == "PURCHASED" && person.environment == environment {
             var f = AnalyticsFigures()
             let price = person.price
             let seats = Decimal(person.quantity)
@@ -185,7 +187,7 @@ struct AnalyticsTests {
             let atUntil = person.entitlement(at: until)
             if atUntil == true {
                 f.activeSubscriptions = 1
-                f.mrr.add(price, times: seats / person.product.period.monthsPerPeriod)
+                f.mrr.add(Money(currency: price.currency, amount: person.product.period.perMonth(price.amount * seats)))
             }
             if atUntil == false { f.activeTrials = 1 }
             let refundedInWindow = person.periods.contains { $0.refund.map { window.contains($0.at) } ?? false }
@@ -327,11 +329,76 @@ struct AnalyticsTests {
                     + "churned \(total.churned), reactivated \(total.reactivations), MRR \(report.total.mrr) USD + "
                     + "\(report.total.unconverted["JPY"]?.mrr ?? 0) JPY, revenue \(report.total.revenue), refunds \(report.total.refunds)"
             )
+            try await Self.checkDailySeries(people, store: store, harness: h)
             // Another app's filter sees none of it.
             var other = SubscriptionAnalytics(since: Self.since, until: Self.until)
             try await store.forEachSubscriptionLedger(bundleID: "com.example.other") { other.add($0) }
             #expect(other.total == AnalyticsFigures())
         }
+    }
+
+    /// The daily series, stored and read back through `analytics_daily_series`, equals the timeline's
+    /// figures of each day's window, for every day, product and environment.
+    static func checkDailySeries(_ people: [Subscriber], store: any AnalyticsStore, harness h: JobHarness) async throws {
+        let catalogue = ProductCatalogue(
+            products: Dictionary(
+                uniqueKeysWithValues: products.map {
+                    ($0.id, ProductCatalogue.Product(period: $0.period, listPrices: ["USD": $0.prices["USD"]!]))
+                }))
+        var daily = DailyAnalytics(
+            from: since, through: until.addingTimeInterval(-1), catalogue: catalogue, reportingCurrency: "USD")
+        try await store.forEachSubscriptionLedger(bundleID: nil, pageSize: 53) { daily.add($0) }
+        #expect(daily.range?.first == "2026-03-02" && daily.range?.last == "2026-04-30")
+        try await store.replaceAnalyticsDays(
+            first: "2026-03-02", last: "2026-04-30", bundleID: nil, rows: daily.rows(rates: rates), computedAt: Date())
+        let stored = try await DashboardViewsTests.query(
+            h,
+            """
+            SELECT day, product_id, environment, active_subscriptions, active_trials, new_subscriptions, new_trials,
+                trial_conversions, churned, reactivations, mrr, revenue, refunds, net_revenue
+            FROM analytics_daily_series ORDER BY day, product_id, environment
+            """)
+        var found: [String: [String: Int]] = [:]
+        for row in stored {
+            let key = ["day", "product_id", "environment"].map { DashboardViewsTests.text(row, $0) ?? "" }
+            var values: [String: Int] = [:]
+            for column in [
+                "active_subscriptions", "active_trials", "new_subscriptions", "new_trials", "trial_conversions",
+                "churned", "reactivations",
+            ] {
+                values[column] = DashboardViewsTests.int(row, column)
+            }
+            for column in ["mrr", "revenue", "refunds", "net_revenue"] {
+                values[column] = DashboardViewsTests.double(row, column).map { Int(($0 * 100).rounded()) }
+            }
+            found[key.joined(separator: " ")] = values
+        }
+        var compared = 0
+        for offset in 0..<60 {
+            let start = since.addingTimeInterval(Double(offset) * day)
+            let name = String(Timestamp.string(start).prefix(10))
+            for environment in ["Production", "Sandbox"] {
+                for (product, figures) in expected(people, since: start, until: start.addingTimeInterval(day), environment: environment) {
+                    let values = found["\(name) \(product) \(environment)"] ?? [:]
+                    func cents(_ amounts: Amounts) -> Int {
+                        Int((rates.convert(amounts).converted * 100 as NSDecimalNumber).int64Value)
+                    }
+                    let wanted: [String: Int] = [
+                        "active_subscriptions": figures.activeSubscriptions, "active_trials": figures.activeTrials,
+                        "new_subscriptions": figures.newSubscriptions, "new_trials": figures.newTrials,
+                        "trial_conversions": figures.trialConversions, "churned": figures.churned,
+                        "reactivations": figures.reactivations, "mrr": cents(figures.mrr),
+                        "revenue": cents(figures.revenue), "refunds": cents(figures.refunds),
+                        "net_revenue": cents(figures.revenue) - cents(figures.refunds),
+                    ]
+                    if wanted.values.allSatisfy({ $0 == 0 }) && values.isEmpty { continue }
+                    #expect(values == wanted, "\(name) \(product) \(environment)")
+                    compared += 1
+                }
+            }
+        }
+        #expect(compared > 100, "day rows compared: \(compared)")
+        #expect(stored.contains { DashboardViewsTests.text($0, "environment") == "Sandbox" })
     }
 
     static func compare(_ actual: AnalyticsFigures, _ expected: AnalyticsFigures, _ name: String) {

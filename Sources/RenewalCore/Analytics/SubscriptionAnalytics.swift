@@ -54,6 +54,8 @@ public struct SubscriptionAnalytics: Sendable {
     public let catalogue: ProductCatalogue
     /// Preferred when a list price stands in for Apple's.
     public let reportingCurrency: String
+    /// Production for every figure a person reads; the daily series also keep Sandbox, apart.
+    public let environment: AppStoreEnvironment
     public private(set) var total = AnalyticsFigures()
     public private(set) var byProduct: [String: AnalyticsFigures] = [:]
 
@@ -61,16 +63,28 @@ public struct SubscriptionAnalytics: Sendable {
     /// Apple calls `PURCHASE`, is a reactivation rather than a recovered renewal.
     static let recoveryWindow: TimeInterval = 60 * 86_400
 
-    public init(since: Date, until: Date, catalogue: ProductCatalogue = .init(), reportingCurrency: String = "USD") {
+    public init(
+        since: Date, until: Date, catalogue: ProductCatalogue = .init(), reportingCurrency: String = "USD",
+        environment: AppStoreEnvironment = .production
+    ) {
         self.since = since
         self.until = until
         self.catalogue = catalogue
         self.reportingCurrency = reportingCurrency
+        self.environment = environment
     }
 
     public mutating func add(_ ledger: SubscriptionLedger) {
-        let counted = ledger.countedTransactions
-        guard !counted.isEmpty else { return }
+        for (product, productFigures) in figures(of: ledger) {
+            byProduct[product, default: AnalyticsFigures()].add(productFigures)
+            total.add(productFigures)
+        }
+    }
+
+    /// One subscription's part of every figure, by product.
+    public func figures(of ledger: SubscriptionLedger) -> [String: AnalyticsFigures] {
+        let counted = ledger.countedTransactions(in: environment)
+        guard !counted.isEmpty else { return [:] }
         var figures: [String: AnalyticsFigures] = [:]
         func update(_ transaction: LedgerTransaction, _ change: (inout AnalyticsFigures) -> Void) {
             change(&figures[transaction.productID ?? "unknown", default: AnalyticsFigures()])
@@ -94,10 +108,7 @@ public struct SubscriptionAnalytics: Sendable {
         }
         movement(of: counted, update)
         money(of: counted, update)
-        for (product, productFigures) in figures {
-            byProduct[product, default: AnalyticsFigures()].add(productFigures)
-            total.add(productFigures)
-        }
+        return figures
     }
 
     /// New trials, new paid subscriptions, conversions and reactivations: each counted once per
@@ -165,7 +176,7 @@ public struct SubscriptionAnalytics: Sendable {
             let period = catalogue.period(of: transaction)
         else { return nil }
         let quantity = Decimal(max(transaction.quantity, 1))
-        return Money(currency: price.currency, amount: price.amount * quantity / period.monthsPerPeriod)
+        return Money(currency: price.currency, amount: period.perMonth(price.amount * quantity))
     }
 
     private func inWindow(_ moment: Date) -> Bool { since <= moment && moment < until }

@@ -5,16 +5,19 @@ import Foundation
 /// after the last period expired.
 public struct SubscriptionLedger: Sendable, Hashable {
     public var originalTransactionID: String
+    /// The app, when an answer has said it.
+    public var bundleID: String?
     /// Nil when no answer has said it.
     public var environment: AppStoreEnvironment?
     public var gracePeriodEndsAt: Date?
     public var transactions: [LedgerTransaction]
 
     public init(
-        originalTransactionID: String, environment: AppStoreEnvironment?, gracePeriodEndsAt: Date? = nil,
-        transactions: [LedgerTransaction]
+        originalTransactionID: String, bundleID: String? = nil, environment: AppStoreEnvironment?,
+        gracePeriodEndsAt: Date? = nil, transactions: [LedgerTransaction]
     ) {
         self.originalTransactionID = originalTransactionID
+        self.bundleID = bundleID
         self.environment = environment
         self.gracePeriodEndsAt = gracePeriodEndsAt
         self.transactions = transactions.sorted { ($0.purchasedAt ?? .distantPast) < ($1.purchasedAt ?? .distantPast) }
@@ -31,10 +34,11 @@ extension SubscriptionLedger {
         case paid(LedgerTransaction)
     }
 
-    /// The analytics count only what the customer bought in Production: family-shared copies and
-    /// sandbox testers are apart, as is a transaction without a purchase date.
-    public var countedTransactions: [LedgerTransaction] {
-        guard environment == .production else { return [] }
+    /// The analytics count only what the customer bought, in one environment (Production for every figure
+    /// a person reads): family-shared copies, multiseat members and the other environment are apart, as is
+    /// a transaction without a purchase date.
+    public func countedTransactions(in environment: AppStoreEnvironment = .production) -> [LedgerTransaction] {
+        guard self.environment == environment else { return [] }
         return transactions.filter { transaction in
             transaction.purchasedAt != nil && (transaction.ownershipType ?? "PURCHASED") == "PURCHASED"
         }

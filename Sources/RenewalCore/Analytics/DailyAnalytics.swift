@@ -1,0 +1,153 @@
+import Foundation
+
+/// The daily series the dashboards read (`analytics_daily`): for each UTC day, app, product and
+/// environment, the figures of that day's window `[day, next day)`, so active subscriptions, trials and
+/// MRR are those at the end of the day. Each day is computed by `SubscriptionAnalytics`, the one
+/// definition of every figure; a subscription is only looked at for the days it could count in.
+public struct DailyAnalytics: Sendable {
+    public struct Key: Sendable, Hashable, Comparable {
+        /// `YYYY-MM-DD`, UTC.
+        public var day: String
+        /// Empty when the ledger does not know the app.
+        public var bundleID: String
+        public var productID: String
+        public var environment: String
+
+        public static func < (lhs: Key, rhs: Key) -> Bool {
+            (lhs.day, lhs.bundleID, lhs.productID, lhs.environment)
+                < (rhs.day, rhs.bundleID, rhs.productID, rhs.environment)
+        }
+    }
+
+    private struct Day: Sendable {
+        var name: String
+        var start: Date
+        var production: SubscriptionAnalytics
+        var sandbox: SubscriptionAnalytics
+    }
+
+    private var days: [Day]
+    public private(set) var figures: [Key: AnalyticsFigures] = [:]
+
+    /// The days from `first`'s to `last`'s, both included.
+    public init(from first: Date, through last: Date, catalogue: ProductCatalogue, reportingCurrency: String) {
+        var days: [Day] = []
+        var start = Self.dayStart(of: first)
+        let end = Self.dayStart(of: last)
+        while start <= end {
+            let next = start.addingTimeInterval(86_400)
+            days.append(
+                Day(
+                    name: Self.name(of: start), start: start,
+                    production: SubscriptionAnalytics(
+                        since: start, until: next, catalogue: catalogue, reportingCurrency: reportingCurrency),
+                    sandbox: SubscriptionAnalytics(
+                        since: start, until: next, catalogue: catalogue, reportingCurrency: reportingCurrency,
+                        environment: .sandbox)))
+            start = next
+        }
+        self.days = days
+    }
+
+    /// The names of the first and last day, if any.
+    public var range: (first: String, last: String)? {
+        guard let first = days.first, let last = days.last else { return nil }
+        return (first.name, last.name)
+    }
+
+    public mutating func add(_ ledger: SubscriptionLedger) {
+        guard let environment = ledger.environment, environment == .production || environment == .sandbox,
+            let span = Self.span(of: ledger.transactions, graceEndsAt: ledger.gracePeriodEndsAt)
+        else { return }
+        for day in days where day.start.addingTimeInterval(86_400) > span.lowerBound && day.start <= span.upperBound {
+            let analytics = environment == .production ? day.production : day.sandbox
+            for (product, productFigures) in analytics.figures(of: ledger) {
+                let key = Key(
+                    day: day.name, bundleID: ledger.bundleID ?? "", productID: product,
+                    environment: environment.rawValue)
+                figures[key, default: AnalyticsFigures()].add(productFigures)
+            }
+        }
+    }
+
+    /// From the first purchase to the last moment anything can happen to the subscription (an expiry, a
+    /// revocation, the end of grace): outside it, a day has nothing of it.
+    static func span(of transactions: [LedgerTransaction], graceEndsAt: Date?) -> ClosedRange<Date>? {
+        let purchases = transactions.compactMap(\.purchasedAt)
+        guard let first = purchases.min() else { return nil }
+        let last =
+            (purchases + transactions.compactMap(\.expiresAt) + transactions.compactMap(\.revokedAt)
+            + [graceEndsAt].compactMap { $0 }).max() ?? first
+        return first...max(first, last)
+    }
+
+    static func dayStart(of date: Date) -> Date {
+        Date(timeIntervalSince1970: (date.timeIntervalSince1970 / 86_400).rounded(.down) * 86_400)
+    }
+
+    static func name(of dayStart: Date) -> String {
+        String(Timestamp.string(dayStart).prefix(10))
+    }
+}
+
+/// One row of `analytics_daily`: a day's figures for one app, product and environment, in one currency.
+/// The row in the reporting currency (`converted`) holds the counts and the converted amounts; an amount
+/// in a currency without a rate gets a row of its own, in that currency, with no counts.
+public struct AnalyticsDayRow: Sendable, Hashable {
+    public var key: DailyAnalytics.Key
+    public var currency: String
+    public var converted: Bool
+    public var activeSubscriptions = 0
+    public var activeTrials = 0
+    public var newSubscriptions = 0
+    public var newTrials = 0
+    public var trialConversions = 0
+    public var churned = 0
+    public var reactivations = 0
+    public var mrrCents: Int64 = 0
+    public var revenueCents: Int64 = 0
+    public var refundsCents: Int64 = 0
+
+    public init(key: DailyAnalytics.Key, currency: String, converted: Bool) {
+        self.key = key
+        self.currency = currency
+        self.converted = converted
+    }
+}
+
+extension DailyAnalytics {
+    /// The rows to store, in key order.
+    public func rows(rates: ExchangeRates) -> [AnalyticsDayRow] {
+        var rows: [AnalyticsDayRow] = []
+        for (key, figures) in figures.sorted(by: { $0.key < $1.key }) {
+            var row = AnalyticsDayRow(key: key, currency: rates.reportingCurrency, converted: true)
+            row.activeSubscriptions = figures.activeSubscriptions
+            row.activeTrials = figures.activeTrials
+            row.newSubscriptions = figures.newSubscriptions
+            row.newTrials = figures.newTrials
+            row.trialConversions = figures.trialConversions
+            row.churned = figures.churned
+            row.reactivations = figures.reactivations
+            let mrr = rates.convert(figures.mrr)
+            let revenue = rates.convert(figures.revenue)
+            let refunds = rates.convert(figures.refunds)
+            row.mrrCents = Self.cents(mrr.converted)
+            row.revenueCents = Self.cents(revenue.converted)
+            row.refundsCents = Self.cents(refunds.converted)
+            rows.append(row)
+            let apart = Set(mrr.unconverted.keys).union(revenue.unconverted.keys).union(refunds.unconverted.keys)
+            for currency in apart.sorted() {
+                var other = AnalyticsDayRow(key: key, currency: currency, converted: false)
+                other.mrrCents = Self.cents(mrr.unconverted[currency] ?? 0)
+                other.revenueCents = Self.cents(revenue.unconverted[currency] ?? 0)
+                other.refundsCents = Self.cents(refunds.unconverted[currency] ?? 0)
+                rows.append(other)
+            }
+        }
+        return rows
+    }
+
+    static func cents(_ amount: Decimal) -> Int64 {
+        (ExchangeRates.cents(amount) * 100 as NSDecimalNumber).int64Value
+    }
+}
