@@ -57,7 +57,8 @@ extension SQLSubscriptionStore {
         first: String, last: String, bundleID: String?, rows: [AnalyticsDayRow], computedAt: Date
     ) async throws {
         var binds = SQLBinds()
-        var delete = "DELETE FROM analytics_daily WHERE day >= \(binds.add(.text(first))) AND day <= \(binds.add(.text(last)))"
+        var delete =
+            "DELETE FROM analytics_daily WHERE day >= \(binds.add(.text(first))) AND day <= \(binds.add(.text(last)))"
         if let bundleID { delete += " AND bundle_id = \(binds.add(.text(bundleID)))" }
         let deleteBinds = binds.values
         let insert = """

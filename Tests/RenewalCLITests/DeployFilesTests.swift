@@ -54,7 +54,7 @@ enum DeployFiles {
     static func expectValidInvocation(
         _ arguments: [String], in file: String, sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
-        let subcommands = ["demo", "migrate", "import", "run", "backfill", "status", "report", "check"]
+        let subcommands = ["demo", "migrate", "import", "run", "backfill", "status", "report", "analytics", "check"]
         guard let subcommand = arguments.first, subcommands.contains(subcommand) else {
             Issue.record(
                 "\(file): `renewal \(arguments.joined(separator: " "))` has no subcommand",
@@ -397,7 +397,10 @@ struct DeployFilesTests {
             }
             jobs.append(String(fields[5]))
         }
-        #expect(jobs.count == 3, "every 5 minutes, nightly entitled backfill, weekly expired backfill")
+        #expect(
+            jobs.count == 4,
+            "every 5 minutes, nightly entitled backfill, weekly expired backfill, nightly analytics daily series")
+        #expect(jobs.contains { $0.contains("renewal analytics --refresh-daily") })
         #expect(jobs.contains { $0.contains("renewal run") && $0.contains("--metrics-textfile") })
         #expect(
             jobs.contains {
@@ -612,6 +615,10 @@ struct DeployFilesTests {
         try await ObservedRun.with { observed in
             let run = try await CLI.run(["run"], environment: try Self.webhookToNowhere(observed))
             #expect(run.status == 3, "\(run.stderr.suffix(1_000))")
+            // The Revenue row reads the daily series, which cron keeps with `renewal analytics --refresh-daily`.
+            let refresh = try await CLI.run(
+                ["analytics", "--refresh-daily"], environment: try Self.webhookToNowhere(observed))
+            #expect(refresh.status == 0 && refresh.stdout.contains("analytics_daily: "), "\(refresh.stderr)")
             var rows: [String] = []
             for (title, query) in sql {
                 let output = try SQLiteShell.query(observed.database, query)
@@ -646,6 +653,10 @@ struct DeployFilesTests {
         try await ObservedRun.with(database: url) { observed in
             let run = try await CLI.run(["run"], environment: try Self.webhookToNowhere(observed))
             #expect(run.status == 3, "\(run.stderr.suffix(1_000))")
+            // The Revenue row reads the daily series, which cron keeps with `renewal analytics --refresh-daily`.
+            let refresh = try await CLI.run(
+                ["analytics", "--refresh-daily"], environment: try Self.webhookToNowhere(observed))
+            #expect(refresh.status == 0 && refresh.stdout.contains("analytics_daily: "), "\(refresh.stderr)")
             var rows: [String] = []
             for (title, query) in sql {
                 let output = try await PostgresKillTests.sqlOffPool(query, url: url, psql: psql)

@@ -339,7 +339,8 @@ struct AnalyticsTests {
 
     /// The daily series, stored and read back through `analytics_daily_series`, equals the timeline's
     /// figures of each day's window, for every day, product and environment.
-    static func checkDailySeries(_ people: [Subscriber], store: any AnalyticsStore, harness h: JobHarness) async throws {
+    static func checkDailySeries(_ people: [Subscriber], store: any AnalyticsStore, harness h: JobHarness) async throws
+    {
         let catalogue = ProductCatalogue(
             products: Dictionary(
                 uniqueKeysWithValues: products.map {
@@ -378,7 +379,9 @@ struct AnalyticsTests {
             let start = since.addingTimeInterval(Double(offset) * day)
             let name = String(Timestamp.string(start).prefix(10))
             for environment in ["Production", "Sandbox"] {
-                for (product, figures) in expected(people, since: start, until: start.addingTimeInterval(day), environment: environment) {
+                for (product, figures) in expected(
+                    people, since: start, until: start.addingTimeInterval(day), environment: environment)
+                {
                     let values = found["\(name) \(product) \(environment)"] ?? [:]
                     func cents(_ amounts: Amounts) -> Int {
                         Int((rates.convert(amounts).converted * 100 as NSDecimalNumber).int64Value)
