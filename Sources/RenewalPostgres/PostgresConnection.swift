@@ -14,6 +14,9 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     let redactedURL: String
     /// Set when the server went away; the next use tries one reconnect first.
     private(set) var isBroken = false
+    /// Whether the last failed statement was rolled back by the server as a deadlock victim or a
+    /// serialization failure (SQLSTATE class 40): running the same work again is what the server asks.
+    var lastFailureRolledBack = false
     /// The worker id whose liveness lock this session holds (`PostgresDatabase.withRunLock`); taken
     /// again after a reconnect.
     private var livenessOwner: String?
@@ -270,6 +273,7 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
             let detail = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "M"))) }.map { String(cString: $0) }
             return lostConnection(detail: detail ?? Self.message(PQerrorMessage(handle)))
         }
+        lastFailureRolledBack = state?.hasPrefix("40") == true
         var message =
             result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "M"))) }.map { String(cString: $0) }
             ?? Self.message(PQerrorMessage(handle))

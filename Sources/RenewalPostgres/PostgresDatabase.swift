@@ -42,16 +42,34 @@ public final class PostgresDatabase: SQLDatabase {
     /// to be lost (server restarted, session terminated), reconnects and runs `body` once more: a
     /// transaction the server had not committed was rolled back with the session, and writes are
     /// fenced by their lease, so a second attempt never writes a result twice.
+    ///
+    /// A deadlock victim or a serialization failure (SQLSTATE class 40: the server rolled the
+    /// transaction back and asks for it again) runs `body` again, up to three more times, after a short
+    /// pause that grows: a migration that alters tables while a worker writes them, in the other order,
+    /// is one. Before, the loser failed (a migration stopped half-way, or a worker's write was lost for
+    /// the run).
     public func withConnection<T: Sendable>(_ body: (any SQLConnection) throws -> T) async throws -> T {
         try await withPostgresConnection { connection in
-            do {
-                return try body(connection)
-            } catch let error as SubscriptionStoreError where connection.isBroken {
-                guard (try? connection.reconnectIfBroken()) != nil else { throw error }
-                return try body(connection)
+            var rolledBack = 0
+            while true {
+                do {
+                    return try body(connection)
+                } catch let error as SubscriptionStoreError where connection.isBroken {
+                    guard (try? connection.reconnectIfBroken()) != nil else { throw error }
+                    return try body(connection)
+                } catch let error as SubscriptionStoreError where connection.lastFailureRolledBack {
+                    connection.lastFailureRolledBack = false
+                    guard rolledBack < Self.rolledBackRetries else { throw error }
+                    rolledBack += 1
+                    try? connection.rollbackTransaction()
+                    Thread.sleep(forTimeInterval: 0.02 * Double(rolledBack))
+                }
             }
         }
     }
+
+    /// How many more times a transaction the server rolled back (class 40) is run.
+    static let rolledBackRetries = 3
 
     private func withPostgresConnection<T: Sendable>(_ body: (PostgresConnection) throws -> T) async throws -> T {
         try await calls.run {

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 import RenewalCore
 import RenewalStorage
 
@@ -33,9 +34,20 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
     func migrate(through version: Int) async throws -> [Int] {
         let dialect = database.dialect
         let now = Date()
+        // The version found by the first attempt: when a deadlock makes PostgreSQL's connection run the
+        // migration again, the versions the first attempt committed still count as applied by this call.
+        let found = Mutex<Int?>(nil)
         return try await Self.mappingErrors {
             try await database.withMigrationLock { connection in
-                try SQLSchema.migrate(on: connection, dialect: dialect, now: now, through: version)
+                let before = try found.withLock { found in
+                    if let found { return found }
+                    let version = try SQLSchema.appliedVersion(on: connection, dialect: dialect)
+                    found = version
+                    return version
+                }
+                let applied = try SQLSchema.migrate(on: connection, dialect: dialect, now: now, through: version)
+                let after = try SQLSchema.appliedVersion(on: connection, dialect: dialect)
+                return after > before ? Array((before + 1)...after) : applied
             }
         }
     }

@@ -144,8 +144,17 @@ struct SummaryMigrationTests {
                     progress.writes.withLock { $0[started == ended ? ended : 3] += 1 }
                 }
             }
+            // Bounded: a writer that failed must fail the test, not leave it waiting (this wait once hung CI
+            // for an hour after a deadlock between the migration and the writer).
             func waitForWrites(in moment: Int, atLeast count: Int) async throws {
+                let deadline = ContinuousClock.now + .seconds(120)
                 while progress.writes.withLock({ $0[moment] }) < count {
+                    if ContinuousClock.now > deadline {
+                        progress.phase.store(3, ordering: .sequentiallyConsistent)
+                        try await writing.value
+                        Issue.record("fewer than \(count) writes in phase \(moment) after 120 s")
+                        return
+                    }
                     try await Task.sleep(for: .milliseconds(5))
                 }
             }
