@@ -89,14 +89,34 @@ public struct AnalyticsReport: Encodable, Sendable {
         }
     }
 
+    /// One cohort of `cohorts`: retention after each of 12 periods, null where not observed yet.
+    public struct Cohort: Encodable, Sendable {
+        public var month: String
+        public var subscriptions: Int
+        public var observed: [Int]
+        public var retained: [Int]
+        public var retention: [Double?]
+
+        init(_ cohort: CohortRetention.Cohort) {
+            month = cohort.month
+            subscriptions = cohort.subscriptions
+            observed = cohort.observed
+            retained = cohort.retained
+            retention = cohort.shares.map { $0.map { ($0 * 10_000).rounded() / 10_000 } }
+        }
+    }
+
     public var since: Date
     public var until: Date
     public var currency: String
     public var bundleID: String?
     public var total: Figures
     public var byProduct: [Figures]
+    public var cohorts: [Cohort]
 
-    public init(_ analytics: SubscriptionAnalytics, rates: ExchangeRates, bundleID: String?) {
+    public init(
+        _ analytics: SubscriptionAnalytics, cohorts: CohortRetention? = nil, rates: ExchangeRates, bundleID: String?
+    ) {
         since = analytics.since
         until = analytics.until
         currency = rates.reportingCurrency
@@ -105,10 +125,11 @@ public struct AnalyticsReport: Encodable, Sendable {
         byProduct = analytics.byProduct.keys.sorted().compactMap { product in
             analytics.byProduct[product].map { Figures($0, productID: product, rates: rates) }
         }
+        self.cohorts = (cohorts?.table ?? []).map(Cohort.init)
     }
 
     enum CodingKeys: String, CodingKey {
-        case since, until, currency, bundleID = "bundle_id", byProduct = "by_product"
+        case since, until, currency, bundleID = "bundle_id", byProduct = "by_product", cohorts
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -119,6 +140,7 @@ public struct AnalyticsReport: Encodable, Sendable {
         try container.encode(bundleID, forKey: .bundleID)
         try total.encode(to: encoder)
         try container.encode(byProduct, forKey: .byProduct)
+        try container.encode(cohorts, forKey: .cohorts)
     }
 
     /// The one JSON object of `--json`, keys sorted.
@@ -162,6 +184,24 @@ public struct AnalyticsReport: Encodable, Sendable {
             }
             lines.append(
                 "Not converted (no rate for the currency; add one to the rates file): " + parts.joined(separator: "; "))
+        }
+        if !cohorts.isEmpty {
+            lines.append("")
+            lines.append("Retention by cohort (month of the first paid period; share still paid after each period):")
+            lines.append(
+                "COHORT   SUBS   "
+                    + (1...CohortRetention.periods).map {
+                        String("P\($0)".padding(toLength: 6, withPad: " ", startingAt: 0))
+                    }.joined())
+            for cohort in cohorts {
+                let shares = cohort.retention.map { share in
+                    (share.map { String(format: "%.0f%%", $0 * 100) } ?? "-").padding(
+                        toLength: 6, withPad: " ", startingAt: 0)
+                }
+                lines.append(
+                    cohort.month.padding(toLength: 9, withPad: " ", startingAt: 0)
+                        + "\(cohort.subscriptions)".padding(toLength: 7, withPad: " ", startingAt: 0) + shares.joined())
+            }
         }
         if total.unpricedTransactions > 0 {
             lines.append(

@@ -52,7 +52,7 @@ public struct DatabaseCopy: Sendable {
     /// PostgreSQL's dashboard summaries are rebuilt from the copied tables. The analytics' daily series
     /// is computed again by `renewal analytics --refresh-daily` on the target.
     public static let tablesNotCopied: Set<String> = Set(
-        ["schema_migrations", "analytics_daily"] + DashboardSummary.all.map(\.table))
+        ["schema_migrations", "analytics_daily", "analytics_cohorts"] + DashboardSummary.all.map(\.table))
 
     /// Rows read and written per batch unless the caller says otherwise: a few megabytes of receipts.
     public static let defaultBatchSize = 1000

@@ -87,6 +87,37 @@ extension SQLSubscriptionStore {
     }
 }
 
+extension SQLSubscriptionStore {
+    public func replaceAnalyticsCohorts(
+        bundleID: String?, cohorts: [String: [CohortRetention.Cohort]], computedAt: Date
+    ) async throws {
+        let delete =
+            bundleID == nil ? "DELETE FROM analytics_cohorts" : "DELETE FROM analytics_cohorts WHERE bundle_id = $1"
+        let deleteBinds: [SQLValue] = bundleID.map { [.text($0)] } ?? []
+        let at = SQLValue.int64(Int64((computedAt.timeIntervalSince1970 * 1000).rounded()))
+        try await inTransaction { connection in
+            _ = try connection.execute(delete, deleteBinds)
+            for (bundle, table) in cohorts {
+                for cohort in table {
+                    for period in 1...CohortRetention.periods {
+                        _ = try connection.execute(
+                            """
+                            INSERT INTO analytics_cohorts (cohort_month, bundle_id, period, subscriptions, observed,
+                                retained, computed_at)
+                            VALUES ($1, $2, $3, $4, $5, $6, $7)
+                            """,
+                            [
+                                .text(cohort.month), .text(bundle), .int64(Int64(period)),
+                                .int64(Int64(cohort.subscriptions)), .int64(Int64(cohort.observed[period - 1])),
+                                .int64(Int64(cohort.retained[period - 1])), at,
+                            ])
+                    }
+                }
+            }
+        }
+    }
+}
+
 extension LedgerTransaction {
     init(ledgerRow row: SQLRow) throws {
         self.init(

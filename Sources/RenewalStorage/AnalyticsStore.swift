@@ -13,6 +13,12 @@ public protocol AnalyticsStore: SubscriptionStore {
     func replaceAnalyticsDays(
         first: String, last: String, bundleID: String?, rows: [AnalyticsDayRow], computedAt: Date
     ) async throws
+
+    /// Replaces the cohort table (of `bundleID` only when given) with `cohorts`, by app, in one
+    /// transaction.
+    func replaceAnalyticsCohorts(
+        bundleID: String?, cohorts: [String: [CohortRetention.Cohort]], computedAt: Date
+    ) async throws
 }
 
 extension AnalyticsStore {

@@ -17,8 +17,10 @@ struct AnalyticsCommand: AsyncParsableCommand {
             reported apart under "unconverted", never converted at 1. docs/analytics.md states each definition. \
             --json prints one object: since, until, currency, bundle_id, active_subscriptions, active_trials, \
             mrr, new_subscriptions, new_trials, trial_conversions, churned, churn_rate, reactivations, revenue, \
-            refunds, net_revenue, unconverted, unpriced_transactions and by_product (the same figures per \
-            product_id). The ledger is read a page of subscriptions at a time, so memory stays flat.
+            refunds, net_revenue, unconverted, unpriced_transactions, by_product (the same figures per \
+            product_id) and cohorts (by month of the first paid period, for the 12 months up to --until: \
+            subscriptions, and per period 1 to 12 observed, retained and retention, null while not observed). \
+            The ledger is read a page of subscriptions at a time, so memory stays flat.
             """ + EnvironmentHelp.text(.database))
 
     @Option(name: .long, help: ArgumentHelp("Start of the window (default 28 days before --until).", valueName: "time"))
@@ -37,7 +39,8 @@ struct AnalyticsCommand: AsyncParsableCommand {
         name: .long,
         help: """
             Recompute the daily series dashboards read (analytics_daily, the view analytics_daily_series) for \
-            each UTC day from --since's through --until's, replacing those days' rows, instead of printing figures.
+            each UTC day from --since's through --until's, replacing those days' rows, and the cohort table \
+            (analytics_cohorts, the view analytics_cohort_retention) as of --until, instead of printing figures.
             """)
     var refreshDaily = false
 
@@ -91,8 +94,12 @@ struct AnalyticsCommand: AsyncParsableCommand {
             }
             var analytics = SubscriptionAnalytics(
                 since: start, until: end, catalogue: products, reportingCurrency: exchange.reportingCurrency)
-            try await store.forEachSubscriptionLedger(bundleID: app) { analytics.add($0) }
-            let report = AnalyticsReport(analytics, rates: exchange, bundleID: app)
+            var cohorts = CohortRetention(asOf: end, catalogue: products)
+            try await store.forEachSubscriptionLedger(bundleID: app) { ledger in
+                analytics.add(ledger)
+                cohorts.add(ledger)
+            }
+            let report = AnalyticsReport(analytics, cohorts: cohorts, rates: exchange, bundleID: app)
             let sink = ReportOutput()
             try await sink.write(json ? try report.json() + "\n" : report.table())
             try await sink.finish()
@@ -107,15 +114,19 @@ struct AnalyticsCommand: AsyncParsableCommand {
     ) async throws {
         var daily = DailyAnalytics(
             from: start, through: end, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
+        var cohorts: [String: CohortRetention] = [:]
         var subscriptions = 0
         try await store.forEachSubscriptionLedger(bundleID: app) { ledger in
             subscriptions += 1
             daily.add(ledger)
+            cohorts[ledger.bundleID ?? "", default: CohortRetention(asOf: end, catalogue: catalogue)].add(ledger)
         }
         guard let range = daily.range else { return }
         let rows = daily.rows(rates: rates)
         try await store.replaceAnalyticsDays(
             first: range.first, last: range.last, bundleID: app, rows: rows, computedAt: Date())
+        try await store.replaceAnalyticsCohorts(
+            bundleID: app, cohorts: cohorts.mapValues(\.table), computedAt: Date())
         let sink = ReportOutput()
         try await sink.write(
             json

@@ -65,7 +65,7 @@ struct AnalyticsCommandTests {
         for key in [
             "since", "until", "currency", "active_subscriptions", "active_trials", "mrr", "new_subscriptions",
             "new_trials", "trial_conversions", "churned", "revenue", "refunds", "net_revenue", "unconverted",
-            "by_product",
+            "by_product", "cohorts",
         ] {
             #expect(object[key] != nil, "no \(key) in \(result.stdout)")
         }
@@ -83,11 +83,23 @@ struct AnalyticsCommandTests {
         let products = try #require(object["by_product"] as? [[String: Any]])
         #expect(products.compactMap { $0["product_id"] as? String } == ["pro.monthly", "pro.yearly"])
 
+        // Cohorts: ana's (November) renewed after her first period; December's have no period ended yet.
+        let cohorts = try #require(object["cohorts"] as? [[String: Any]])
+        #expect(cohorts.compactMap { $0["month"] as? String } == ["2025-11", "2025-12"], "\(cohorts)")
+        #expect(
+            (cohorts.first?["retained"] as? [Int])?.first == 1 && (cohorts.first?["observed"] as? [Int])?.first == 1)
+        #expect(
+            cohorts.last?["subscriptions"] as? Int == 2
+                && (cohorts.last?["observed"] as? [Int])?.allSatisfy { $0 == 0 } == true)
+
         let table = try await CLI.run(arguments, environment: ["RENEWAL_RATES_FILE": directory + "/rates.json"])
         #expect(table.status == 0, "\(table.stderr)")
         #expect(table.stdout.contains("amounts in USD"), "\(table.stdout)")
         let total = try #require(table.stdout.split(separator: "\n").first { $0.hasPrefix("all products") })
         #expect(total.contains("18.32") && total.contains("119.87") && total.contains("4.94"), "\(total)")
+        #expect(
+            table.stdout.contains("Retention by cohort") && table.stdout.contains("2025-11  1      100%"),
+            "\(table.stdout)")
 
         // Without a rate for EUR, ben's amounts are reported apart, never converted at 1.
         let unrated = try await CLI.run(arguments + ["--json"])

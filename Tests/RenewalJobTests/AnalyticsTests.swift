@@ -330,6 +330,7 @@ struct AnalyticsTests {
                     + "\(report.total.unconverted["JPY"]?.mrr ?? 0) JPY, revenue \(report.total.revenue), refunds \(report.total.refunds)"
             )
             try await Self.checkDailySeries(people, store: store, harness: h)
+            try await Self.checkCohorts(people, store: store, harness: h)
             // Another app's filter sees none of it.
             var other = SubscriptionAnalytics(since: Self.since, until: Self.until)
             try await store.forEachSubscriptionLedger(bundleID: "com.example.other") { other.add($0) }
@@ -402,6 +403,48 @@ struct AnalyticsTests {
         }
         #expect(compared > 100, "day rows compared: \(compared)")
         #expect(stored.contains { DashboardViewsTests.text($0, "environment") == "Sandbox" })
+    }
+
+    /// Each cohort's retention, as of `until`, equals the timeline's: entitled and paid one day after the
+    /// end of each period since the first paid one; the stored view says the same.
+    static func checkCohorts(_ people: [Subscriber], store: any AnalyticsStore, harness h: JobHarness) async throws {
+        var expected: [String: CohortRetention.Cohort] = [:]
+        for person in people where person.counted {
+            guard let first = person.periods.first(where: { !$0.trial }), first.purchased < until else { continue }
+            let month = String(Timestamp.string(first.purchased).prefix(7))
+            var cohort = expected[month] ?? CohortRetention.Cohort(month: month)
+            cohort.subscriptions += 1
+            for k in 1...CohortRetention.periods {
+                let moment = person.product.period.advance(first.purchased, by: k).addingTimeInterval(day)
+                guard moment <= until else { break }
+                cohort.observed[k - 1] += 1
+                if person.entitlement(at: moment) == true { cohort.retained[k - 1] += 1 }
+            }
+            expected[month] = cohort
+        }
+        var cohorts = CohortRetention(asOf: until)
+        try await store.forEachSubscriptionLedger(bundleID: nil, pageSize: 41) { cohorts.add($0) }
+        #expect(cohorts.table == expected.values.sorted { $0.month < $1.month })
+        #expect(cohorts.table.map(\.month) == ["2026-01", "2026-02", "2026-03", "2026-04"])
+        #expect(cohorts.table.contains { $0.retained[0] > 0 && $0.retained[0] < $0.observed[0] })
+        try await store.replaceAnalyticsCohorts(
+            bundleID: nil, cohorts: ["com.example.analytics": cohorts.table], computedAt: Date())
+        let january = try await DashboardViewsTests.query(
+            h,
+            """
+            SELECT period, subscriptions, observed, retained, retention FROM analytics_cohort_retention
+            WHERE cohort_month = '2026-01' ORDER BY period
+            """)
+        let wanted = try #require(expected["2026-01"])
+        #expect(january.count == CohortRetention.periods)
+        for row in january {
+            let period = try #require(DashboardViewsTests.int(row, "period"))
+            #expect(DashboardViewsTests.int(row, "retained") == wanted.retained[period - 1])
+            #expect(DashboardViewsTests.int(row, "observed") == wanted.observed[period - 1])
+            let share = DashboardViewsTests.double(row, "retention")
+            #expect(
+                share.map { abs($0 - (wanted.shares[period - 1] ?? -1)) < 1e-9 } ?? (wanted.observed[period - 1] == 0))
+        }
     }
 
     static func compare(_ actual: AnalyticsFigures, _ expected: AnalyticsFigures, _ name: String) {

@@ -17,6 +17,10 @@ public struct CohortRetention: Sendable {
         /// Among those, the ones still paid and entitled one day after it ended.
         public var retained = [Int](repeating: 0, count: CohortRetention.periods)
 
+        public init(month: String) {
+            self.month = month
+        }
+
         /// `retained ÷ observed` per period; nil where nothing was observed yet.
         public var shares: [Double?] {
             zip(retained, observed).map { retained, observed in
@@ -54,7 +58,8 @@ public struct CohortRetention: Sendable {
             let moment = period.advance(start, by: k).addingTimeInterval(86_400)
             guard moment <= asOf else { break }
             cohort.observed[k - 1] += 1
-            if case .paid = SubscriptionLedger.standing(at: moment, in: counted, graceEndsAt: ledger.gracePeriodEndsAt) {
+            if case .paid = SubscriptionLedger.standing(at: moment, in: counted, graceEndsAt: ledger.gracePeriodEndsAt)
+            {
                 cohort.retained[k - 1] += 1
             }
         }
