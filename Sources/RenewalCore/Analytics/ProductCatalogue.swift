@@ -34,7 +34,12 @@ public struct ProductCatalogue: Sendable, Hashable {
     public func price(of transaction: LedgerTransaction, preferring preferred: String) -> Money? {
         if transaction.isTrial { return Money(currency: transaction.currency ?? preferred, amount: 0) }
         if let milliunits = transaction.priceMilliunits, let currency = transaction.currency {
-            return Money(currency: currency, amount: Decimal(milliunits) / 1000)
+            // Built from its digits: dividing a Decimal by 1000 costs more than the rest of the figure.
+            return Money(
+                currency: currency,
+                amount: Decimal(
+                    sign: milliunits < 0 ? .minus : .plus, exponent: -3,
+                    significand: Decimal(milliunits.magnitude)))
         }
         guard let product = transaction.productID.flatMap({ products[$0] }) else { return nil }
         for currency in [transaction.currency, preferred].compactMap({ $0 }) {
@@ -66,7 +71,7 @@ public struct Amounts: Sendable, Hashable {
     public init() {}
 
     public mutating func add(_ money: Money, times factor: Decimal = 1) {
-        byCurrency[money.currency, default: 0] += money.amount * factor
+        byCurrency[money.currency, default: 0] += factor == 1 ? money.amount : money.amount * factor
     }
 
     public mutating func add(_ other: Amounts) {
