@@ -1,0 +1,15 @@
+-- The same ledger for PostgreSQL: psql -d DB -f Benchmarks/analytics/ledger.postgres.sql after renewal migrate.
+INSERT INTO transactions (transaction_id, original_transaction_id, user_id, bundle_id, product_id, environment,
+  ownership_type, purchased_at, expires_at, price_milliunits, currency, is_trial, quantity, revoked_at, transaction_reason,
+  upgraded, origin, recorded_at, updated_at)
+SELECT 'tx-' || i || '-' || j, 'ot-' || lpad(i::text, 8, '0'), 'u-' || i, 'com.example.app',
+  CASE i % 3 WHEN 0 THEN 'p.monthly' WHEN 1 THEN 'p.monthly.eu' ELSE 'p.weekly' END,
+  CASE WHEN i % 50 = 0 THEN 'Sandbox' ELSE 'Production' END, 'PURCHASED',
+  1764547200000::bigint - 400 * 86400000::bigint + (i % 380) * 86400000::bigint + j * 30 * 86400000::bigint,
+  1764547200000::bigint - 400 * 86400000::bigint + (i % 380) * 86400000::bigint + (j + 1) * 30 * 86400000::bigint,
+  CASE WHEN j = 0 AND i % 4 = 0 THEN 0 ELSE 9990 END, CASE i % 3 WHEN 1 THEN 'EUR' ELSE 'USD' END,
+  CASE WHEN j = 0 AND i % 4 = 0 THEN 1 ELSE 0 END, 1,
+  CASE WHEN i % 97 = 0 AND j = 3 THEN 1764547200000::bigint - 400 * 86400000::bigint + (i % 380) * 86400000::bigint + j * 30 * 86400000::bigint + 86400000 ELSE NULL END,
+  CASE WHEN j = 0 THEN 'PURCHASE' ELSE 'RENEWAL' END, 0, 'status_answer', 0, 0
+FROM generate_series(0, 199999) i, generate_series(0, 11) j WHERE j < 1 + (i * 7 % 12);
+ANALYZE transactions;
