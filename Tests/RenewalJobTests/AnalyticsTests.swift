@@ -5,6 +5,7 @@ import RenewalReports
 import RenewalSQL
 import RenewalSQLite
 import RenewalStorage
+import RenewalTesting
 import Testing
 
 /// The analytics against a generated population whose answers the test knows from its own timeline:
@@ -90,20 +91,8 @@ struct AnalyticsTests {
         }
     }
 
-    /// SplitMix64: the same population on every run.
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static func population(count: Int) -> [Subscriber] {
-        var random = Seeded(state: 34)
+        var random = SeededGenerator(seed: 34)
         return (0..<count).map { index in
             let roll = Double.random(in: 0..<1, using: &random)
             var subscriber = Subscriber(
