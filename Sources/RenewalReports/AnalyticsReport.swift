@@ -212,10 +212,7 @@ public struct AnalyticsReport: Encodable, Sendable {
     }
 
     private static func columns(_ values: [String]) -> String {
-        let widths = [36, 8, 8, 12, 6, 11, 10, 8, 12, 11, 0]
-        return zip(values, widths).map { value, width in
-            value.count >= width ? value + " " : value + String(repeating: " ", count: width - value.count)
-        }.joined()
+        TextColumns.line(values, widths: [36, 8, 8, 12, 6, 11, 10, 8, 12, 11, 0])
     }
 
     static func money(_ amount: Decimal) -> String {

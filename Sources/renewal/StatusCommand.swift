@@ -105,10 +105,7 @@ struct StatusOutput {
     }
 
     private static func columns(_ values: [String]) -> String {
-        let widths = [20, 24, 28, 14, 9, 25, 11, 25, 0]
-        return zip(values, widths).map { value, width in
-            value.count >= width ? value + " " : value + String(repeating: " ", count: width - value.count)
-        }.joined()
+        TextColumns.line(values, widths: [20, 24, 28, 14, 9, 25, 11, 25, 0])
     }
 }
 

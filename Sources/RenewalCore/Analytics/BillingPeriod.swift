@@ -25,10 +25,7 @@ public enum BillingPeriod: String, Sendable, Hashable, CaseIterable {
     /// `amount` a period, as an amount a month, rounded to six decimals so that a sum of many (a week's
     /// 52/12 repeats forever) is the same in any order.
     public func perMonth(_ amount: Decimal) -> Decimal {
-        var monthly = self == .week ? amount * 52 / 12 : amount / monthsPerPeriod
-        var rounded = Decimal()
-        NSDecimalRound(&rounded, &monthly, 6, .plain)
-        return rounded
+        (self == .week ? amount * 52 / 12 : amount / monthsPerPeriod).rounded(toPlaces: 6)
     }
 
     /// The period whose length is nearest to what Apple's dates give (a paid transaction's purchase to its

@@ -31,9 +31,16 @@ public struct ExchangeRates: Sendable, Hashable {
 
     /// `amount` rounded half away from zero to two decimals.
     public static func cents(_ amount: Decimal) -> Decimal {
-        var value = amount
+        amount.rounded(toPlaces: 2)
+    }
+}
+
+extension Decimal {
+    /// Rounded half away from zero to `places` decimals.
+    func rounded(toPlaces places: Int) -> Decimal {
+        var value = self
         var rounded = Decimal()
-        NSDecimalRound(&rounded, &value, 2, .plain)
+        NSDecimalRound(&rounded, &value, places, .plain)
         return rounded
     }
 }
