@@ -12,6 +12,7 @@ public struct AnalyticsReport: Encodable, Sendable {
         public var newSubscriptions: Int
         public var newTrials: Int
         public var trialConversions: Int
+        public var trialFunnel: TrialFunnel
         public var churned: Int
         public var churnRate: Double?
         public var reactivations: Int
@@ -24,7 +25,8 @@ public struct AnalyticsReport: Encodable, Sendable {
         enum CodingKeys: String, CodingKey {
             case productID = "product_id", activeSubscriptions = "active_subscriptions"
             case activeTrials = "active_trials", mrr, newSubscriptions = "new_subscriptions"
-            case newTrials = "new_trials", trialConversions = "trial_conversions", churned
+            case newTrials = "new_trials", trialConversions = "trial_conversions", trialFunnel = "trial_funnel"
+            case churned
             case churnRate = "churn_rate", reactivations, revenue, refunds, netRevenue = "net_revenue", unconverted
             case unpricedTransactions = "unpriced_transactions"
         }
@@ -38,6 +40,7 @@ public struct AnalyticsReport: Encodable, Sendable {
             try container.encode(newSubscriptions, forKey: .newSubscriptions)
             try container.encode(newTrials, forKey: .newTrials)
             try container.encode(trialConversions, forKey: .trialConversions)
+            try container.encode(trialFunnel, forKey: .trialFunnel)
             try container.encode(churned, forKey: .churned)
             try container.encode(churnRate.map { (($0 * 10_000).rounded()) / 10_000 }, forKey: .churnRate)
             try container.encode(reactivations, forKey: .reactivations)
@@ -66,6 +69,9 @@ public struct AnalyticsReport: Encodable, Sendable {
             newSubscriptions = figures.newSubscriptions
             newTrials = figures.newTrials
             trialConversions = figures.trialConversions
+            trialFunnel = TrialFunnel(
+                started: figures.newTrials, converted: figures.newTrialsConverted, inTrial: figures.newTrialsInTrial,
+                lapsed: figures.newTrials - figures.newTrialsConverted - figures.newTrialsInTrial)
             churned = figures.churned
             churnRate = figures.churnRate
             reactivations = figures.reactivations
@@ -74,6 +80,18 @@ public struct AnalyticsReport: Encodable, Sendable {
             netRevenue = net.converted
             self.unconverted = unconverted
             unpricedTransactions = figures.unpricedTransactions
+        }
+    }
+
+    /// The free trials begun in the window, followed to `until`: paid by then, still in the trial, or lapsed.
+    public struct TrialFunnel: Encodable, Sendable, Hashable {
+        public var started: Int
+        public var converted: Int
+        public var inTrial: Int
+        public var lapsed: Int
+
+        enum CodingKeys: String, CodingKey {
+            case started, converted, inTrial = "in_trial", lapsed
         }
     }
 
@@ -176,6 +194,10 @@ public struct AnalyticsReport: Encodable, Sendable {
         let rate =
             total.churnRate.map { String(format: "%.1f %%", $0 * 100) } ?? "n/a (no paid subscription at the start)"
         lines.append("Churn rate: \(rate); reactivations: \(total.reactivations)")
+        let funnel = total.trialFunnel
+        lines.append(
+            "Trials begun in the window: \(funnel.started); by --until \(funnel.converted) paid, "
+                + "\(funnel.inTrial) still in the trial, \(funnel.lapsed) lapsed")
         if !total.unconverted.isEmpty {
             let parts = total.unconverted.keys.sorted().map { currency in
                 let amounts = total.unconverted[currency] ?? Unconverted(mrr: 0, revenue: 0, refunds: 0, netRevenue: 0)

@@ -26,13 +26,13 @@ enum SVGChart {
             svg +=
                 """
                 <text x=\"\(Int(labelWidth - 8))\" y=\"\(Int(y + 15))\" \
-                text-anchor=\"end\">\(StoredReport.escape(row.label))</text>
+                text-anchor=\"end\">\(HTMLPage.escape(row.label))</text>
                 """
             svg +=
                 """
                 <rect class=\"mark\" x=\"\(Int(labelWidth))\" y=\"\(Int(y))\" \
                 width=\"\(String(format: "%.1f", width))\" height=\"\(Int(rowHeight - 6))\" \
-                fill=\"\(palette[0])\"><title>\(StoredReport.escape(row.label)): \(row.value)</title></rect>
+                fill=\"\(palette[0])\"><title>\(HTMLPage.escape(row.label)): \(row.value)</title></rect>
                 """
             svg +=
                 """
@@ -69,14 +69,14 @@ enum SVGChart {
             svg +=
                 """
                 <text x=\"\(Int(left))\" \
-                y=\"\(Int(height - 8))\">\(StoredReport.escape(String(first.prefix(10))))</text>
+                y=\"\(Int(height - 8))\">\(HTMLPage.escape(String(first.prefix(10))))</text>
                 """
         }
         if xLabels.count > 1, let last = xLabels.last {
             svg +=
                 """
                 <text x=\"\(Int(left + plotWidth))\" y=\"\(Int(height - 8))\" \
-                text-anchor=\"end\">\(StoredReport.escape(String(last.prefix(10))))</text>\n
+                text-anchor=\"end\">\(HTMLPage.escape(String(last.prefix(10))))</text>\n
                 """
         }
         if series.isEmpty { svg += "<text x=\"\(Int(left + 10))\" y=\"\(Int(top + 20))\">nothing to draw</text>\n" }
@@ -91,7 +91,7 @@ enum SVGChart {
             svg +=
                 "<polyline class=\"mark\" fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" "
                 + "points=\"\(points.joined(separator: " "))\">"
-                + "<title>\(StoredReport.escape(line.name))</title></polyline>"
+                + "<title>\(HTMLPage.escape(line.name))</title></polyline>"
             for point in points where line.values.count == 1 {
                 let xy = point.split(separator: ",")
                 svg += "<circle cx=\"\(xy[0])\" cy=\"\(xy[1])\" r=\"3\" fill=\"\(color)\"/>"
@@ -104,7 +104,7 @@ enum SVGChart {
                 """
             svg +=
                 "<text x=\"\(Int(width - right + 28))\" y=\"\(Int(legendY))\">"
-                + StoredReport.escape(line.name.count > 36 ? "…" + line.name.suffix(35) : line.name)
+                + HTMLPage.escape(line.name.count > 36 ? "…" + line.name.suffix(35) : line.name)
                 + " (\(line.values.last ?? 0))</text>\n"
         }
         return svg + "</svg>\n"

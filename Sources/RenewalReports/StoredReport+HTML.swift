@@ -17,7 +17,7 @@ extension StoredReport {
         // Second pass: the lists, streamed.
         try await writeChangeList(selection, changed: summary.totals.changed, to: output)
         try await writeFailureList(selection, to: output)
-        try await output.write(Self.pageTail)
+        try await output.write(HTMLPage.tail)
     }
 
     /// What the page's head shows of the selected runs.
@@ -70,9 +70,9 @@ extension StoredReport {
         let title =
             runCount == 1
             ? "renewal run \(last.id)"
-            : "renewal runs \(readable(summary.first?.startedAt ?? last.startedAt)) to \(readable(last.startedAt))"
-        var page = pageHead(title: title)
-        page += "<h1>\(escape(title))</h1>\n<section class=\"cards\">\n"
+            : "renewal runs \(HTMLPage.readable(summary.first?.startedAt ?? last.startedAt)) to \(HTMLPage.readable(last.startedAt))"
+        var page = HTMLPage.head(title: title)
+        page += "<h1>\(HTMLPage.escape(title))</h1>\n<section class=\"cards\">\n"
         let totals = summary.totals
         let cards: [(String, String)] = [
             (
@@ -84,19 +84,20 @@ extension StoredReport {
             ("took", runCount == 1 ? duration(last) : totalDuration(summary.took, unfinished: summary.unfinished)),
         ]
         for (label, value) in cards {
-            page += "<div class=\"card\"><span>\(escape(label))</span><strong>\(escape(value))</strong></div>\n"
+            page +=
+                "<div class=\"card\"><span>\(HTMLPage.escape(label))</span><strong>\(HTMLPage.escape(value))</strong></div>\n"
         }
         page += "</section>\n"
 
         let kindRows = summary.kinds.sorted { ($1.value, $0.key) < ($0.value, $1.key) }
         page += "<h2>Changes by kind</h2>\n" + SVGChart.bars(id: "changes-by-kind", kindRows.map { ($0.key, $0.value) })
-        page += htmlTable(["kind", "changes"], kindRows.map { [.text($0.key), .text("\($0.value)")] })
+        page += HTMLPage.table(["kind", "changes"], kindRows.map { [.text($0.key), .text("\($0.value)")] })
 
         page += "<h2>Entitled subscribers by product, last \(entitled.runs.count) runs</h2>\n"
         page += SVGChart.lines(
             id: "entitled-by-product", series: entitled.series,
             xLabels: entitled.runs.map { Timestamp.string($0.startedAt) })
-        page += htmlTable(
+        page += HTMLPage.table(
             ["run started"] + entitled.series.map(\.name),
             entitled.runs.indices.map { index in
                 [.time(entitled.runs[index].startedAt)] + entitled.series.map { .text("\($0.values[index])") }
@@ -106,11 +107,11 @@ extension StoredReport {
         page +=
             "<h2>Failures by reason</h2>\n"
             + SVGChart.bars(id: "failures-by-reason", reasonRows.map { ($0.key, $0.value) })
-        page += htmlTable(["reason", "failures"], reasonRows.map { [.text($0.key), .text("\($0.value)")] })
+        page += HTMLPage.table(["reason", "failures"], reasonRows.map { [.text($0.key), .text("\($0.value)")] })
 
         page +=
             "<h2>Runs</h2>\n"
-            + htmlTable(
+            + HTMLPage.table(
                 [
                     "started", "command", "status", "exit", "took", "checked", "changed", "failed", "conflicts",
                     "run id",
@@ -120,7 +121,7 @@ extension StoredReport {
                         + [
                             $0.command, $0.status.rawValue, $0.exitCode.map(String.init) ?? "-", duration($0),
                             "\($0.checked)", "\($0.changed)", "\($0.failed)", "\($0.conflicts)", $0.id,
-                        ].map(HTMLCell.text)
+                        ].map(HTMLPage.Cell.text)
                 })
         return page
     }
@@ -137,13 +138,13 @@ extension StoredReport {
             try await forEachChangePage(of: run.id, limit: htmlRowLimit - listed) { changes in
                 for change in changes {
                     let event = change.event
-                    let cells: [HTMLCell] = [
+                    let cells: [HTMLPage.Cell] = [
                         .time(change.occurredAt), .text(change.userID), .text(event.productID ?? ""),
                         .text(event.kind.rawValue),
                         .text(event.fromState.rawValue), .text(event.toState.rawValue), .time(event.newExpiresAt),
                         .text(event.environment?.rawValue ?? ""),
                     ]
-                    try await output.write(Self.htmlRow(cells))
+                    try await output.write(HTMLPage.row(cells))
                 }
                 listed += changes.count
             }
@@ -170,11 +171,11 @@ extension StoredReport {
             guard failuresListed < htmlRowLimit else { return }
             try await forEachFailurePage(of: run.id, limit: htmlRowLimit - failuresListed) { failures in
                 for failure in failures {
-                    let cells: [HTMLCell] = [
+                    let cells: [HTMLPage.Cell] = [
                         .time(failure.occurredAt), .text(failure.userID), .text(failure.failure.reason.rawValue),
                         .text(failure.failure.message),
                     ]
-                    try await output.write(Self.htmlRow(cells))
+                    try await output.write(HTMLPage.row(cells))
                 }
                 failuresListed += failures.count
             }
@@ -222,48 +223,6 @@ extension StoredReport {
         }
     }
 
-    static func escape(_ text: String) -> String {
-        var result = ""
-        result.reserveCapacity(text.count)
-        for character in text {
-            switch character {
-            case "&": result += "&amp;"
-            case "<": result += "&lt;"
-            case ">": result += "&gt;"
-            case "\"": result += "&quot;"
-            case "'": result += "&#39;"
-            default: result.append(character)
-            }
-        }
-        return result
-    }
-
-    /// One cell of a table on the page.
-    enum HTMLCell {
-        /// Text, escaped; a whole number is right-aligned.
-        case text(String)
-        /// A time as a reader writes it (`2026-11-24 01:22 UTC`) on one line, the exact RFC 3339 value
-        /// in its `datetime` and `title` (shown on hover); empty for nil.
-        case time(Date?)
-
-        var html: String {
-            switch self {
-            case .text(let text):
-                return Int(text) != nil ? "<td class=\"n\">\(text)</td>" : "<td>\(StoredReport.escape(text))</td>"
-            case .time(let date):
-                guard let date else { return "<td></td>" }
-                let exact = Timestamp.string(date)
-                return "<td><time datetime=\"\(exact)\" title=\"\(exact)\">\(StoredReport.readable(date))</time></td>"
-            }
-        }
-    }
-
-    /// `2026-11-24 01:22 UTC`: to the minute, in UTC, as the page shows times.
-    static func readable(_ date: Date) -> String {
-        let exact = Timestamp.string(date)
-        return exact.prefix(10) + " " + exact.dropFirst(11).prefix(5) + " UTC"
-    }
-
     /// The summed wall time of a range of runs, with how many had not finished.
     static func totalDuration(_ seconds: TimeInterval, unfinished: Int) -> String {
         let total: String
@@ -274,56 +233,4 @@ extension StoredReport {
         }
         return unfinished == 0 ? total : "\(total) (+\(unfinished) unfinished)"
     }
-
-    static func htmlRow(_ cells: [HTMLCell]) -> String {
-        "<tr>" + cells.map(\.html).joined() + "</tr>\n"
-    }
-
-    static func htmlTable(_ header: [String], _ rows: [[HTMLCell]]) -> String {
-        guard !rows.isEmpty else { return "<p class=\"note\">None.</p>\n" }
-        var html = "<table><thead><tr>" + header.map { "<th>\(escape($0))</th>" }.joined() + "</tr></thead><tbody>\n"
-        for row in rows { html += htmlRow(row) }
-        return html + "</tbody></table>\n"
-    }
-
-    static func pageHead(title: String) -> String {
-        """
-        <!DOCTYPE html>
-        <html lang="en"><head><meta charset="utf-8">
-        <meta name="viewport" content="width=device-width, initial-scale=1">
-        <title>\(escape(title))</title>
-        <style>
-        body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1100px; padding: 0 16px; color: #1d232a; }
-        h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 32px; }
-        .cards { display: flex; flex-wrap: wrap; gap: 12px; }
-        .card { border: 1px solid #d8dde3; border-radius: 6px; padding: 8px 14px; min-width: 110px; }
-        .card span { display: block; color: #5b6570; font-size: 12px; } .card strong { font-size: 18px; }
-        table { border-collapse: collapse; margin: 8px 0; font-size: 13px; }
-        th, td { border-bottom: 1px solid #e3e7eb; padding: 3px 10px; text-align: left; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
-        svg.chart { display: block; margin: 8px 0; } .note { color: #5b6570; } time { white-space: nowrap; }
-        svg text { font: 12px system-ui, sans-serif; fill: #1d232a; }
-        </style></head><body>
-
-        """
-    }
-
-    /// The closing script records what each chart drew (size and marks) in `data-charts`, and how
-    /// many of the times shown broke over more than one line in `data-times`, so a headless browser's
-    /// DOM dump shows the page laid out as meant; the page works without it.
-    static let pageTail = """
-        <script>
-        (function () {
-          var charts = Array.prototype.map.call(document.querySelectorAll('svg.chart'), function (svg) {
-            var box = svg.getBoundingClientRect();
-            return { id: svg.id, width: Math.round(box.width), height: Math.round(box.height), marks: svg.querySelectorAll('.mark').length };
-          });
-          document.body.setAttribute('data-charts', JSON.stringify(charts));
-          var times = document.querySelectorAll('time');
-          var wrapped = Array.prototype.filter.call(times, function (time) { return time.getClientRects().length > 1; }).length;
-          document.body.setAttribute('data-times', JSON.stringify({ shown: times.length, wrapped: wrapped }));
-        })();
-        </script>
-        </body></html>
-
-        """
 }

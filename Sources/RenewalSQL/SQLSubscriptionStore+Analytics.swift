@@ -88,6 +88,49 @@ extension SQLSubscriptionStore {
 }
 
 extension SQLSubscriptionStore {
+    public func analyticsDays(first: String, last: String, bundleID: String?) async throws -> [AnalyticsDayRow] {
+        var binds = SQLBinds()
+        var sql = """
+            SELECT * FROM analytics_daily WHERE day >= \(binds.add(.text(first))) AND day <= \(binds.add(.text(last)))
+            """
+        if let bundleID { sql += " AND bundle_id = \(binds.add(.text(bundleID)))" }
+        sql += " ORDER BY day, bundle_id, product_id, environment, converted DESC, currency"
+        let values = binds.values
+        let rows = try await onConnection { connection in try connection.execute(sql, values) }
+        return try rows.map { row in
+            var day = AnalyticsDayRow(
+                key: DailyAnalytics.Key(
+                    day: try row.text("day"), bundleID: try row.text("bundle_id"),
+                    productID: try row.text("product_id"),
+                    environment: try row.text("environment")),
+                currency: try row.text("currency"), converted: try row.bool("converted"))
+            day.activeSubscriptions = try row.int("active_subscriptions")
+            day.activeTrials = try row.int("active_trials")
+            day.newSubscriptions = try row.int("new_subscriptions")
+            day.newTrials = try row.int("new_trials")
+            day.trialConversions = try row.int("trial_conversions")
+            day.churned = try row.int("churned")
+            day.reactivations = try row.int("reactivations")
+            day.mrrCents = try row.int64("mrr_cents")
+            day.revenueCents = try row.int64("revenue_cents")
+            day.refundsCents = try row.int64("refunds_cents")
+            return day
+        }
+    }
+
+    public func analyticsDaysKept(bundleID: String?) async throws -> (first: String, last: String)? {
+        let sql =
+            "SELECT MIN(day) AS first, MAX(day) AS last FROM analytics_daily"
+            + (bundleID == nil ? "" : " WHERE bundle_id = $1")
+        let binds: [SQLValue] = bundleID.map { [.text($0)] } ?? []
+        let rows = try await onConnection { connection in try connection.execute(sql, binds) }
+        guard let row = rows.first, let first = try row.optionalText("first"), let last = try row.optionalText("last")
+        else { return nil }
+        return (first, last)
+    }
+}
+
+extension SQLSubscriptionStore {
     public func replaceAnalyticsCohorts(
         bundleID: String?, cohorts: [String: [CohortRetention.Cohort]], computedAt: Date
     ) async throws {

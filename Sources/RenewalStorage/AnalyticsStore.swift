@@ -14,6 +14,13 @@ public protocol AnalyticsStore: SubscriptionStore {
         first: String, last: String, bundleID: String?, rows: [AnalyticsDayRow], computedAt: Date
     ) async throws
 
+    /// The daily series' rows of the days `first` through `last` (`YYYY-MM-DD`; of `bundleID` only when
+    /// given), every currency, in key order.
+    func analyticsDays(first: String, last: String, bundleID: String?) async throws -> [AnalyticsDayRow]
+
+    /// The first and last day the daily series holds (of `bundleID` only when given); nil when it is empty.
+    func analyticsDaysKept(bundleID: String?) async throws -> (first: String, last: String)?
+
     /// Replaces the cohort table (of `bundleID` only when given) with `cohorts`, by app, in one
     /// transaction.
     func replaceAnalyticsCohorts(

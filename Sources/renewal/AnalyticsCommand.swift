@@ -16,7 +16,8 @@ struct AnalyticsCommand: AsyncParsableCommand {
             Amounts are in the reporting currency, rounded to cents; amounts in a currency without a rate are \
             reported apart under "unconverted", never converted at 1. docs/analytics.md states each definition. \
             --json prints one object: since, until, currency, bundle_id, active_subscriptions, active_trials, \
-            mrr, new_subscriptions, new_trials, trial_conversions, churned, churn_rate, reactivations, revenue, \
+            mrr, new_subscriptions, new_trials, trial_conversions, trial_funnel (started, converted, in_trial, \
+            lapsed), churned, churn_rate, reactivations, revenue, \
             refunds, net_revenue, unconverted, unpriced_transactions, by_product (the same figures per \
             product_id) and cohorts (by month of the first paid period, for the 12 months up to --until: \
             subscriptions, and per period 1 to 12 observed, retained and retention, null while not observed). \
@@ -34,6 +35,15 @@ struct AnalyticsCommand: AsyncParsableCommand {
 
     @Flag(name: .long, help: "Print JSON (the stable contract) instead of a table.")
     var json = false
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            """
+            Also write one self-contained HTML page: the figures, MRR and active subscriptions over time and churn \
+            from the daily series (kept by --refresh-daily), and the trial funnel.
+            """, valueName: "file"))
+    var html: String?
 
     @Flag(
         name: .long,
@@ -61,6 +71,10 @@ struct AnalyticsCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
+        if html != nil && refreshDaily {
+            throw ValidationError(
+                "--html draws what --refresh-daily keeps: run the refresh first, then --html, as two commands.")
+        }
         for (flag, value) in [("--since", since), ("--until", until)] {
             if let value, ReportTime.parse(value, now: Date()) == nil {
                 throw ValidationError(
@@ -100,9 +114,34 @@ struct AnalyticsCommand: AsyncParsableCommand {
                 cohorts.add(ledger)
             }
             let report = AnalyticsReport(analytics, cohorts: cohorts, rates: exchange, bundleID: app)
+            if let html { try await writePage(report, to: html, store: store) }
             let sink = ReportOutput()
             try await sink.write(json ? try report.json() + "\n" : report.table())
             try await sink.finish()
+        }
+    }
+
+    /// `--html`: the page, from the report and the daily series' rows of the window's days.
+    private func writePage(_ report: AnalyticsReport, to path: String, store: any RenewalStore) async throws {
+        let names = DailyAnalytics.dayNames(from: report.since, until: report.until)
+        guard let first = names.first, let last = names.last else { return }
+        let rows = try await store.analyticsDays(first: first, last: last, bundleID: app)
+        let kept = try await store.analyticsDaysKept(bundleID: app)
+        let missing = names.filter { day in kept.map { !($0.first...$0.last).contains(day) } ?? true }
+        var refresh: String?
+        if let firstMissing = missing.first, let lastMissing = missing.last,
+            let end = DailyAnalytics.dayStart(named: lastMissing)?.addingTimeInterval(86_400)
+        {
+            refresh =
+                "renewal analytics --refresh-daily --since \(firstMissing) --until \(DailyAnalytics.name(of: end))"
+                + (app.map { " --app \($0)" } ?? "")
+        }
+        let page = report.html(days: AnalyticsReport.Day.series(rows, names: names), missing: missing, refresh: refresh)
+        do {
+            try Data(page.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            throw ConfigurationError(
+                "--html \(path) cannot be written (\((error as NSError).localizedDescription)); give a writable path.")
         }
     }
 

@@ -140,4 +140,84 @@ struct AnalyticsCommandTests {
         let missing = try await CLI.run(["analytics", "--database", database, "--rates", directory + "/none.json"])
         #expect(missing.status == 78 && missing.stderr.contains("cannot be read"), "\(missing.stderr)")
     }
+
+    @Test(
+        """
+        --html writes one self-contained page: the window's figures as cards (the same as --json), MRR and \
+        active subscriptions over time from the daily series, the trial funnel and churn; a browser draws each \
+        chart, and a page without the daily series says which command fills it
+        """,
+        .enabled(if: ObservabilityTools.chromium != nil, "chromium is not installed (Debian package chromium)"))
+    func htmlPage() async throws {
+        let chromium = try #require(ObservabilityTools.chromium)
+        let directory = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let database = try await Self.database(in: directory)
+        // dan starts a free trial on Dec 3 and pays from Dec 10; eve's trial from Dec 4 lapses on Dec 11.
+        _ = try SQLiteShell.query(
+            database,
+            """
+            INSERT INTO transactions (transaction_id, original_transaction_id, user_id, bundle_id, product_id,
+                environment, ownership_type, purchased_at, expires_at, price_milliunits, currency, is_trial, quantity,
+                transaction_reason, upgraded, origin, recorded_at, updated_at)
+            VALUES
+            ('d1', 'd', 'dan', 'com.example.app', 'pro.monthly', 'Production', 'PURCHASED', 1764720000000,
+                1765324800000, 0, 'USD', 1, 1, 'PURCHASE', 0, 'status_answer', 0, 0),
+            ('d2', 'd', 'dan', 'com.example.app', 'pro.monthly', 'Production', 'PURCHASED', 1765324800000,
+                1768003200000, 9990, 'USD', 0, 1, 'RENEWAL', 0, 'status_answer', 0, 0),
+            ('e1', 'e', 'eve', 'com.example.app', 'pro.monthly', 'Production', 'PURCHASED', 1764806400000,
+                1765411200000, 0, 'USD', 1, 1, 'PURCHASE', 0, 'status_answer', 0, 0);
+            """)
+        try
+            #"{"products": [{"product_id": "pro.monthly", "period": "P1M"}, {"product_id": "pro.yearly", "period": "P1Y", "prices": {"USD": "99.99"}}]}"#
+            .write(toFile: directory + "/catalogue.json", atomically: true, encoding: .utf8)
+        let window = [
+            "analytics", "--database", database, "--since", "2025-12-01", "--until", "2025-12-15",
+            "--catalogue", directory + "/catalogue.json",
+        ]
+        let bare = try await CLI.run(window + ["--html", directory + "/bare.html"])
+        #expect(bare.status == 0, "\(bare.stderr)")
+        let barePage = try String(contentsOfFile: directory + "/bare.html", encoding: .utf8)
+        #expect(
+            barePage.contains("renewal analytics --refresh-daily --since 2025-12-01 --until 2025-12-15"),
+            "the page names the command that fills the daily series")
+
+        #expect(try await CLI.run(window + ["--refresh-daily"]).status == 0)
+        let html = directory + "/analytics.html"
+        let result = try await CLI.run(window + ["--html", html, "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        let page = try String(contentsOfFile: html, encoding: .utf8)
+        #expect(!page.contains("src=\"http") && !page.contains("href=\"http") && !page.contains("<link"))
+        #expect(!page.contains("--refresh-daily"), "every day of the window is in the daily series")
+        // The cards say what --json says.
+        func card(_ name: String) -> String? {
+            (try? Regex(#"data-figure="\#(name)"><span>[^<]*</span><strong>([^<]*)</strong>"#))
+                .flatMap { page.firstMatch(of: $0) }.flatMap { $0.output[1].substring.map(String.init) }
+        }
+        #expect(card("mrr") == Self.cents(object["mrr"]).map { $0 + " USD" }, "\(card("mrr") ?? "no MRR card")")
+        #expect(card("active_subscriptions") == "\(object["active_subscriptions"] as? Int ?? -1)")
+        let funnel = try #require(object["trial_funnel"] as? [String: Int], "\(result.stdout)")
+        #expect(funnel == ["started": 2, "converted": 1, "in_trial": 0, "lapsed": 1], "\(funnel)")
+        #expect(card("trial_conversions") == "1")
+        // One row per day of the window, from the daily series: dan is paid from Dec 10, so the active
+        // subscriptions at the end of Dec 8 and Dec 9 (midnight, when his first paid period begins) differ by one.
+        let days = page.matches(of: try Regex(#"<tr data-day="(\d{4}-\d{2}-\d{2})">"#))
+        #expect(days.count == 14, "\(days.count) day rows")
+        let active = try Regex(#"<tr data-day="2025-12-(08|09)"><td>[^<]*</td><td class="n">(\d+)</td>"#)
+        let counts = page.matches(of: active).compactMap { $0.output[2].substring.flatMap { Int($0) } }
+        #expect(counts.count == 2 && counts[1] == counts[0] + 1, "\(counts)")
+
+        let charts = try #require(
+            try await ReportFormatTests.pageAttribute("data-charts", of: html, chromium: chromium, window: "1200,2400")
+                as? [[String: Any]])
+        #expect(
+            charts.compactMap { $0["id"] as? String } == [
+                "mrr-over-time", "active-over-time", "trial-funnel", "churn-over-time",
+            ], "\(charts)")
+        for chart in charts {
+            #expect((chart["marks"] as? Int ?? 0) > 0 && (chart["width"] as? Int ?? 0) > 300, "\(chart)")
+        }
+        print("figures[analytics html]: \(page.utf8.count) bytes, charts \(charts)")
+    }
 }

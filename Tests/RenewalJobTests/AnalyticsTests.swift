@@ -184,7 +184,15 @@ struct AnalyticsTests {
                 f.activeAtSince = 1
                 if atUntil == nil && !refundedInWindow { f.churned = 1 }
             }
-            if let first = person.periods.first, first.trial, window.contains(first.purchased) { f.newTrials = 1 }
+            if let first = person.periods.first, first.trial, window.contains(first.purchased) {
+                // The trial funnel follows the trials begun in the window to `until`.
+                f.newTrials = 1
+                if person.periods.contains(where: { !$0.trial && $0.purchased < until }) {
+                    f.newTrialsConverted = 1
+                } else if atUntil == false {
+                    f.newTrialsInTrial = 1
+                }
+            }
             if let firstPaid = person.periods.first(where: { !$0.trial }), window.contains(firstPaid.purchased) {
                 f.newSubscriptions = 1
                 if person.periods.first?.trial == true { f.trialConversions = 1 }
@@ -306,6 +314,8 @@ struct AnalyticsTests {
             let total = expectedTotal
             #expect(total.activeSubscriptions > 0 && total.activeTrials > 0 && total.churned > 0)
             #expect(total.newTrials > 0 && total.trialConversions > 0 && total.reactivations > 0)
+            #expect(
+                total.newTrialsConverted > 0 && total.newTrials - total.newTrialsConverted - total.newTrialsInTrial > 0)
             #expect(total.refunds.byCurrency.values.contains { $0 > 0 } && total.mrr.byCurrency["JPY"] ?? 0 > 0)
             let report = AnalyticsReport(analytics, rates: Self.rates, bundleID: "com.example.analytics")
             let converted = Self.rates.convert(expectedTotal.mrr)
@@ -443,6 +453,8 @@ struct AnalyticsTests {
         #expect(actual.newSubscriptions == expected.newSubscriptions, "\(name) new")
         #expect(actual.newTrials == expected.newTrials, "\(name) new trials")
         #expect(actual.trialConversions == expected.trialConversions, "\(name) conversions")
+        #expect(actual.newTrialsConverted == expected.newTrialsConverted, "\(name) funnel converted")
+        #expect(actual.newTrialsInTrial == expected.newTrialsInTrial, "\(name) funnel in trial")
         #expect(actual.churned == expected.churned, "\(name) churned")
         #expect(actual.reactivations == expected.reactivations, "\(name) reactivations")
         for currency in ["USD", "EUR", "JPY"] {

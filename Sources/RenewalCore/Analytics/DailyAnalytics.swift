@@ -13,6 +13,13 @@ public struct DailyAnalytics: Sendable {
         public var productID: String
         public var environment: String
 
+        public init(day: String, bundleID: String, productID: String, environment: String) {
+            self.day = day
+            self.bundleID = bundleID
+            self.productID = productID
+            self.environment = environment
+        }
+
         public static func < (lhs: Key, rhs: Key) -> Bool {
             (lhs.day, lhs.bundleID, lhs.productID, lhs.environment)
                 < (rhs.day, rhs.bundleID, rhs.productID, rhs.environment)
@@ -81,11 +88,27 @@ public struct DailyAnalytics: Sendable {
         return first...max(first, last)
     }
 
+    /// The names of the UTC days from `since`'s through the last one that starts before `until`.
+    public static func dayNames(from since: Date, until: Date) -> [String] {
+        var names: [String] = []
+        var start = dayStart(of: since)
+        while start < until {
+            names.append(name(of: start))
+            start = start.addingTimeInterval(86_400)
+        }
+        return names
+    }
+
+    /// The start of the day named `YYYY-MM-DD`; nil for another text.
+    public static func dayStart(named name: String) -> Date? {
+        Timestamp.date(name + "T00:00:00Z")
+    }
+
     static func dayStart(of date: Date) -> Date {
         Date(timeIntervalSince1970: (date.timeIntervalSince1970 / 86_400).rounded(.down) * 86_400)
     }
 
-    static func name(of dayStart: Date) -> String {
+    public static func name(of dayStart: Date) -> String {
         String(Timestamp.string(dayStart).prefix(10))
     }
 }

@@ -12,6 +12,10 @@ public struct AnalyticsFigures: Sendable, Hashable {
     public var newSubscriptions = 0
     public var newTrials = 0
     public var trialConversions = 0
+    /// The trial funnel: of the `newTrials`, those whose first paid period began before `until`, and those
+    /// still in their trial at `until` (the rest lapsed).
+    public var newTrialsConverted = 0
+    public var newTrialsInTrial = 0
     public var churned = 0
     public var reactivations = 0
     /// Paid transactions without a price from Apple or the catalogue: left out of revenue and MRR.
@@ -36,6 +40,8 @@ public struct AnalyticsFigures: Sendable, Hashable {
         newSubscriptions += other.newSubscriptions
         newTrials += other.newTrials
         trialConversions += other.trialConversions
+        newTrialsConverted += other.newTrialsConverted
+        newTrialsInTrial += other.newTrialsInTrial
         churned += other.churned
         reactivations += other.reactivations
         unpricedTransactions += other.unpricedTransactions
@@ -106,19 +112,30 @@ public struct SubscriptionAnalytics: Sendable {
             let refunded = counted.contains { Self.isRefund($0) && ($0.revokedAt.map(inWindow) ?? false) }
             if case .notEntitled = atUntil, !refunded { update(transaction) { $0.churned += 1 } }
         }
-        movement(of: counted, update)
+        movement(of: counted, atUntil: atUntil, update)
         money(of: counted, update)
         return figures
     }
 
-    /// New trials, new paid subscriptions, conversions and reactivations: each counted once per
-    /// subscription, under the product of the transaction that made it.
+    /// New trials and where they stand at `until`, new paid subscriptions, conversions and reactivations:
+    /// each counted once per subscription, under the product of the transaction that made it.
     private func movement(
-        of counted: [LedgerTransaction], _ update: (LedgerTransaction, (inout AnalyticsFigures) -> Void) -> Void
+        of counted: [LedgerTransaction], atUntil: SubscriptionLedger.Standing,
+        _ update: (LedgerTransaction, (inout AnalyticsFigures) -> Void) -> Void
     ) {
         guard let first = counted.first else { return }
-        if first.isTrial, first.purchasedAt.map(inWindow) ?? false { update(first) { $0.newTrials += 1 } }
         let paid = counted.filter { !$0.isTrial }
+        if first.isTrial, first.purchasedAt.map(inWindow) ?? false {
+            let converted = paid.first?.purchasedAt.map { $0 < until } ?? false
+            update(first) { figures in
+                figures.newTrials += 1
+                if converted {
+                    figures.newTrialsConverted += 1
+                } else if case .trial = atUntil {
+                    figures.newTrialsInTrial += 1
+                }
+            }
+        }
         guard let firstPaid = paid.first else { return }
         if firstPaid.purchasedAt.map(inWindow) ?? false {
             update(firstPaid) { figures in
