@@ -120,6 +120,40 @@ extension SimulatedReceipt {
         return .json(data)
     }
 
+    /// A Get Transaction History (v2, ascending) page at `now`: every period of the timeline, oldest first,
+    /// `pageSize` a page from the one after `revision` (`rev-N`: N transactions sent so far), each signed by
+    /// `signer`. A revision the simulator never gave is Apple's 4000005.
+    func historyAnswer(
+        at now: Date, sandboxEndpoint: Bool, revision: String?, pageSize: Int, signer: SigningChain
+    ) -> ServerAPIAnswer {
+        let isSandbox = scenario == .sandbox
+        guard isSandbox == sandboxEndpoint else { return .notFound }
+        switch scenario {
+        case .accountNotFound, .notAuthentic, .malformed: return .notFound
+        default: break
+        }
+        let rows = response(at: now, withHistory: true).latestReceiptInfo.sorted {
+            ($0.purchaseDate ?? .distantPast, $0.transactionID ?? "") < (
+                $1.purchaseDate ?? .distantPast, $1.transactionID ?? ""
+            )
+        }
+        let sent = revision.map { $0.hasPrefix("rev-") ? Int($0.dropFirst(4)) : nil } ?? 0
+        guard let sent, (0...rows.count).contains(sent) else {
+            return .error(httpStatus: 400, code: 4_000_005, message: "Invalid request revision.")
+        }
+        let environment = isSandbox ? "Sandbox" : "Production"
+        let page = rows[sent..<min(rows.count, sent + pageSize)]
+        let signed = page.compactMap { row in
+            try? signer.sign(Self.json(transactionPayload(row, environment: environment, now: now)))
+        }
+        let body: [String: Any] = [
+            "environment": environment, "bundleId": bundleIdentifier, "appAppleId": 1_234_567_890,
+            "revision": "rev-\(sent + page.count)", "hasMore": sent + page.count < rows.count,
+            "signedTransactions": signed,
+        ]
+        return .json(Self.json(body))
+    }
+
     /// The subscription `original` as `response` shows it at `now`: its group, Apple's status, and its
     /// latest transaction and renewal info signed by `signer`; nil when the answer does not list it.
     func lastTransaction(

@@ -25,6 +25,12 @@ public func buildSimulator(
     router.get("sandbox/inApps/v1/subscriptions/:id") { request, context in
         try await routes.statuses(request, id: context.parameters.get("id") ?? "", sandbox: true)
     }
+    router.get("inApps/v2/history/:id") { request, context in
+        try await routes.transactionHistory(request, id: context.parameters.get("id") ?? "", sandbox: false)
+    }
+    router.get("sandbox/inApps/v2/history/:id") { request, context in
+        try await routes.transactionHistory(request, id: context.parameters.get("id") ?? "", sandbox: true)
+    }
     router.post("inApps/v1/notifications/history") { request, _ in
         try await routes.notificationHistory(request, sandbox: false)
     }
@@ -114,41 +120,77 @@ struct SimulatorRoutes: Sendable {
                 withHistory: verifyRequest?.excludeOldTransactions == false))
     }
 
-    /// Get All Subscription Statuses: the token first (401), then the simulated rate limit (429),
-    /// faults, the registered receipt (404 when none), its scenario.
-    func statuses(_ request: Request, id: String, sandbox: Bool) async throws -> Response {
+    /// What a Server API request about one transaction is checked for first, as at Apple: the token
+    /// (401), the simulated rate limit (429), faults, the registered receipt holding `id` (404 when none).
+    enum Admission {
+        case admitted(SimulatedReceipt, SimulatedServerAPI)
+        case refused(Response)
+    }
+
+    private func admit(_ request: Request, id: String, sandbox: Bool) async throws -> Admission {
         guard let serverAPI = configuration.serverAPI else {
-            return raw(
-                status: 500, contentType: "application/json",
-                data: Data(#"{"errorCode":5000000,"errorMessage":"No signing chain."}"#.utf8))
+            return .refused(
+                raw(
+                    status: 500, contentType: "application/json",
+                    data: Data(#"{"errorCode":5000000,"errorMessage":"No signing chain."}"#.utf8)))
         }
         guard let bundle = serverAPI.acceptedBundle(authorization: request.headers[.authorization]) else {
             state.countServerAPI(.unauthorized)
-            return raw(status: 401, contentType: "text/plain", data: Data("Unauthenticated\n".utf8))
+            return .refused(raw(status: 401, contentType: "text/plain", data: Data("Unauthenticated\n".utf8)))
         }
         if let until = state.recordServerAPIRequest(sandbox: sandbox, app: bundle) {
             var response = serverAPIError(429, code: 4_290_000, message: "Rate limit exceeded.")
             response.headers[.retryAfter] = String(AppleDateFormat.milliseconds(until))
-            return response
+            return .refused(response)
         }
         let delay = configuration.latency + state.latency
         if delay > .zero { try await Task.sleep(for: delay) }
         switch state.fault {
         case .none: break
-        case .outage: return respond(SimulatedAnswer.outagePage)
-        case .html200: return respond(SimulatedAnswer.htmlPage)
+        case .outage: return .refused(respond(SimulatedAnswer.outagePage))
+        case .html200: return .refused(respond(SimulatedAnswer.htmlPage))
         case .status21005:
-            return serverAPIError(500, code: 5_000_001, message: "An unknown error occurred. Please try again.")
+            return .refused(
+                serverAPIError(500, code: 5_000_001, message: "An unknown error occurred. Please try again."))
         }
         // A transaction of another app is unknown to this app's key, as at Apple.
         guard let receipt = state.registered(transactionID: id), receipt.bundleIdentifier == bundle else {
             state.countServerAPI(.notFound)
-            return serverAPIError(404, code: 4_040_010, message: "Transaction id not found.")
+            return .refused(serverAPIError(404, code: 4_040_010, message: "Transaction id not found."))
+        }
+        return .admitted(receipt, serverAPI)
+    }
+
+    /// Get All Subscription Statuses: once admitted, the receipt's scenario.
+    func statuses(_ request: Request, id: String, sandbox: Bool) async throws -> Response {
+        let (receipt, serverAPI): (SimulatedReceipt, SimulatedServerAPI)
+        switch try await admit(request, id: id, sandbox: sandbox) {
+        case .refused(let response): return response
+        case .admitted(let admitted, let api): (receipt, serverAPI) = (admitted, api)
         }
         let attempt = state.recordServerAPIAttempt(account: receipt.account)
         if receipt.scenario == .slow { try await Task.sleep(for: configuration.slowDelay) }
-        switch receipt.statusAnswer(at: state.now, sandboxEndpoint: sandbox, attempt: attempt, signer: serverAPI.chain)
-        {
+        return send(
+            receipt.statusAnswer(at: state.now, sandboxEndpoint: sandbox, attempt: attempt, signer: serverAPI.chain))
+    }
+
+    /// Get Transaction History (v2): once admitted, the page after `revision` of the receipt's transactions.
+    func transactionHistory(_ request: Request, id: String, sandbox: Bool) async throws -> Response {
+        let (receipt, serverAPI): (SimulatedReceipt, SimulatedServerAPI)
+        switch try await admit(request, id: id, sandbox: sandbox) {
+        case .refused(let response): return response
+        case .admitted(let admitted, let api): (receipt, serverAPI) = (admitted, api)
+        }
+        let revision = request.uri.queryParameters.get("revision")
+        state.recordHistoryRequest(revision: revision)
+        return send(
+            receipt.historyAnswer(
+                at: state.now, sandboxEndpoint: sandbox, revision: revision, pageSize: state.historyPageSize,
+                signer: serverAPI.chain))
+    }
+
+    private func send(_ answer: ServerAPIAnswer) -> Response {
+        switch answer {
         case .json(let data): return raw(status: 200, contentType: "application/json", data: data)
         case .error(let status, let code, let message):
             if status == 404 { state.countServerAPI(.notFound) }

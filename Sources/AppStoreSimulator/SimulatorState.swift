@@ -63,6 +63,8 @@ public final class SimulatorState: Sendable {
         public var rateLimited = 0
         /// Requests for a transaction id no registered receipt holds (HTTP 404).
         public var notFound = 0
+        /// Get Transaction History requests answered (any answer past the token and the rate limit).
+        public var history = 0
     }
 
     private struct Storage {
@@ -88,6 +90,8 @@ public final class SimulatorState: Sendable {
         var feedDuplicatePercent = 0
         var askedForHistory: [String: Bool] = [:]
         var forgedNotifications: [SimulatedNotification] = []
+        var historyPageSize = 20
+        var historyRevisions: [String?] = []
     }
 
     /// A fault of Notification History alone (the status endpoint keeps answering).
@@ -227,6 +231,24 @@ public final class SimulatorState: Sendable {
     public var feedFault: FeedFault {
         get { storage.withLock { $0.feedFault } }
         set { storage.withLock { $0.feedFault = newValue } }
+    }
+
+    /// Transactions per page of Get Transaction History (Apple's is 20).
+    public var historyPageSize: Int {
+        get { storage.withLock { $0.historyPageSize } }
+        set { storage.withLock { $0.historyPageSize = max(1, newValue) } }
+    }
+
+    /// The revision of each Get Transaction History request answered so far, in order (nil: a first page).
+    public var historyRevisions: [String?] {
+        storage.withLock { $0.historyRevisions }
+    }
+
+    func recordHistoryRequest(revision: String?) {
+        storage.withLock {
+            $0.historyRevisions.append(revision)
+            $0.serverAPIStats.history += 1
+        }
     }
 
     /// The share of notifications (0–100, chosen by uuid) Notification History lists twice.

@@ -17,11 +17,17 @@ public struct AppCatalogue: ReceiptVerifier {
         public var verifier: any ReceiptVerifier
         /// The app's change feed (its Server API key's Notification History); nil without a key.
         public var feed: (any NotificationFeed)?
+        /// The app's Get Transaction History (its Server API key); nil without a key.
+        public var history: (any TransactionHistory)?
 
-        public init(identity: AppIdentity, verifier: any ReceiptVerifier, feed: (any NotificationFeed)? = nil) {
+        public init(
+            identity: AppIdentity, verifier: any ReceiptVerifier, feed: (any NotificationFeed)? = nil,
+            history: (any TransactionHistory)? = nil
+        ) {
             self.identity = identity
             self.verifier = verifier
             self.feed = feed
+            self.history = history
         }
 
         /// The app's bundle id (the apps file requires one).

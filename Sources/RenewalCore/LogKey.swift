@@ -52,6 +52,10 @@ package enum LogKey {
     /// The HTTP status code of the answer.
     package static let httpStatus = "http.status"
     package static let inFlight = "renewal.in_flight"
+    package static let historyCompleted = "history.completed"
+    package static let historyRequests = "history.requests"
+    package static let historyStoppedBy = "history.stopped_by"
+    package static let historyTransactions = "history.transactions"
     package static let invalid = "renewal.invalid"
     package static let leaseLost = "renewal.lease_lost"
     package static let leases = "renewal.leases"

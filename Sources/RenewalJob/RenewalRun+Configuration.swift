@@ -43,6 +43,9 @@ extension RenewalRun {
         /// Queue each change in the webhook outbox with the check that made it (a webhook URL is
         /// configured; `renewal deliver` sends them). Default false.
         public var queueWebhooks = false
+        /// After the due work, a `run` completes the ledger's earlier transactions with Get Transaction
+        /// History, sending at most this many requests (0: none). Default 200.
+        public var historyRequestsPerRun = 200
         /// Where to write the JSON report; nil for none.
         public var reportPath: String?
         /// Identifies this process in leases and the `runs` table.
@@ -78,6 +81,9 @@ extension RenewalRun {
         /// subscriptions it names are checked in the same run; nil (no Server API) for none. With
         /// several apps, each app's (`AppCatalogue.App.feed`) instead.
         public var feed: (any NotificationFeed)?
+        /// Get Transaction History, asked after the due work to complete the ledger's earlier periods;
+        /// nil (no Server API) for none. With several apps, each app's (`AppCatalogue.App.history`).
+        public var history: (any TransactionHistory)?
         /// After its checks, a `run` (not a dry run) delivers what is due in the outbox through this,
         /// within its time budget; the rest is left to `renewal deliver` and the next run. Nil: none.
         public var webhooks: WebhookDelivery?
@@ -103,6 +109,15 @@ extension RenewalRun {
         var feedSources: [(app: String?, feed: (any NotificationFeed)?)] {
             guard let apps else { return [(nil, feed)] }
             return apps.apps.map { ($0.bundleID, $0.feed) }
+        }
+
+        /// Each app's Get Transaction History, by bundle id (nil: the one app); apps without a Server API
+        /// key are left out.
+        var historySources: [String?: any TransactionHistory] {
+            guard let apps else { return history.map { [nil: $0] } ?? [:] }
+            var sources: [String?: any TransactionHistory] = [:]
+            for app in apps.apps { sources[app.bundleID] = app.history }
+            return sources
         }
     }
 

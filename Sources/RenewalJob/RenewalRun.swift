@@ -105,6 +105,22 @@ public struct RenewalRun: Sendable {
             throw error
         }
 
+        if case .run = configuration.command, !configuration.dryRun,
+            [.completed, .completedWithFailures].contains(status)
+        {
+            // The due work is done: the run's history allowance completes the ledger's earlier periods.
+            // What it could not record is asked again next run; the run's own results stand.
+            do {
+                let history = try await HistoryBackfill(
+                    store: store, sources: dependencies.historySources,
+                    requests: configuration.historyRequestsPerRun, now: now, logger: logger
+                ).run()
+                loop.counts.historyTransactions = history.transactions
+                loop.counts.historyCompleted = history.completed
+            } catch {
+                logger.warning("Transaction history not recorded", metadata: ["error": "\(error)"])
+            }
+        }
         if let webhooks = dependencies.webhooks, case .run = configuration.command, !configuration.dryRun {
             // The changes just written go out now, within the delivery's own time budget and breaker.
             let delivery = await webhooks.deliverForRun(logger: logger, metrics: dependencies.metrics)

@@ -39,6 +39,7 @@ public enum SQLSchema {
         Migration(version: 14, statements: version14),
         Migration(version: 15, statements: version15),
         Migration(version: 16, statements: version16),
+        Migration(version: 17, statements: version17),
     ]
 
     static let createMigrationsTable = """

@@ -37,7 +37,8 @@ extension SQLSubscriptionStore {
         id, command, started_at, finished_at, status, exit_code, checked, changed, unchanged, failed, conflicts, \
         host, process_id, worker_id, lease_lost, receipts_changed, invalid, skipped, recovered_leases, due_at_start, \
         due_left, migrated, notifications, notifications_unmatched, feed_lag_ms, feed_fallback, webhooks_delivered, \
-        webhooks_failed, webhook_oldest_undelivered_ms, apps_stopped, notifications_applied
+        webhooks_failed, webhook_oldest_undelivered_ms, apps_stopped, notifications_applied, history_transactions, \
+        history_completed
         """
     }
 
@@ -56,6 +57,7 @@ extension SQLSubscriptionStore {
             SQLValue(run.counts.feedFallbackText), SQLValue(run.counts.delivered), SQLValue(run.counts.deliveryFailed),
             run.counts.oldestUndeliveredSeconds.map { SQLValue.int64(Int64(($0 * 1000).rounded())) } ?? .null,
             SQLValue(run.counts.appsStoppedText), SQLValue(run.counts.notificationsApplied),
+            SQLValue(run.counts.historyTransactions), SQLValue(run.counts.historyCompleted),
         ]
     }
 

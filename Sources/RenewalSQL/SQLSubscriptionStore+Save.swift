@@ -351,9 +351,19 @@ enum SaveSQL {
     static func values(of transaction: LedgerTransaction, of write: ReceiptUpdate, environment: AppStoreEnvironment?)
         -> [SQLValue]
     {
+        values(
+            of: transaction, userID: write.userID, bundleID: write.bundleID, environment: environment,
+            recordedAt: write.checkedAt)
+    }
+
+    /// The statement's values for `transaction` of the user and app named, recorded at `recordedAt`.
+    static func values(
+        of transaction: LedgerTransaction, userID: String, bundleID: String?, environment: AppStoreEnvironment?,
+        recordedAt: Date
+    ) -> [SQLValue] {
         [
-            .text(transaction.transactionID), .text(transaction.originalTransactionID), .text(write.userID),
-            SQLValue(write.bundleID), SQLValue(transaction.productID), SQLValue(environment?.rawValue),
+            .text(transaction.transactionID), .text(transaction.originalTransactionID), .text(userID),
+            SQLValue(bundleID), SQLValue(transaction.productID), SQLValue(environment?.rawValue),
             SQLValue(transaction.ownershipType), SQLValue(transaction.purchasedAt), SQLValue(transaction.expiresAt),
             transaction.priceMilliunits.map(SQLValue.int64) ?? .null, SQLValue(transaction.currency),
             SQLValue(transaction.storefront), SQLValue(transaction.offerType),
@@ -361,7 +371,7 @@ enum SaveSQL {
             SQLValue(transaction.revokedAt), SQLValue(transaction.revocationReason),
             SQLValue(transaction.revocationType), SQLValue(transaction.revocationPercentage),
             SQLValue(transaction.transactionReason), SQLValue(transaction.isUpgraded),
-            .text(transaction.origin.rawValue), SQLValue(transaction.signedAt), SQLValue(write.checkedAt),
+            .text(transaction.origin.rawValue), SQLValue(transaction.signedAt), SQLValue(recordedAt),
         ]
     }
 

@@ -106,6 +106,8 @@ extension SQLSubscriptionStore: RunHistoryStore {
         record.counts.notifications = try row.int("notifications")
         record.counts.notificationsUnmatched = try row.int("notifications_unmatched")
         record.counts.notificationsApplied = try row.int("notifications_applied")
+        record.counts.historyTransactions = try row.int("history_transactions")
+        record.counts.historyCompleted = try row.int("history_completed")
         record.counts.feedLagSeconds = try row.optionalInt("feed_lag_ms").map { Double($0) / 1000 }
         record.counts.feedFallbackText = try row.optionalText("feed_fallback")
         record.counts.appsStoppedText = try row.optionalText("apps_stopped")

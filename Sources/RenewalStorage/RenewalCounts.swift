@@ -57,6 +57,11 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
     /// (`shared_secret_rejected`: 21004; `credentials_rejected`: HTTP 401 from the App Store Server
     /// API). Their rows were left untouched; the other apps' were checked. Nil when none was stopped.
     public var appsStopped: [String: String]?
+    /// Transactions read from Get Transaction History after the due work and recorded in the ledger
+    /// (mostly earlier periods it lacked; one it held already is brought up to date, never doubled).
+    public var historyTransactions = 0
+    /// Subscriptions whose history this run completed (Apple said there was no more).
+    public var historyCompleted = 0
 
     public init() {}
 
@@ -76,6 +81,8 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
         case deliveryFailed = "delivery_failed"
         case oldestUndeliveredSeconds = "oldest_undelivered_seconds"
         case appsStopped = "apps_stopped"
+        case historyTransactions = "history_transactions"
+        case historyCompleted = "history_completed"
     }
 }
 

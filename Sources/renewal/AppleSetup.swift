@@ -121,9 +121,11 @@ struct AppleSetup {
     }
 
     /// The clients over one shared transport: the verifier a run asks (for several apps, the
-    /// catalogue that routes each row to its app), and the change feed when there is one.
+    /// catalogue that routes each row to its app), and the change feed and transaction history when
+    /// there is a Server API key.
     func makeVerifier(transport: AppleTransport, budget: any RequestBudget) -> (
-        verifier: any ReceiptVerifier, feed: (any NotificationFeed)?, catalogue: AppCatalogue?
+        verifier: any ReceiptVerifier, feed: (any NotificationFeed)?, history: (any TransactionHistory)?,
+        catalogue: AppCatalogue?
     ) {
         guard let apps else {
             let client = AppStoreClient(transport: transport, configuration: verifyReceipt)
@@ -132,7 +134,8 @@ struct AppleSetup {
             }
             let router = SourceRouter(mode: mode, verifyReceipt: client, serverAPI: serverAPIClient)
             // The change feed comes with the Server API; verify-receipt asks only verifyReceipt.
-            return (router, mode == .verifyReceipt ? nil : serverAPIClient, nil)
+            let serverAPIReader = mode == .verifyReceipt ? nil : serverAPIClient
+            return (router, serverAPIReader, serverAPIReader, nil)
         }
         let catalogue = AppCatalogue(
             apps: apps.map { app in
@@ -144,9 +147,10 @@ struct AppleSetup {
                     identity: app.identity,
                     verifier: SourceRouter(mode: mode, verifyReceipt: client, serverAPI: serverAPIClient),
                     // Apple's change feed is per app: each app's own key reads its own.
-                    feed: mode == .verifyReceipt ? nil : serverAPIClient)
+                    feed: mode == .verifyReceipt ? nil : serverAPIClient,
+                    history: mode == .verifyReceipt ? nil : serverAPIClient)
             })
-        return (catalogue, nil, catalogue)
+        return (catalogue, nil, nil, catalogue)
     }
 
     /// What the log shows of the Apple side: URLs, apps and which credentials each has; never a

@@ -102,7 +102,8 @@ private struct DemoScript {
     /// One run, `advanceDays` after the last, printed.
     func run(
         _ number: Int, _ title: String, advanceDays: Double, command: RenewalRun.Command = .run,
-        verifier: any ReceiptVerifier, feed: (any NotificationFeed)? = nil, apps: AppCatalogue? = nil
+        verifier: any ReceiptVerifier, feed: (any NotificationFeed)? = nil, history: (any TransactionHistory)? = nil,
+        apps: AppCatalogue? = nil
     ) async throws -> RenewalOutcome {
         state.advance(by: advanceDays * 86_400)
         var configuration = RenewalRun.Configuration(command: command)
@@ -111,6 +112,7 @@ private struct DemoScript {
         let state = self.state
         var dependencies = RenewalRun.Dependencies(store: store, verifier: verifier, logger: logger, now: { state.now })
         dependencies.feed = feed
+        dependencies.history = history
         dependencies.apps = apps
         let outcome = try await RenewalRun(configuration: configuration, dependencies: dependencies).run()
         try output.run(number: number, title: title, outcome: outcome)
@@ -148,10 +150,10 @@ private struct DemoScript {
             // Runs 6 and 7: scheduled runs that read Apple's change feed first.
             _ = try await run(
                 6, "Day 15: run reads Apple's change feed (Notification History) for the first time",
-                advanceDays: 0, verifier: router, feed: serverAPIClient)
+                advanceDays: 0, verifier: router, feed: serverAPIClient, history: serverAPIClient)
             _ = try await run(
                 7, "Day 16: a refund mid-period, caught through the feed by the next run",
-                advanceDays: 1.5, verifier: router, feed: serverAPIClient)
+                advanceDays: 1.5, verifier: router, feed: serverAPIClient, history: serverAPIClient)
             try await secondAppRun(client, router: router)
         }
     }

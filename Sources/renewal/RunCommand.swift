@@ -95,10 +95,12 @@ struct JobRunner {
                     try await options.withWebhooks(
                         store: store, owner: configuration.workerID, logger: logger, clock: clock
                     ) { webhooks in
-                        let (verifier, feed, catalogue) = apple.makeVerifier(transport: transport, budget: budget)
+                        let (verifier, feed, history, catalogue) = apple.makeVerifier(
+                            transport: transport, budget: budget)
                         var dependencies = RenewalRun.Dependencies(
                             store: store, verifier: verifier, logger: logger, now: clock)
                         dependencies.feed = feed
+                        dependencies.history = history
                         dependencies.apps = catalogue
                         dependencies.webhooks = webhooks
                         dependencies.metrics = metrics

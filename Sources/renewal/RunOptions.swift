@@ -61,6 +61,17 @@ struct RunOptions: ParsableArguments {
         name: .long,
         help: ArgumentHelp(
             """
+            With the Server API, after the due work a `run` completes the transaction ledger's earlier periods \
+            with Get Transaction History, sending at most this many requests (0: none); later runs go on from \
+            where it stopped.
+            """,
+            valueName: "requests"))
+    var historyRequests: Int = 200
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            """
             After SIGTERM/SIGINT, how long in-flight Apple requests may finish before they are cancelled and \
             their receipts released untouched (a second signal exits at once).
             """,
@@ -117,6 +128,9 @@ struct RunOptions: ParsableArguments {
         }
         guard (0...43_200).contains(feedMaxLagMinutes) else {
             throw ValidationError("--feed-max-lag-minutes must be between 0 and 43200 (30 days).")
+        }
+        guard (0...100_000).contains(historyRequests) else {
+            throw ValidationError("--history-requests must be between 0 and 100000.")
         }
         guard (0...600).contains(drainSeconds) else {
             throw ValidationError("--drain-seconds must be between 0 and 600.")
@@ -184,6 +198,7 @@ struct RunOptions: ParsableArguments {
         configuration.drainTimeout = .milliseconds(Int64(drainSeconds * 1000))
         configuration.reportPath = jsonReport
         configuration.feedOverlap = feedOverlapMinutes * 60
+        configuration.historyRequestsPerRun = historyRequests
         configuration.feedMaximumLag = feedMaxLagMinutes * 60
         // Changes are queued only where they can be signed and sent: the secret is checked now.
         if webhook.resolvedURL != nil {

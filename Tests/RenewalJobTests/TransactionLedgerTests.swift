@@ -106,4 +106,55 @@ struct TransactionLedgerTests {
             }
         }
     }
+
+    @Test(
+        """
+        With the Server API, each subscription's earlier transactions are completed with Get Transaction History \
+        (ascending, resuming from the stored revision) after the due work, within the run's request allowance; \
+        once complete a subscription is never asked again
+        """,
+        arguments: Backend.available)
+    func transactionHistoryBackfill(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            // Five monthly periods (140 days), one transaction per history page.
+            h.state.historyPageSize = 1
+            try await h.importReceipts([("history", h.receipt("tl-history", .renewal, daysAgo: 140))])
+            try await h.withServerAPIClient { client in
+                let router = SourceRouter(mode: .serverAPI, verifyReceipt: h.client, serverAPI: client)
+                func run(allowance: Int) async throws -> RenewalOutcome {
+                    try await h.run(.run, verifier: router) {
+                        $0.history = client
+                        $0.historyRequestsPerRun = allowance
+                    }
+                }
+                // Without an allowance, only the status answer's latest period.
+                _ = try await run(allowance: 0)
+                #expect(try await Self.ledger(h, user: "history").count == 1)
+                #expect(h.state.historyRevisions.isEmpty)
+
+                // Two requests: the first two periods, and the revision to resume from.
+                var outcome = try await run(allowance: 2)
+                var ledger = try await Self.ledger(h, user: "history")
+                #expect(ledger.map(\.origin) == ["transaction_history", "transaction_history", "status_answer"])
+                #expect(ledger.allSatisfy { $0.price == 9_990 && $0.currency == "USD" }, "\(ledger)")
+                #expect(h.state.historyRevisions == [nil, "rev-1"])
+                #expect(outcome.counts.historyTransactions == 2 && outcome.counts.historyCompleted == 0)
+
+                // The next runs go on from the stored revision until Apple says there is no more.
+                outcome = try await run(allowance: 2)
+                #expect(h.state.historyRevisions.suffix(2) == ["rev-2", "rev-3"])
+                outcome = try await run(allowance: 2)
+                #expect(h.state.historyRevisions.suffix(1) == ["rev-4"])
+                #expect(outcome.counts.historyCompleted == 1, "\(outcome.counts)")
+                ledger = try await Self.ledger(h, user: "history")
+                #expect(ledger.count == 5, "each period once: \(ledger)")
+                #expect(Set(ledger.map(\.transactionID)).count == 5)
+
+                // Complete: later runs ask nothing more.
+                let asked = h.state.historyRevisions.count
+                _ = try await run(allowance: 2)
+                #expect(h.state.historyRevisions.count == asked)
+            }
+        }
+    }
 }

@@ -11,6 +11,8 @@ public struct LedgerTransaction: Sendable, Hashable {
         case statusAnswer = "status_answer"
         /// The signed transaction of a notification from the change feed.
         case notification
+        /// A signed transaction from Get Transaction History, completing a subscription's earlier periods.
+        case transactionHistory = "transaction_history"
     }
 
     public var transactionID: String
