@@ -265,6 +265,7 @@ extension SimulatedReceipt {
             cancellationDate: period.cancellation,
             cancellationReason: period.cancellationReason,
             isTrialPeriod: period.trial,
+            isInIntroOfferPeriod: paidIntroductoryOffer == true && period.index == 0 && !period.trial,
             isUpgraded: period.upgraded ? true : nil,
             inAppOwnershipType: scenario == .familyShared ? "FAMILY_SHARED" : "PURCHASED",
             subscriptionGroupIdentifier: period.salt == "addon" ? "20000002" : "20000001")

@@ -17,6 +17,11 @@ public struct SimulatedReceipt: Codable, Sendable, Hashable {
     public var generation: Int
     /// The app the receipt is of; nil for the simulated app, `SimulatedReceipt.bundleID`.
     public var bundle: String?
+    /// The customer's App Store country (ISO 3166-1 alpha-3), which sets the currency and price Apple's
+    /// signed transactions carry (`SimulatedPrices`); nil for `USA`.
+    public var storefront: String?
+    /// The first paid period is an introductory offer at half price (pay as you go); nil for none.
+    public var paidIntroductoryOffer: Bool?
 
     /// The receipt's bundle id.
     public var bundleIdentifier: String { bundle ?? Self.bundleID }

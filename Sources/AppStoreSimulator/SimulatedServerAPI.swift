@@ -193,7 +193,7 @@ extension SimulatedReceipt {
     private func transactionPayload(_ row: LatestReceiptInfo, environment: String, now: Date) -> [String: Any] {
         var payload: [String: Any] = [
             "bundleId": bundleIdentifier, "environment": environment, "signedDate": Self.ms(now), "quantity": 1,
-            "type": "Auto-Renewable Subscription", "storefront": "USA", "storefrontId": "143441",
+            "type": "Auto-Renewable Subscription", "storefront": prices.storefront,
             "inAppOwnershipType": row.inAppOwnershipType ?? "PURCHASED",
             "transactionReason": row.transactionID == row.originalTransactionID ? "PURCHASE" : "RENEWAL",
         ]
@@ -205,12 +205,18 @@ extension SimulatedReceipt {
         payload["purchaseDate"] = row.purchaseDate.map(Self.ms)
         payload["originalPurchaseDate"] = row.originalPurchaseDate.map(Self.ms)
         payload["expiresDate"] = row.expiresDate.map(Self.ms)
-        // The simulated price list: 9.99 USD a month, 99.99 a year, nothing for a free trial.
-        payload["currency"] = "USD"
-        payload["price"] = row.isTrialPeriod == true ? 0 : (period >= 300 * 86_400 ? 99_990 : 9_990)
+        payload["currency"] = prices.currency
+        let introductory = paidIntroductoryOffer == true && row.transactionID == row.originalTransactionID
         if row.isTrialPeriod == true {
+            payload["price"] = 0
             payload["offerType"] = 1
             payload["offerDiscountType"] = "FREE_TRIAL"
+        } else if introductory {
+            payload["price"] = prices.introductoryMilliunits(period: period)
+            payload["offerType"] = 1
+            payload["offerDiscountType"] = "PAY_AS_YOU_GO"
+        } else {
+            payload["price"] = prices.milliunits(period: period)
         }
         if row.isUpgraded == true { payload["isUpgraded"] = true }
         if let cancelled = row.cancellationDate, row.isUpgraded != true {
@@ -236,6 +242,9 @@ extension SimulatedReceipt {
         if pending?.autoRenewStatus == true { payload["renewalDate"] = current.expiresDate.map(Self.ms) }
         return payload
     }
+
+    /// The receipt's storefront's price list.
+    var prices: SimulatedPrices { SimulatedPrices(storefront: storefront ?? "USA") }
 
     static func ms(_ date: Date) -> Int64 { AppleDateFormat.milliseconds(date) }
 

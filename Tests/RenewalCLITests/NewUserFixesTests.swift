@@ -2,12 +2,6 @@ import AppStoreSimulator
 import Foundation
 import Testing
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// What a new user tripped over, each through the real binary: test traffic that reached Apple, files
 /// readable by everyone, messages that misled and help that left things out.
 @Suite("What a new user tripped over")
@@ -108,9 +102,10 @@ struct NewUserFixesTests {
             let store = try FileManager.default.contentsOfDirectory(atPath: directory)
             files += store.filter { $0.hasSuffix("-wal") || $0.hasSuffix("-shm") }
             for file in files {
-                var info = stat()
-                #expect(stat(directory + "/" + file, &info) == 0, "\(file) was not written")
-                #expect(info.st_mode & 0o077 == 0, "\(file) has mode \(String(info.st_mode & 0o777, radix: 8))")
+                let attributes = try? FileManager.default.attributesOfItem(atPath: directory + "/" + file)
+                let mode = (attributes?[.posixPermissions] as? NSNumber)?.intValue
+                #expect(mode != nil, "\(file) was not written")
+                #expect((mode ?? 0) & 0o077 == 0, "\(file) has mode \(String((mode ?? 0) & 0o777, radix: 8))")
             }
         }
     }

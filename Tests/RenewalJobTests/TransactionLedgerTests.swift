@@ -157,4 +157,48 @@ struct TransactionLedgerTests {
             }
         }
     }
+
+    @Test(
+        """
+        The simulator charges by storefront and period (EUR in France, JPY a year in Japan, GBP a week in the \
+        United Kingdom), half price for a paid introductory offer's first period, nothing for a free trial, and \
+        marks family sharing; the ledger records it all through status answers and Get Transaction History
+        """,
+        arguments: Backend.available)
+    func pricesByStorefrontAndOffer(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            var euro = h.receipt("tl-fra", .renewal, daysAgo: 40)
+            euro.storefront = "FRA"
+            euro.paidIntroductoryOffer = true
+            var yen = h.receipt("tl-jpn", .renewal, daysAgo: 10, periodDays: 365)
+            yen.storefront = "JPN"
+            var pound = h.receipt("tl-gbr", .trial, daysAgo: 10, periodDays: 7)
+            pound.storefront = "GBR"
+            let family = h.receipt("tl-family", .familyShared, daysAgo: 10)
+            try await h.importReceipts([("euro", euro), ("yen", yen), ("pound", pound), ("family", family)])
+            try await h.withServerAPIClient { client in
+                let router = SourceRouter(mode: .serverAPI, verifyReceipt: h.client, serverAPI: client)
+                _ = try await h.run(.run, verifier: router) { $0.history = client }
+            }
+            let rows = try await DashboardViewsTests.query(
+                h,
+                """
+                SELECT user_id, price_milliunits, currency, storefront, offer_type, offer_discount_type, is_trial,
+                    ownership_type FROM transactions ORDER BY user_id, purchased_at
+                """)
+            func column(_ user: String, _ name: String) -> [String] {
+                rows.filter { DashboardViewsTests.text($0, "user_id") == user }.map {
+                    DashboardViewsTests.text($0, name) ?? DashboardViewsTests.int($0, name).map(String.init) ?? "-"
+                }
+            }
+            #expect(column("euro", "price_milliunits") == ["4990", "9990"], "intro period at half price, then full")
+            #expect(column("euro", "currency") == ["EUR", "EUR"] && column("euro", "storefront") == ["FRA", "FRA"])
+            #expect(column("euro", "offer_discount_type") == ["PAY_AS_YOU_GO", "-"])
+            #expect(column("yen", "price_milliunits") == ["15000000"] && column("yen", "currency") == ["JPY"])
+            #expect(column("pound", "price_milliunits") == ["0", "2490"], "a free week, then a paid one")
+            #expect(column("pound", "currency") == ["GBP", "GBP"] && column("pound", "is_trial") == ["1", "0"])
+            #expect(column("family", "ownership_type").allSatisfy { $0 == "FAMILY_SHARED" })
+            #expect(!column("family", "ownership_type").isEmpty)
+        }
+    }
 }
