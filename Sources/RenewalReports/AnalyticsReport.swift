@@ -237,7 +237,7 @@ public struct AnalyticsReport: Encodable, Sendable {
         TextColumns.line(values, widths: [36, 8, 8, 12, 6, 11, 10, 8, 12, 11, 0])
     }
 
-    static func money(_ amount: Decimal) -> String {
+    public static func money(_ amount: Decimal) -> String {
         let text = "\(ExchangeRates.cents(amount))"
         guard let dot = text.firstIndex(of: ".") else { return text + ".00" }
         let decimals = text.distance(from: dot, to: text.endIndex) - 1

@@ -102,77 +102,19 @@ struct AnalyticsCommand: AsyncParsableCommand {
                 ?? ExchangeRates()
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
+            let work = AnalyticsWork(store: store, app: app, catalogue: products, rates: exchange)
+            let sink = ReportOutput()
             if refreshDaily {
-                try await refresh(store, from: start, through: end, catalogue: products, rates: exchange)
+                if let refreshed = try await work.refresh(from: start, through: end) {
+                    try await sink.write(json ? refreshed.json + "\n" : refreshed.text + "\n")
+                }
+                try await sink.finish()
                 return
             }
-            var analytics = SubscriptionAnalytics(
-                since: start, until: end, catalogue: products, reportingCurrency: exchange.reportingCurrency)
-            var cohorts = CohortRetention(asOf: end, catalogue: products)
-            try await store.forEachSubscriptionLedger(bundleID: app) { ledger in
-                analytics.add(ledger)
-                cohorts.add(ledger)
-            }
-            let report = AnalyticsReport(analytics, cohorts: cohorts, rates: exchange, bundleID: app)
-            if let html { try await writePage(report, to: html, store: store) }
-            let sink = ReportOutput()
+            let report = try await work.report(since: start, until: end)
+            if let html { try await work.writePage(report, to: html, flag: "--html") }
             try await sink.write(json ? try report.json() + "\n" : report.table())
             try await sink.finish()
         }
-    }
-
-    /// `--html`: the page, from the report and the daily series' rows of the window's days.
-    private func writePage(_ report: AnalyticsReport, to path: String, store: any RenewalStore) async throws {
-        let names = DailyAnalytics.dayNames(from: report.since, until: report.until)
-        guard let first = names.first, let last = names.last else { return }
-        let rows = try await store.analyticsDays(first: first, last: last, bundleID: app)
-        let kept = try await store.analyticsDaysKept(bundleID: app)
-        let missing = names.filter { day in kept.map { !($0.first...$0.last).contains(day) } ?? true }
-        var refresh: String?
-        if let firstMissing = missing.first, let lastMissing = missing.last,
-            let end = DailyAnalytics.dayStart(named: lastMissing)?.addingTimeInterval(86_400)
-        {
-            refresh =
-                "renewal analytics --refresh-daily --since \(firstMissing) --until \(DailyAnalytics.name(of: end))"
-                + (app.map { " --app \($0)" } ?? "")
-        }
-        let page = report.html(days: AnalyticsReport.Day.series(rows, names: names), missing: missing, refresh: refresh)
-        do {
-            try Data(page.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
-        } catch {
-            throw ConfigurationError(
-                "--html \(path) cannot be written (\((error as NSError).localizedDescription)); give a writable path.")
-        }
-    }
-
-    /// `--refresh-daily`: one pass over the ledger computes every day of the range, then the days' rows are
-    /// replaced in one transaction.
-    private func refresh(
-        _ store: any RenewalStore, from start: Date, through end: Date, catalogue: ProductCatalogue,
-        rates: ExchangeRates
-    ) async throws {
-        var daily = DailyAnalytics(
-            from: start, through: end, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
-        var cohorts: [String: CohortRetention] = [:]
-        var subscriptions = 0
-        try await store.forEachSubscriptionLedger(bundleID: app) { ledger in
-            subscriptions += 1
-            daily.add(ledger)
-            cohorts[ledger.bundleID ?? "", default: CohortRetention(asOf: end, catalogue: catalogue)].add(ledger)
-        }
-        guard let range = daily.range else { return }
-        let rows = daily.rows(rates: rates)
-        try await store.replaceAnalyticsDays(
-            first: range.first, last: range.last, bundleID: app, rows: rows, computedAt: Date())
-        try await store.replaceAnalyticsCohorts(
-            bundleID: app, cohorts: cohorts.mapValues(\.table), computedAt: Date())
-        let sink = ReportOutput()
-        try await sink.write(
-            json
-                ? #"{"first_day":"\#(range.first)","last_day":"\#(range.last)","rows":\#(rows.count),"subscriptions":\#(subscriptions)}"#
-                    + "\n"
-                : "analytics_daily: \(rows.count) rows for \(range.first) to \(range.last)"
-                    + (app.map { " (\($0))" } ?? "") + " from \(subscriptions) subscriptions in the ledger\n")
-        try await sink.finish()
     }
 }

@@ -23,7 +23,9 @@ struct DemoCommand: AsyncParsableCommand {
             starts the simulator on a free loopback port; runs the job for real on day 0, day 11 and day 15 \
             of the simulator's clock, then through the App Store Server API and its change feed (a refund on \
             day 16 caught by the next run), then with a second app (a Mac app with its own shared secret) in \
-            the same database; prints the changes and where the reports and the database are.
+            the same database; prints the changes, then the analytics of those days from the transaction \
+            ledger (prices in four currencies, yearly, weekly and introductory-price plans) with their HTML \
+            page, and where the reports and the database are.
             """)
 
     @Option(
@@ -65,10 +67,12 @@ struct DemoCommand: AsyncParsableCommand {
                 let client = AppStoreClient.Configuration(
                     productionURL: endpoints.productionURL, sandboxURL: endpoints.sandboxURL, sharedSecret: secret,
                     requestTimeout: .milliseconds(1500), maxAttempts: 3, retryBaseDelay: .milliseconds(50))
+                let dayZero = state.now
                 try await AppStoreClient.withAppStoreClient(configuration: client) { client in
                     try await script.verifyReceiptRuns(client)
                     try await script.serverAPIRuns(client)
                 }
+                try await script.analytics(since: dayZero)
                 // The HTML report of the runs: charts and tables, one file that opens with no network.
                 let htmlPath = (directory as NSString).appendingPathComponent("report.html")
                 let html = try ReportOutput(path: htmlPath)
@@ -156,6 +160,18 @@ private struct DemoScript {
                 advanceDays: 1.5, verifier: router, feed: serverAPIClient, history: serverAPIClient)
             try await secondAppRun(client, router: router)
         }
+    }
+
+    /// The analytics of the demo's days from the ledger the runs wrote: the daily series refreshed, the
+    /// figures printed, and the HTML page written (`renewal analytics --refresh-daily`, then `--html`).
+    func analytics(since dayZero: Date) async throws {
+        let rates = ExchangeRates(reportingCurrency: "USD", rates: DemoData.rates)
+        let work = AnalyticsWork(store: store, app: nil, catalogue: ProductCatalogue(), rates: rates)
+        _ = try await work.refresh(from: dayZero, through: state.now)
+        let report = try await work.report(since: dayZero, until: state.now)
+        let path = (directory as NSString).appendingPathComponent("analytics.html")
+        try await work.writePage(report, to: path, flag: "analytics page")
+        output.analytics(report, rates: DemoData.rates, path: path)
     }
 
     /// Run 8: a second app joins the database; one run checks both, each with its own secret.

@@ -19,14 +19,15 @@ enum DemoData {
         let day: TimeInterval = 86_400
         func customer(
             _ user: String, _ scenario: Scenario, daysAgo: Double, period: Double = 30, account: String? = nil,
+            product: String = "com.example.pro.monthly", storefront: String? = nil, introductoryOffer: Bool? = nil,
             _ story: String
         ) -> Customer {
-            Customer(
-                userID: user,
-                receipt: SimulatedReceipt(
-                    account: account ?? user, scenario: scenario, start: start.addingTimeInterval(-daysAgo * day),
-                    period: period * day),
-                story: story)
+            var receipt = SimulatedReceipt(
+                account: account ?? user, scenario: scenario, start: start.addingTimeInterval(-daysAgo * day),
+                period: period * day, productID: product)
+            receipt.storefront = storefront
+            receipt.paidIntroductoryOffer = introductoryOffer
+            return Customer(userID: user, receipt: receipt, story: story)
         }
         return [
             customer("alice", .renewal, daysAgo: 20, "renews every month"),
@@ -39,7 +40,9 @@ enum DemoData {
             customer("sam", .refund, daysAgo: 29, "refunded on day 16, mid-period: only the change feed tells"),
             customer("heidi", .sandbox, daysAgo: 20, "TestFlight tester (sandbox receipt)"),
             customer("ivan", .familyShared, daysAgo: 5, "family member of a subscriber"),
-            customer("judy", .trial, daysAgo: 5, period: 7, "weekly plan, first week free"),
+            customer(
+                "judy", .trial, daysAgo: 5, period: 7, product: "com.example.pro.weekly", "weekly plan, first week free"
+            ),
             customer("ken", .legacyIOS6, daysAgo: 20, "iOS 6-era transaction receipt; expires on day 10"),
             customer("lara", .multipleSubscriptions, daysAgo: 20, "two subscription groups; the add-on lapses"),
             customer("mallory", .accountNotFound, daysAgo: 20, "Apple answers 21010 (account gone)"),
@@ -47,6 +50,13 @@ enum DemoData {
             customer("oscar", .outage, daysAgo: 20, "Apple answers an HTML 503 page"),
             customer("peggy", .truncatedJSON, daysAgo: 20, "Apple's answer is cut off mid-JSON"),
             customer("quinn", .slow, daysAgo: 20, "Apple answers after the timeout"),
+            customer(
+                "tomas", .renewal, daysAgo: 100, period: 365, product: "com.example.pro.yearly", storefront: "FRA",
+                "yearly plan bought in France: 99.99 EUR"),
+            customer("yuki", .renewal, daysAgo: 5, storefront: "JPN", "monthly plan bought in Japan: 1500 JPY"),
+            customer(
+                "wes", .renewal, daysAgo: 3, storefront: "GBR", introductoryOffer: true,
+                "first month at the introductory price in the UK: 4.49 GBP"),
             customer(
                 "alice-work", .renewal, daysAgo: 20, account: "alice",
                 "second app account paying with alice's Apple ID (shared_apple_id)"),
@@ -59,6 +69,9 @@ enum DemoData {
             }(),
         ]
     }
+
+    /// The demo's exchange rates to US dollars (an operator's rates file holds the same).
+    static let rates: [String: Decimal] = ["EUR": 1.08, "GBP": 1.27, "JPY": 0.0067]
 
     /// The second app of the demo's last run.
     static let macApp = "com.example.mac"

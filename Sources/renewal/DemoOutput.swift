@@ -2,6 +2,7 @@ import AppStoreSimulator
 import Foundation
 import RenewalCore
 import RenewalJob
+import RenewalReports
 import RenewalStorage
 
 /// The demo's human-readable output, built from the runs' JSON reports.
@@ -106,6 +107,28 @@ struct DemoOutput {
             "  by app: "
                 + byApp.keys.sorted().map { "\($0) \(byApp[$0]?.count ?? 0) changes" }.joined(separator: ", ")
                 + " (report --app, backfill --app and the views' bundle_id column split the same way)")
+    }
+
+    /// The analytics of the demo's days, as `renewal analytics` prints them, and where the page is.
+    func analytics(_ report: AnalyticsReport, rates: [String: Decimal], path: String) {
+        let total = report.total
+        let rateList = rates.keys.sorted().map { "\($0) \(rates[$0] ?? 0)" }.joined(separator: ", ")
+        print("")
+        print("Analytics of the demo's days (renewal analytics), in USD at the demo's rates (\(rateList)):")
+        print(
+            "  MRR \(AnalyticsReport.money(total.mrr)), \(total.activeSubscriptions) active subscriptions, "
+                + "\(total.activeTrials) in a free trial; \(total.newSubscriptions) new, "
+                + "\(total.trialConversions) trials converted, \(total.churned) churned")
+        print(
+            "  revenue \(AnalyticsReport.money(total.revenue)), refunds \(AnalyticsReport.money(total.refunds)), "
+                + "net \(AnalyticsReport.money(total.netRevenue)); "
+                + "\(total.unpricedTransactions) transactions without a price (verifyReceipt rows)")
+        for product in report.byProduct {
+            print(
+                "  \(pad(product.productID ?? "-", 36)) active \(product.activeSubscriptions), "
+                    + "MRR \(AnalyticsReport.money(product.mrr))")
+        }
+        print("Analytics page: \(path)")
     }
 
     func footer(directory: String, databasePath: String, htmlPath: String) {

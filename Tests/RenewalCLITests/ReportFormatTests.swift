@@ -252,6 +252,17 @@ struct ReportFormatTests {
         let runEight = demo.stdout.components(separatedBy: "Run 8:").last ?? ""
         #expect(runEight.contains("mac-uma      verified               unverified -> active"), "\(runEight)")
         #expect(runEight.contains("by app: com.example.app 1 changes, com.example.mac 3 changes"), "\(runEight)")
+        // The analytics of the demo's days: MRR from prices in four currencies at the demo's rates (the yearly
+        // plan bought in France counts a twelfth of 99.99 EUR), and the page.
+        let analytics = demo.stdout.components(separatedBy: "Analytics of the demo's days").last ?? ""
+        let yearly = try #require(
+            analytics.split(separator: "\n").first { $0.contains("com.example.pro.yearly") }, "\(analytics)")
+        #expect(yearly.hasSuffix("active 1, MRR 9.00"), "99.99 EUR × 1.08 ÷ 12: \(yearly)")
+        let pageLine = demo.stdout.split(separator: "\n").first { $0.hasPrefix("Analytics page: ") }
+        let analyticsPage = try String(
+            contentsOfFile: try #require(pageLine.map { String($0.dropFirst("Analytics page: ".count)) }),
+            encoding: .utf8)
+        #expect(analyticsPage.contains("data-figure=\"mrr\"") && !analyticsPage.contains("--refresh-daily"))
         let status = try await CLI.run([
             "status", "--json", "--user", "mac-uma", "--database", dir + "/demo/renewal.sqlite",
         ])
@@ -285,8 +296,9 @@ struct ReportFormatTests {
         let rows = table.dropFirst().map { $0 }
         #expect(rows.count == 8, "\(table)")
         #expect(rows.first?[premium] == "0" && rows.dropFirst().allSatisfy { $0[premium] == "1" }, "\(table)")
-        // Run 1: 13 production subscribers on the monthly plan (heidi, the tester, is in sandbox).
-        #expect(rows.first?[monthly] == "13" && rows.allSatisfy { $0[sandbox] == "1" }, "\(table)")
+        // Run 1: 14 production subscribers on the monthly plan (heidi, the tester, is in sandbox; judy is on the
+        // weekly plan and tomas on the yearly one).
+        #expect(rows.first?[monthly] == "14" && rows.allSatisfy { $0[sandbox] == "1" }, "\(table)")
     }
 
     /// The cells of the first `<table>` after `heading`, header row first.

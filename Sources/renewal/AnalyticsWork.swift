@@ -1,0 +1,91 @@
+import Foundation
+import RenewalCore
+import RenewalReports
+import RenewalStorage
+
+/// What `renewal analytics` does with a database, for the command and the demo: the figures of a window,
+/// the daily series' refresh, and the HTML page.
+struct AnalyticsWork {
+    let store: any RenewalStore
+    /// Only this app's subscriptions; nil for every app.
+    let app: String?
+    let catalogue: ProductCatalogue
+    let rates: ExchangeRates
+
+    /// The figures of `[since, until)` and the cohorts as of `until`: one pass over the ledger.
+    func report(since: Date, until: Date) async throws -> AnalyticsReport {
+        var analytics = SubscriptionAnalytics(
+            since: since, until: until, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
+        var cohorts = CohortRetention(asOf: until, catalogue: catalogue)
+        try await store.forEachSubscriptionLedger(bundleID: app) { ledger in
+            analytics.add(ledger)
+            cohorts.add(ledger)
+        }
+        return AnalyticsReport(analytics, cohorts: cohorts, rates: rates, bundleID: app)
+    }
+
+    /// What a refresh replaced.
+    struct Refreshed {
+        var firstDay: String
+        var lastDay: String
+        var rows: Int
+        var subscriptions: Int
+        var app: String?
+
+        var json: String {
+            #"{"first_day":"\#(firstDay)","last_day":"\#(lastDay)","rows":\#(rows),"subscriptions":\#(subscriptions)}"#
+        }
+
+        var text: String {
+            "analytics_daily: \(rows) rows for \(firstDay) to \(lastDay)" + (app.map { " (\($0))" } ?? "")
+                + " from \(subscriptions) subscriptions in the ledger"
+        }
+    }
+
+    /// `--refresh-daily`: one pass over the ledger computes every day from `start`'s through `end`'s, then
+    /// the days' rows, and the cohort table as of `end`, are replaced in one transaction each.
+    func refresh(from start: Date, through end: Date) async throws -> Refreshed? {
+        var daily = DailyAnalytics(
+            from: start, through: end, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
+        var cohorts: [String: CohortRetention] = [:]
+        var subscriptions = 0
+        try await store.forEachSubscriptionLedger(bundleID: app) { ledger in
+            subscriptions += 1
+            daily.add(ledger)
+            cohorts[ledger.bundleID ?? "", default: CohortRetention(asOf: end, catalogue: catalogue)].add(ledger)
+        }
+        guard let range = daily.range else { return nil }
+        let rows = daily.rows(rates: rates)
+        try await store.replaceAnalyticsDays(
+            first: range.first, last: range.last, bundleID: app, rows: rows, computedAt: Date())
+        try await store.replaceAnalyticsCohorts(
+            bundleID: app, cohorts: cohorts.mapValues(\.table), computedAt: Date())
+        return Refreshed(
+            firstDay: range.first, lastDay: range.last, rows: rows.count, subscriptions: subscriptions, app: app)
+    }
+
+    /// The HTML page of `report` at `path`, its charts from the daily series' rows of the window's days;
+    /// the page names the command that fills the days the series lacks. `flag` names the path in errors.
+    func writePage(_ report: AnalyticsReport, to path: String, flag: String) async throws {
+        let names = DailyAnalytics.dayNames(from: report.since, until: report.until)
+        guard let first = names.first, let last = names.last else { return }
+        let rows = try await store.analyticsDays(first: first, last: last, bundleID: app)
+        let kept = try await store.analyticsDaysKept(bundleID: app)
+        let missing = names.filter { day in kept.map { !($0.first...$0.last).contains(day) } ?? true }
+        var refresh: String?
+        if let firstMissing = missing.first, let lastMissing = missing.last,
+            let end = DailyAnalytics.dayStart(named: lastMissing)?.addingTimeInterval(86_400)
+        {
+            refresh =
+                "renewal analytics --refresh-daily --since \(firstMissing) --until \(DailyAnalytics.name(of: end))"
+                + (app.map { " --app \($0)" } ?? "")
+        }
+        let page = report.html(days: AnalyticsReport.Day.series(rows, names: names), missing: missing, refresh: refresh)
+        do {
+            try Data(page.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            throw ConfigurationError(
+                "\(flag) \(path) cannot be written (\((error as NSError).localizedDescription)); give a writable path.")
+        }
+    }
+}
