@@ -2,49 +2,32 @@ import Foundation
 import RenewalCore
 
 extension AnalyticsReport {
-    /// One day of the page's charts: the daily series' Production figures in the reporting currency,
-    /// summed over apps and products. Active subscriptions, trials and MRR are those at the end of the day.
-    public struct Day: Sendable, Hashable {
-        public var name: String
-        public var activeSubscriptions = 0
-        public var activeTrials = 0
-        public var newSubscriptions = 0
-        public var newTrials = 0
-        public var trialConversions = 0
-        public var churned = 0
-        public var reactivations = 0
-        public var mrrCents: Int64 = 0
-        public var revenueCents: Int64 = 0
-        public var refundsCents: Int64 = 0
-
-        public init(name: String) { self.name = name }
-
-        /// The window's days (`names`) from the daily series' `rows`; a day without a row is all zero.
-        public static func series(_ rows: [AnalyticsDayRow], names: [String]) -> [Day] {
-            var days = Dictionary(uniqueKeysWithValues: names.map { ($0, Day(name: $0)) })
-            for row in rows where row.converted && row.key.environment == AppStoreEnvironment.production.rawValue {
-                guard var day = days[row.key.day] else { continue }
-                day.activeSubscriptions += row.activeSubscriptions
-                day.activeTrials += row.activeTrials
-                day.newSubscriptions += row.newSubscriptions
-                day.newTrials += row.newTrials
-                day.trialConversions += row.trialConversions
-                day.churned += row.churned
-                day.reactivations += row.reactivations
-                day.mrrCents += row.mrrCents
-                day.revenueCents += row.revenueCents
-                day.refundsCents += row.refundsCents
-                days[row.key.day] = day
-            }
-            return names.compactMap { days[$0] }
+    /// The page's day series: for each of the window's days (`names`), the daily series' Production rows
+    /// in the reporting currency summed over apps and products (active subscriptions, trials and MRR at the
+    /// end of the day); a day without a row is all zero.
+    public static func daySeries(_ rows: [AnalyticsDayRow], names: [String]) -> [AnalyticsDayRow] {
+        var days = Dictionary(
+            uniqueKeysWithValues: names.map { name in
+                (
+                    name,
+                    AnalyticsDayRow(
+                        key: DailyAnalytics.Key(
+                            day: name, bundleID: "", productID: "", environment: AppStoreEnvironment.production.rawValue
+                        ),
+                        currency: "", converted: true)
+                )
+            })
+        for row in rows where row.converted && row.key.environment == AppStoreEnvironment.production.rawValue {
+            days[row.key.day]?.add(row)
         }
+        return names.compactMap { days[$0] }
     }
 
     /// One self-contained page (inline CSS and SVG, nothing fetched): the window's figures as cards, MRR
-    /// and active subscriptions over time, the trial funnel and churn from the daily series (`days`), one
+    /// and active subscriptions over time, the trial funnel and churn from the day series (`daySeries`), one
     /// row per day, the products and the cohorts. `missing` names the days the daily series does not hold
     /// and `refresh` the command that fills them.
-    public func html(days: [Day], missing: [String], refresh: String?) -> String {
+    public func html(days: [AnalyticsDayRow], missing: [String], refresh: String?) -> String {
         let title =
             "Subscription analytics \(HTMLPage.readable(since)) to \(HTMLPage.readable(until))"
             + (bundleID.map { " for \($0)" } ?? "")
@@ -59,7 +42,7 @@ extension AnalyticsReport {
                 + "(\(missing.first ?? "") to \(missing.last ?? "")); their charts show zero. Fill them with "
                 + "<code>\(HTMLPage.escape(refresh))</code>, with the same catalogue and rates files.</p>\n"
         }
-        let names = days.map(\.name)
+        let names = days.map(\.key.day)
         page += "<h2>MRR at the end of each day (\(HTMLPage.escape(currency)))</h2>\n"
         page += SVGChart.lines(
             id: "mrr-over-time", series: [("MRR", days.map { Int(($0.mrrCents + 50) / 100) })], xLabels: names)
@@ -133,7 +116,7 @@ extension AnalyticsReport {
             }.joined() + "</section>\n"
     }
 
-    private func dayTable(_ days: [Day]) -> String {
+    private func dayTable(_ days: [AnalyticsDayRow]) -> String {
         let header = [
             "day", "active", "trials", "MRR", "new", "new trials", "converted", "churned", "reactivated", "revenue",
             "refunds",
@@ -141,13 +124,13 @@ extension AnalyticsReport {
         var html = "<table><thead><tr>" + header.map { "<th>\($0)</th>" }.joined() + "</tr></thead><tbody>\n"
         for day in days {
             let cells: [HTMLPage.Cell] = [
-                .text(day.name), .text("\(day.activeSubscriptions)"), .text("\(day.activeTrials)"),
+                .text(day.key.day), .text("\(day.activeSubscriptions)"), .text("\(day.activeTrials)"),
                 .number(Self.money(Decimal(day.mrrCents) / 100)), .text("\(day.newSubscriptions)"),
                 .text("\(day.newTrials)"), .text("\(day.trialConversions)"), .text("\(day.churned)"),
                 .text("\(day.reactivations)"), .number(Self.money(Decimal(day.revenueCents) / 100)),
                 .number(Self.money(Decimal(day.refundsCents) / 100)),
             ]
-            html += "<tr data-day=\"\(day.name)\">" + cells.map(\.html).joined() + "</tr>\n"
+            html += "<tr data-day=\"\(day.key.day)\">" + cells.map(\.html).joined() + "</tr>\n"
         }
         return html + "</tbody></table>\n"
     }

@@ -80,7 +80,7 @@ struct AnalyticsWork {
                 "renewal analytics --refresh-daily --since \(firstMissing) --until \(DailyAnalytics.name(of: end))"
                 + (app.map { " --app \($0)" } ?? "")
         }
-        let page = report.html(days: AnalyticsReport.Day.series(rows, names: names), missing: missing, refresh: refresh)
+        let page = report.html(days: AnalyticsReport.daySeries(rows, names: names), missing: missing, refresh: refresh)
         do {
             try Data(page.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
         } catch {

@@ -136,6 +136,20 @@ public struct AnalyticsDayRow: Sendable, Hashable {
         self.currency = currency
         self.converted = converted
     }
+
+    /// Adds `other`'s counts and amounts (of the same currency) to this row's.
+    public mutating func add(_ other: AnalyticsDayRow) {
+        activeSubscriptions += other.activeSubscriptions
+        activeTrials += other.activeTrials
+        newSubscriptions += other.newSubscriptions
+        newTrials += other.newTrials
+        trialConversions += other.trialConversions
+        churned += other.churned
+        reactivations += other.reactivations
+        mrrCents += other.mrrCents
+        revenueCents += other.revenueCents
+        refundsCents += other.refundsCents
+    }
 }
 
 extension DailyAnalytics {
