@@ -339,9 +339,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     private static func rows(of result: OpaquePointer) -> [SQLRow] {
         let columnCount = PQnfields(result)
         let rowCount = PQntuples(result)
-        let columns = (0..<columnCount).map { column in
-            PQfname(result, column).map { String(cString: $0) } ?? "?column?"
-        }
+        let columns = SQLColumnNames(
+            (0..<columnCount).map { column in PQfname(result, column).map { String(cString: $0) } ?? "?column?" })
         let types = (0..<columnCount).map { PQftype(result, $0) }
         return (0..<rowCount).map { row in
             let values = (0..<columnCount).map { column -> SQLValue in
@@ -350,7 +349,7 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
                 }
                 return PostgresType.value(String(cString: raw), oid: types[Int(column)])
             }
-            return SQLRow(columns: columns, values: values)
+            return SQLRow(names: columns, values: values)
         }
     }
 }

@@ -42,24 +42,55 @@ extension SQLValue {
     }
 }
 
+/// The column names of one statement's result, with where each is: built once per result and shared
+/// by its rows, so reading a row's column by name is a dictionary lookup, not a walk over the names.
+public final class SQLColumnNames: Sendable, Hashable {
+    public let names: [String]
+    /// The first position of each name as the statement spelled it, and lowercased.
+    private let positions: [String: Int]
+
+    public init(_ names: [String]) {
+        self.names = names
+        var positions: [String: Int] = [:]
+        for (index, name) in names.enumerated() {
+            if positions[name] == nil { positions[name] = index }
+            let lowered = name.lowercased()
+            if positions[lowered] == nil { positions[lowered] = index }
+        }
+        self.positions = positions
+    }
+
+    /// The position of the column named `name` (case-insensitive).
+    func position(of name: String) -> Int? {
+        positions[name] ?? positions[name.lowercased()]
+    }
+
+    public static func == (lhs: SQLColumnNames, rhs: SQLColumnNames) -> Bool { lhs.names == rhs.names }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(names) }
+}
+
 /// One result row: column names (shared by every row of a statement) and values.
 public struct SQLRow: Sendable, Hashable {
-    /// Column names, as the statement named them.
-    public var columns: [String]
+    public let names: SQLColumnNames
     /// One value per column, in the same order.
     public var values: [SQLValue]
 
-    public init(columns: [String], values: [SQLValue]) {
-        self.columns = columns
+    /// Column names, as the statement named them.
+    public var columns: [String] { names.names }
+
+    public init(names: SQLColumnNames, values: [SQLValue]) {
+        self.names = names
         self.values = values
+    }
+
+    public init(columns: [String], values: [SQLValue]) {
+        self.init(names: SQLColumnNames(columns), values: values)
     }
 
     /// The value of the column named `name` (case-insensitive), or nil when there is no such column.
     public subscript(_ name: String) -> SQLValue? {
-        if let index = columns.firstIndex(of: name) { return values[index] }
-        let lowered = name.lowercased()
-        guard let index = columns.firstIndex(where: { $0.lowercased() == lowered }) else { return nil }
-        return values[index]
+        names.position(of: name).map { values[$0] }
     }
 }
 

@@ -51,14 +51,14 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             try bind(value, at: Int32(offset + 1), to: statement)
         }
         let columnCount = sqlite3_column_count(statement)
-        let columns = (0..<columnCount).map { String(cString: sqlite3_column_name(statement, $0)) }
+        let columns = SQLColumnNames((0..<columnCount).map { String(cString: sqlite3_column_name(statement, $0)) })
         var rows: [SQLRow] = []
         while true {
             let code = sqlite3_step(statement)
             if code == SQLITE_DONE { break }
             guard code == SQLITE_ROW else { throw error(code, while: "running a statement") }
             let values = (0..<columnCount).map { column(statement, $0) }
-            rows.append(SQLRow(columns: columns, values: values))
+            rows.append(SQLRow(names: columns, values: values))
         }
         return rows
     }
