@@ -150,12 +150,21 @@ extension ServerAPIClient {
         let body = Data(
             #"{"startDate":\#(AppleDateFormat.milliseconds(start)),"endDate":\#(AppleDateFormat.milliseconds(end))}"#
                 .utf8)
-        return await configuration.retryPolicy.run(
+        return await pageExchange(
+            "/inApps/v1/notifications/history" + (query ?? ""), body: body, environment: environment,
+            logger: logger, as: NotificationHistoryPage.self)
+    }
+
+    /// One page of a paged endpoint (Notification History, Transaction History): one request, retried
+    /// within the client's attempts like a status request; a 429 is not waited out (the caller stops and
+    /// resumes next run from what it stored).
+    func pageExchange<Page: Decodable>(
+        _ path: String, body: Data? = nil, environment: AppStoreEnvironment, logger: Logger, as: Page.Type
+    ) async -> Result<Page, AppleAPIError> {
+        await configuration.retryPolicy.run(
             observer: transport.observer, logger: logger, reason: { $0.failure?.reason }
         ) { _ in
-            let result = await exchange(
-                "/inApps/v1/notifications/history" + (query ?? ""), body: body, environment: environment,
-                logger: logger, as: NotificationHistoryPage.self)
+            let result = await exchange(path, body: body, environment: environment, logger: logger, as: Page.self)
             switch result {
             case .success: return .finish(result)
             case .failure(let error): return error.isRetryable && !error.isRateLimit ? .retry(result) : .finish(result)

@@ -23,18 +23,9 @@ extension ServerAPIClient: TransactionHistory {
         if let revision {
             path += "&revision=" + (revision.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
         }
-        let exchanged = await configuration.retryPolicy.run(
-            observer: transport.observer, logger: logger, reason: { $0.failure?.reason }
-        ) { _ in
-            let result = await exchange(
-                path, environment: environment, logger: logger, as: TransactionHistoryResponse.self)
-            switch result {
-            case .success: return .finish(result)
-            case .failure(let error): return error.isRetryable && !error.isRateLimit ? .retry(result) : .finish(result)
-            }
-        }
         let response: TransactionHistoryResponse
-        switch exchanged {
+        switch await pageExchange(path, environment: environment, logger: logger, as: TransactionHistoryResponse.self)
+        {
         case .success(let read): response = read
         case .failure(let error): return .failure(error)
         }
