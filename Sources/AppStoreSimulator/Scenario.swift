@@ -42,4 +42,12 @@ public enum Scenario: String, Codable, CaseIterable, Sendable {
     case truncatedJSON = "truncated_json"
     /// A `renewal` answer delayed by the configured slow delay.
     case slow
+    /// `renewal` bought as a multiseat purchase of `SimulatedReceipt.purchasedSeats` seats (Apple-hosted
+    /// invitations, the price per seat). At `s+1.5p` two of them are refunded: a `REFUND` notification of
+    /// subtype `SEATS`, the current transaction carrying `revokedSeatQuantity` 2 and no revocation date;
+    /// later renewals are for the seats left.
+    case multiseat
+    /// `renewal` of a member of a multiseat purchase: a transaction of its own with
+    /// `inAppOwnershipType` `ASSIGNED` and the purchaser's seat information.
+    case assignedSeat = "assigned_seat"
 }

@@ -106,6 +106,9 @@ extension SimulatedReceipt {
             add(firstEnd, "DID_RENEW")
             add(upgradeDate, "DID_CHANGE_RENEWAL_PREF", "UPGRADE")
             renewals(from: upgradeDate)
+        case .multiseat:
+            renewals(from: start)
+            add(seatRefundDate, "REFUND", "SEATS")
         case .multipleSubscriptions:
             let addonID = SimulatedIdentifier.id(account, "addon")
             add(start, "SUBSCRIBED", "INITIAL_BUY", id: addonID)

@@ -259,6 +259,7 @@ extension SimulatedReceipt {
             transactionID: transactionID,
             originalTransactionID: period.originalTransactionID,
             webOrderLineItemID: SimulatedIdentifier.id(account, "line", period.salt, String(period.index)),
+            quantity: String(seats(ofPeriod: period.index)?.quantity ?? 1),
             purchaseDate: period.start,
             originalPurchaseDate: start,
             expiresDate: period.end,
@@ -267,7 +268,40 @@ extension SimulatedReceipt {
             isTrialPeriod: period.trial,
             isInIntroOfferPeriod: paidIntroductoryOffer == true && period.index == 0 && !period.trial,
             isUpgraded: period.upgraded ? true : nil,
-            inAppOwnershipType: scenario == .familyShared ? "FAMILY_SHARED" : "PURCHASED",
+            inAppOwnershipType: ownershipType,
             subscriptionGroupIdentifier: period.salt == "addon" ? "20000002" : "20000001")
+    }
+
+    /// `inAppOwnershipType` of the scenario's transactions.
+    var ownershipType: String {
+        switch scenario {
+        case .familyShared: "FAMILY_SHARED"
+        case .assignedSeat: "ASSIGNED"
+        default: "PURCHASED"
+        }
+    }
+
+    /// The seats of a multiseat scenario's period `index` (0 the purchase), and how many of them were
+    /// refunded by `now`; nil for a scenario without seats.
+    func seats(ofPeriod index: Int, at now: Date = .distantPast) -> (quantity: Int, revoked: Int?)? {
+        switch scenario {
+        case .assignedSeat:
+            return (purchasedSeats, nil)
+        case .multiseat:
+            let refunded = now >= seatRefundDate && index == 1
+            let left = purchasedSeats - Self.refundedSeats
+            return (index >= 2 ? left : purchasedSeats, refunded ? Self.refundedSeats : nil)
+        default:
+            return nil
+        }
+    }
+
+    /// When `multiseat` refunds two seats.
+    var seatRefundDate: Date { start.addingTimeInterval(1.5 * period) }
+
+    /// The index of the period `row` belongs to (0 the purchase).
+    func periodIndex(of row: LatestReceiptInfo) -> Int {
+        guard let purchased = row.purchaseDate else { return 0 }
+        return max(0, Int((purchased.timeIntervalSince(start) / period).rounded()))
     }
 }

@@ -22,6 +22,17 @@ public struct SimulatedReceipt: Codable, Sendable, Hashable {
     public var storefront: String?
     /// The first paid period is an introductory offer at half price (pay as you go); nil for none.
     public var paidIntroductoryOffer: Bool?
+    /// The seats of a multiseat purchase (`multiseat`, `assigned_seat`); nil for the default, 5.
+    public var seats: Int?
+    /// The `refund` scenario's refund is prorated: this share of the price in milliunits (50000 is
+    /// 50 %), `revocationType` `REFUND_PRORATED`; nil for a full refund.
+    public var refundPercentage: Int?
+
+    /// The seats bought with a multiseat purchase.
+    public var purchasedSeats: Int { seats ?? 5 }
+
+    /// The seats `multiseat`'s seat refund takes back at `s+1.5p`.
+    public static let refundedSeats = 2
 
     /// The receipt's bundle id.
     public var bundleIdentifier: String { bundle ?? Self.bundleID }

@@ -194,7 +194,7 @@ extension SimulatedReceipt {
         var payload: [String: Any] = [
             "bundleId": bundleIdentifier, "environment": environment, "signedDate": Self.ms(now), "quantity": 1,
             "type": "Auto-Renewable Subscription", "storefront": prices.storefront,
-            "inAppOwnershipType": row.inAppOwnershipType ?? "PURCHASED",
+            "inAppOwnershipType": row.inAppOwnershipType ?? ownershipType,
             "transactionReason": row.transactionID == row.originalTransactionID ? "PURCHASE" : "RENEWAL",
         ]
         payload["transactionId"] = row.transactionID
@@ -222,7 +222,18 @@ extension SimulatedReceipt {
         if let cancelled = row.cancellationDate, row.isUpgraded != true {
             payload["revocationDate"] = Self.ms(cancelled)
             payload["revocationReason"] = Int(row.cancellationReason ?? "0") ?? 0
-            payload["revocationType"] = "REFUND_FULL"
+            payload["revocationType"] = refundPercentage == nil ? "REFUND_FULL" : "REFUND_PRORATED"
+            payload["revocationPercentage"] = refundPercentage
+        }
+        if let seats = seats(ofPeriod: periodIndex(of: row), at: now) {
+            // Apple-hosted invitations; one price tier, the price per seat.
+            payload["quantity"] = seats.quantity
+            var info: [String: Any] = [
+                "invitationManagement": "APPLE",
+                "priceTiers": [["price": payload["price"] ?? 0, "quantity": seats.quantity]],
+            ]
+            info["revokedSeatQuantity"] = seats.revoked
+            payload["multiSeatInfo"] = info
         }
         return payload
     }

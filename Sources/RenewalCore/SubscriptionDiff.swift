@@ -33,6 +33,19 @@ extension SubscriptionEvent {
         return events
     }
 
+    /// This change with the kind of refund `evidence`'s current transaction carries, when it is a
+    /// `refunded` change: a prorated refund is not reported as a full one.
+    public func withRevocation(of evidence: SubscriptionEvidence) -> SubscriptionEvent {
+        guard kind == .refunded else { return self }
+        let current =
+            evidence.transactions.first { $0.transactionID == evidence.latestTransactionID }
+            ?? evidence.transactions.last { $0.revokedAt != nil }
+        var event = self
+        event.revocationType = current?.revocationType
+        event.revocationPercentage = current?.revocationPercentage
+        return event
+    }
+
     /// The event for a receipt Apple rejects (21010, or 21002/21003 persisting for a never-verified
     /// receipt): every stored subscription of it, or its never-verified placeholder, becomes `invalid`.
     public static func invalidation(of stored: SubscriptionSnapshot?) -> SubscriptionEvent? {

@@ -41,6 +41,11 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
     public var oldExpiresAt: Date?
     public var newExpiresAt: Date?
     public var environment: AppStoreEnvironment?
+    /// Of a `refunded` change: Apple's `revocationType` (`REFUND_FULL`, `REFUND_PRORATED`,
+    /// `FAMILY_REVOKE`) and the share of the price returned in milliunits (`revocationPercentage`, 50000
+    /// is 50 %), when Apple's answer gave them; nil on other kinds.
+    public var revocationType: String?
+    public var revocationPercentage: Int?
 
     public init(
         kind: Kind, originalTransactionID: String?, productID: String?, fromState: SubscriptionState,

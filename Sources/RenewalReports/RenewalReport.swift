@@ -74,6 +74,8 @@ package struct ReportChange: Encodable {
         try c.encode(ownershipType, forKey: ReportKey("ownership_type"))
         try c.encode(event.toState.grantsAccess, forKey: ReportKey("entitled"))
         try c.encodeIfPresent(source, forKey: ReportKey("source"))
+        try c.encodeIfPresent(event.revocationType, forKey: ReportKey("revocation_type"))
+        try c.encodeIfPresent(event.revocationPercentage, forKey: ReportKey("revocation_percentage"))
     }
 }
 

@@ -54,7 +54,7 @@ extension StoredReport {
     static let csvColumns = [
         "run_id", "occurred_at", "user_id", "original_transaction_id", "product_id", "kind", "from_state", "to_state",
         "old_expires_at", "new_expires_at", "environment", "ownership_type", "entitled", "source", "bundle_id",
-        "from_product_id",
+        "from_product_id", "revocation_type", "revocation_percentage",
     ]
 
     /// One change per line: JSON Lines, or CSV with a header.
@@ -71,7 +71,8 @@ extension StoredReport {
                         event.oldExpiresAt.map(Timestamp.string), event.newExpiresAt.map(Timestamp.string),
                         event.environment?.rawValue, change.ownershipType,
                         event.toState.grantsAccess ? "true" : "false",
-                        change.source, change.bundleID, event.fromProductID,
+                        change.source, change.bundleID, event.fromProductID, event.revocationType,
+                        event.revocationPercentage.map(String.init),
                     ]
                     if csv {
                         try await output.write(values.map { Self.csvField($0 ?? "") }.joined(separator: ",") + "\r\n")

@@ -40,6 +40,7 @@ public enum SQLSchema {
         Migration(version: 15, statements: version15),
         Migration(version: 16, statements: version16),
         Migration(version: 17, statements: version17),
+        Migration(version: 18, statements: version18),
     ]
 
     static let createMigrationsTable = """

@@ -184,6 +184,8 @@ extension LedgerTransaction {
             transactionReason: try row.optionalText("transaction_reason"),
             isUpgraded: try row.bool("upgraded"),
             origin: Origin(rawValue: try row.text("origin")) ?? .verifyReceipt,
-            signedAt: try row.optionalDate("signed_at"))
+            signedAt: try row.optionalDate("signed_at"),
+            revokedSeatQuantity: try row.optionalInt("revoked_seat_quantity"),
+            seatsRevokedAt: try row.optionalDate("seats_revoked_at"))
     }
 }

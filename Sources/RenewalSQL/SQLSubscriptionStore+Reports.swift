@@ -165,13 +165,15 @@ extension SQLSubscriptionStore {
         guard let kind = SubscriptionEvent.Kind(rawValue: rawKind) else {
             throw SubscriptionStoreError.corruptRow("entitlement_changes.kind holds an unknown kind")
         }
-        let event = SubscriptionEvent(
+        var event = SubscriptionEvent(
             kind: kind, originalTransactionID: try row.optionalText("original_transaction_id"),
             productID: try row.optionalText("product_id"), fromState: try row.state("from_state"),
             toState: try row.state("to_state"), oldExpiresAt: try row.optionalDate("old_expires_at"),
             newExpiresAt: try row.optionalDate("new_expires_at"),
             environment: try row.environment("environment"), fromProductID: try row.optionalText("from_product_id")
         )
+        event.revocationType = try row.optionalText("revocation_type")
+        event.revocationPercentage = try row.optionalInt("revocation_percentage")
         return RecordedChange(
             userID: try row.text("user_id"), event: event,
             ownershipType: try row.optionalText("ownership_type"), occurredAt: try row.date("occurred_at"),

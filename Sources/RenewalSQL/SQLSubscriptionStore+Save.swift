@@ -299,8 +299,8 @@ extension SQLSubscriptionStore {
             """
             INSERT INTO entitlement_changes (run_id, user_id, original_transaction_id, product_id, kind, from_state,
                 to_state, old_expires_at, new_expires_at, environment, ownership_type, occurred_at, source, bundle_id,
-                from_product_id)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                from_product_id, revocation_type, revocation_percentage)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
             RETURNING id
             """,
             [
@@ -309,7 +309,8 @@ extension SQLSubscriptionStore {
                 .text(change.kind.rawValue), .text(change.fromState.rawValue), .text(change.toState.rawValue),
                 SQLValue(change.oldExpiresAt), SQLValue(change.newExpiresAt), SQLValue(change.environment?.rawValue),
                 SQLValue(ownershipType), SQLValue(write.checkedAt), SQLValue(write.source?.rawValue),
-                SQLValue(write.bundleID), SQLValue(change.fromProductID),
+                SQLValue(write.bundleID), SQLValue(change.fromProductID), SQLValue(change.revocationType),
+                SQLValue(change.revocationPercentage),
             ]
         )
         guard let id = try inserted.first?.int64("id") else {
@@ -327,17 +328,25 @@ extension SQLSubscriptionStore {
 /// Statement texts built once (the store is generic, so they cannot be its static stored properties).
 enum SaveSQL {
     /// Records a transaction in the ledger, or brings a known one up to date (a refund, a renewal-date
-    /// extension, an upgrade) unless what is stored was signed later. A price, currency or storefront
-    /// once known is kept when a later answer (verifyReceipt) does not give it.
+    /// extension, an upgrade, a seat refund) unless what is stored was signed later. A price, currency or
+    /// storefront once known is kept when a later answer (verifyReceipt) does not give it; seats are
+    /// taken from signed transactions only, and a seat refund keeps the time it was first seen.
     static let upsertTransaction = """
         INSERT INTO transactions (transaction_id, original_transaction_id, user_id, bundle_id, product_id,
             environment, ownership_type, purchased_at, expires_at, price_milliunits, currency, storefront, offer_type,
             offer_discount_type, is_trial, quantity, revoked_at, revocation_reason, revocation_type,
-            revocation_percentage, transaction_reason, upgraded, origin, signed_at, recorded_at, updated_at)
+            revocation_percentage, transaction_reason, upgraded, origin, signed_at, recorded_at, updated_at,
+            revoked_seat_quantity, seats_revoked_at)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-            $23, $24, $25, $25)
+            $23, $24, $25, $25, $26, $27)
         ON CONFLICT (transaction_id) DO UPDATE SET
             expires_at = excluded.expires_at, revoked_at = excluded.revoked_at,
+            quantity = CASE WHEN excluded.signed_at IS NULL THEN transactions.quantity ELSE excluded.quantity END,
+            revoked_seat_quantity = CASE WHEN excluded.signed_at IS NULL THEN transactions.revoked_seat_quantity
+                ELSE excluded.revoked_seat_quantity END,
+            seats_revoked_at = CASE WHEN excluded.signed_at IS NULL THEN transactions.seats_revoked_at
+                WHEN excluded.revoked_seat_quantity IS NULL THEN NULL
+                ELSE COALESCE(transactions.seats_revoked_at, excluded.seats_revoked_at) END,
             revocation_reason = excluded.revocation_reason, revocation_type = excluded.revocation_type,
             revocation_percentage = excluded.revocation_percentage, upgraded = excluded.upgraded,
             price_milliunits = COALESCE(excluded.price_milliunits, transactions.price_milliunits),
@@ -372,6 +381,7 @@ enum SaveSQL {
             SQLValue(transaction.revocationType), SQLValue(transaction.revocationPercentage),
             SQLValue(transaction.transactionReason), SQLValue(transaction.isUpgraded),
             .text(transaction.origin.rawValue), SQLValue(transaction.signedAt), SQLValue(recordedAt),
+            SQLValue(transaction.revokedSeatQuantity), SQLValue(transaction.seatsRevokedAt),
         ]
     }
 

@@ -42,9 +42,11 @@ public struct JWSTransaction: SignedPayload, Sendable, Hashable {
     public var currency: String?
     public var storefront: String?
     public var quantity: Int?
+    /// A multiseat purchase's seat information (API 1.22 on); nil for a single seat.
+    public var multiSeatInfo: MultiSeatInfo?
 
     enum CodingKeys: String, CodingKey {
-        case appAccountToken, price, currency, storefront, quantity
+        case appAccountToken, price, currency, storefront, quantity, multiSeatInfo
         case transactionId, originalTransactionId, webOrderLineItemId, bundleId, productId, subscriptionGroupIdentifier
         case purchaseDate, originalPurchaseDate, expiresDate, signedDate, type, inAppOwnershipType, revocationDate
         case revocationReason, revocationType, revocationPercentage, isUpgraded, offerType, offerDiscountType,
@@ -82,6 +84,7 @@ public struct JWSTransaction: SignedPayload, Sendable, Hashable {
         currency = c.flexibleString(.currency)
         storefront = c.flexibleString(.storefront)
         quantity = c.flexibleInt(.quantity)
+        multiSeatInfo = try? c.decodeIfPresent(MultiSeatInfo.self, forKey: .multiSeatInfo)
     }
 
     /// This transaction for the ledger; nil without a transaction id.
@@ -97,7 +100,26 @@ public struct JWSTransaction: SignedPayload, Sendable, Hashable {
             ownershipType: inAppOwnershipType, revokedAt: revocationDate, revocationReason: revocationReason,
             revocationType: revocationType, revocationPercentage: revocationPercentage,
             transactionReason: transactionReason, isUpgraded: isUpgraded ?? false, origin: origin,
-            signedAt: signedDate)
+            signedAt: signedDate, revokedSeatQuantity: multiSeatInfo?.revokedSeatQuantity)
+    }
+}
+
+/// A multiseat transaction's seat information (`TransactionMultiSeatInfo`). Only what the job reads.
+public struct MultiSeatInfo: Decodable, Sendable, Hashable {
+    /// `APPLE` (each member has a transaction of its own, `ASSIGNED`) or `DEVELOPER`.
+    public var invitationManagement: String?
+    /// Seats a seat refund took back; only on the purchaser's transaction, which stays valid (Apple:
+    /// never revoke the purchaser's access for it; a full revocation carries `revocationDate`).
+    public var revokedSeatQuantity: Int?
+
+    enum CodingKeys: String, CodingKey {
+        case invitationManagement, revokedSeatQuantity
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        invitationManagement = c.flexibleString(.invitationManagement)
+        revokedSeatQuantity = c.flexibleInt(.revokedSeatQuantity)
     }
 }
 

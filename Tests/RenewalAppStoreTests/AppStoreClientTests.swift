@@ -34,6 +34,7 @@ struct AppStoreClientTests {
         (.accountNotFound, .rejected(21010)), (.notAuthentic, .rejected(21003)),
         (.malformed, .malformed), (.transient21005, .valid(.production)),
         (.outage, .outage), (.html200, .outage), (.truncatedJSON, .outage), (.slow, .valid(.production)),
+        (.multiseat, .valid(.production)), (.assignedSeat, .valid(.production)),
     ]
 
     @Test("The table covers every scenario")

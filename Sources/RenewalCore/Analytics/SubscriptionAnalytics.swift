@@ -158,7 +158,8 @@ public struct SubscriptionAnalytics: Sendable {
         }
     }
 
-    /// Revenue by purchase time, refunds by refund time, each price times quantity.
+    /// Revenue by purchase time, refunds by refund time, each price times quantity; a seat refund by
+    /// the time it was seen, the price times the seats refunded.
     private func money(
         of counted: [LedgerTransaction], _ update: (LedgerTransaction, (inout AnalyticsFigures) -> Void) -> Void
     ) {
@@ -176,7 +177,15 @@ public struct SubscriptionAnalytics: Sendable {
             }
             if Self.isRefund(transaction), let revoked = transaction.revokedAt, inWindow(revoked), let price {
                 let share = transaction.revocationPercentage.map { Decimal($0) / 100_000 } ?? 1
-                update(transaction) { $0.refunds.add(price, times: quantity * share) }
+                // Seats refunded earlier were counted then.
+                let seats = Decimal(transaction.quantity > 1 ? transaction.paidSeats : 1)
+                update(transaction) { $0.refunds.add(price, times: seats * share) }
+            }
+            // A seat refund returns the price of the seats it took back; the purchase stays valid.
+            if let seats = transaction.revokedSeatQuantity, seats > 0, let at = transaction.seatsRevokedAt,
+                inWindow(at), let price
+            {
+                update(transaction) { $0.refunds.add(price, times: Decimal(seats)) }
             }
         }
     }
@@ -187,12 +196,12 @@ public struct SubscriptionAnalytics: Sendable {
         transaction.revokedAt != nil && !transaction.isUpgraded && transaction.revocationType != "FAMILY_REVOKE"
     }
 
-    /// A paid period's price times its seats, normalised to a month.
+    /// A paid period's price times its seats still paid for, normalised to a month.
     private func monthlyPrice(of transaction: LedgerTransaction) -> Money? {
         guard let price = catalogue.price(of: transaction, preferring: reportingCurrency),
             let period = catalogue.period(of: transaction)
         else { return nil }
-        let quantity = Decimal(max(transaction.quantity, 1))
+        let quantity = Decimal(transaction.quantity > 1 ? transaction.paidSeats : 1)
         return Money(currency: price.currency, amount: period.perMonth(price.amount * quantity))
     }
 

@@ -130,7 +130,9 @@ extension EntitlementDecision {
                     // evidence never grants past the expiry it states.)
                     derived.state = .active
                 }
-                changes += SubscriptionEvent.events(from: previous?.snapshot, to: derived)
+                changes += SubscriptionEvent.events(from: previous?.snapshot, to: derived).map {
+                    $0.withRevocation(of: subscription)
+                }
                 subscriptions.append(
                     StoredSubscription(
                         snapshot: derived, lastVerifiedAt: now,

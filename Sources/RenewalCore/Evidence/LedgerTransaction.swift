@@ -33,8 +33,15 @@ public struct LedgerTransaction: Sendable, Hashable {
     public var offerDiscountType: String?
     /// A free trial period.
     public var isTrial: Bool
+    /// The seats the transaction covers: 1, or a multiseat purchase's seats.
     public var quantity: Int
-    /// `PURCHASED` or `FAMILY_SHARED`.
+    /// Seats of a multiseat purchase that Apple refunded without revoking the transaction (a `REFUND`
+    /// of subtype `SEATS`); nil when none were.
+    public var revokedSeatQuantity: Int?
+    /// When the job first saw seats refunded: the signing time of the first version of the transaction
+    /// carrying `revokedSeatQuantity` (Apple gives no refund date for seats).
+    public var seatsRevokedAt: Date?
+    /// `PURCHASED`, `FAMILY_SHARED` or `ASSIGNED` (a member of a multiseat purchase).
     public var ownershipType: String?
     public var revokedAt: Date?
     public var revocationReason: Int?
@@ -46,6 +53,9 @@ public struct LedgerTransaction: Sendable, Hashable {
     public var transactionReason: String?
     public var isUpgraded: Bool
     public var origin: Origin
+
+    /// The seats still paid for: those bought less those refunded.
+    public var paidSeats: Int { max(quantity - (revokedSeatQuantity ?? 0), 0) }
     /// When Apple signed this version of it; nil for verifyReceipt rows.
     public var signedAt: Date?
 
@@ -55,8 +65,11 @@ public struct LedgerTransaction: Sendable, Hashable {
         offerType: Int? = nil, offerDiscountType: String? = nil, isTrial: Bool = false, quantity: Int = 1,
         ownershipType: String? = nil, revokedAt: Date? = nil, revocationReason: Int? = nil,
         revocationType: String? = nil, revocationPercentage: Int? = nil, transactionReason: String? = nil,
-        isUpgraded: Bool = false, origin: Origin, signedAt: Date? = nil
+        isUpgraded: Bool = false, origin: Origin, signedAt: Date? = nil, revokedSeatQuantity: Int? = nil,
+        seatsRevokedAt: Date? = nil
     ) {
+        self.revokedSeatQuantity = revokedSeatQuantity
+        self.seatsRevokedAt = seatsRevokedAt ?? (revokedSeatQuantity == nil ? nil : signedAt)
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
         self.productID = productID
