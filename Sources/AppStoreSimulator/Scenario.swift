@@ -50,4 +50,7 @@ public enum Scenario: String, Codable, CaseIterable, Sendable {
     /// `renewal` of a member of a multiseat purchase: a transaction of its own with
     /// `inAppOwnershipType` `ASSIGNED` and the purchaser's seat information.
     case assignedSeat = "assigned_seat"
+    /// `renewal` whose customer asks Apple for a refund of the second period: a `CONSUMPTION_REQUEST`
+    /// (reason `UNSATISFIED_WITH_PURCHASE`) at `s+1.2p`, then `REFUND_DECLINED` at `s+1.2p+2d`; it renews on.
+    case refundRequest = "refund_request"
 }

@@ -99,6 +99,7 @@ extension SimulatedReceipt {
             renewals(from: recovery)
         case .refund:
             add(firstEnd, "DID_RENEW")
+            if let request = refundRequest { add(request.at, "CONSUMPTION_REQUEST") }
             add(start.addingTimeInterval(1.5 * period), "REFUND")
             add(start.addingTimeInterval(1.5 * period + 1), "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED")
         case .upgrade:
@@ -109,6 +110,12 @@ extension SimulatedReceipt {
         case .multiseat:
             renewals(from: start)
             add(seatRefundDate, "REFUND", "SEATS")
+        case .refundRequest:
+            renewals(from: start)
+            if let request = refundRequest {
+                add(request.at, "CONSUMPTION_REQUEST")
+                add(request.at.addingTimeInterval(2 * Self.day), "REFUND_DECLINED")
+            }
         case .multipleSubscriptions:
             let addonID = SimulatedIdentifier.id(account, "addon")
             add(start, "SUBSCRIBED", "INITIAL_BUY", id: addonID)
@@ -154,6 +161,7 @@ extension SimulatedNotification {
             data["signedRenewalInfo"] = item.renewal
             data["status"] = item.status
         }
+        if type == "CONSUMPTION_REQUEST" { data["consumptionRequestReason"] = receipt.refundRequest?.reason }
         var payload: [String: Any] = [
             "notificationType": type, "notificationUUID": uuid, "version": "2.0",
             "signedDate": SimulatedReceipt.ms(signedDate), "data": data,

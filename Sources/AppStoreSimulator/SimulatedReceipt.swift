@@ -27,12 +27,35 @@ public struct SimulatedReceipt: Codable, Sendable, Hashable {
     /// The `refund` scenario's refund is prorated: this share of the price in milliunits (50000 is
     /// 50 %), `revocationType` `REFUND_PRORATED`; nil for a full refund.
     public var refundPercentage: Int?
+    /// The `refund` scenario's customer asked for the refund a day before it: a `CONSUMPTION_REQUEST`
+    /// (reason `UNINTENDED_PURCHASE`) at `s+1.5p-1d`.
+    public var refundRequested: Bool?
 
     /// The seats bought with a multiseat purchase.
     public var purchasedSeats: Int { seats ?? 5 }
 
     /// The seats `multiseat`'s seat refund takes back at `s+1.5p`.
     public static let refundedSeats = 2
+
+    /// When the customer asks for a refund, and why (`refund_request`, or `refund` with
+    /// `refundRequested`); nil for none.
+    public var refundRequest: (at: Date, reason: String)? {
+        switch scenario {
+        case .refundRequest: (start.addingTimeInterval(1.2 * period), "UNSATISFIED_WITH_PURCHASE")
+        case .refund where refundRequested == true:
+            (start.addingTimeInterval(1.5 * period - 86_400), "UNINTENDED_PURCHASE")
+        default: nil
+        }
+    }
+
+    /// Whether `transactionID` is one of this customer's purchase or renewals up to `now`.
+    func owns(transactionID: String, at now: Date) -> Bool {
+        if originalTransactionIDs.contains(transactionID) { return true }
+        let periods = max(0, Int(now.timeIntervalSince(start) / period)) + 1
+        return (0...periods).contains {
+            SimulatedIdentifier.id(account, "transaction", "", String($0)) == transactionID
+        }
+    }
 
     /// The receipt's bundle id.
     public var bundleIdentifier: String { bundle ?? Self.bundleID }

@@ -31,6 +31,12 @@ public func buildSimulator(
     router.get("sandbox/inApps/v2/history/:id") { request, context in
         try await routes.transactionHistory(request, id: context.parameters.get("id") ?? "", sandbox: true)
     }
+    router.put("inApps/v2/transactions/consumption/:id") { request, context in
+        try await routes.consumption(request, id: context.parameters.get("id") ?? "", sandbox: false)
+    }
+    router.put("sandbox/inApps/v2/transactions/consumption/:id") { request, context in
+        try await routes.consumption(request, id: context.parameters.get("id") ?? "", sandbox: true)
+    }
     router.post("inApps/v1/notifications/history") { request, _ in
         try await routes.notificationHistory(request, sandbox: false)
     }
@@ -127,7 +133,11 @@ struct SimulatorRoutes: Sendable {
         case refused(Response)
     }
 
-    private func admit(_ request: Request, id: String, sandbox: Bool) async throws -> Admission {
+    /// Checks the token, the rate limit and any fault, then finds the receipt `id` names: by an original
+    /// transaction id, or any of its transactions when `anyTransaction`.
+    private func admit(_ request: Request, id: String, sandbox: Bool, anyTransaction: Bool = false) async throws
+        -> Admission
+    {
         guard let serverAPI = configuration.serverAPI else {
             return .refused(
                 raw(
@@ -154,7 +164,8 @@ struct SimulatorRoutes: Sendable {
                 serverAPIError(500, code: 5_000_001, message: "An unknown error occurred. Please try again."))
         }
         // A transaction of another app is unknown to this app's key, as at Apple.
-        guard let receipt = state.registered(transactionID: id), receipt.bundleIdentifier == bundle else {
+        let found = anyTransaction ? state.registered(anyTransactionID: id) : state.registered(transactionID: id)
+        guard let receipt = found, receipt.bundleIdentifier == bundle else {
             state.countServerAPI(.notFound)
             return .refused(serverAPIError(404, code: 4_040_010, message: "Transaction id not found."))
         }
@@ -187,6 +198,31 @@ struct SimulatorRoutes: Sendable {
             receipt.historyAnswer(
                 at: state.now, sandboxEndpoint: sandbox, revision: revision, pageSize: state.historyPageSize,
                 signer: serverAPI.chain))
+    }
+
+    /// Send Consumption Information (V2): once admitted, the body checked as Apple checks it (consent,
+    /// delivery status, percentage, preference); 202 with no body, the answer kept for tests.
+    func consumption(_ request: Request, id: String, sandbox: Bool) async throws -> Response {
+        switch try await admit(request, id: id, sandbox: sandbox, anyTransaction: true) {
+        case .refused(let response): return response
+        case .admitted: break
+        }
+        let body = try await request.body.collect(upTo: 64 * 1024)
+        let fields = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any]
+        switch SimulatedReceipt.consumptionProblem(fields) {
+        case .some(let problem):
+            state.recordConsumption(nil)
+            return serverAPIError(400, code: problem.code, message: problem.message)
+        case .none:
+            state.recordConsumption(
+                SimulatorState.ConsumptionAnswer(
+                    transactionID: id, customerConsented: fields?["customerConsented"] as? Bool,
+                    deliveryStatus: fields?["deliveryStatus"] as? String,
+                    sampleContentProvided: fields?["sampleContentProvided"] as? Bool,
+                    consumptionPercentage: (fields?["consumptionPercentage"] as? NSNumber)?.intValue,
+                    refundPreference: fields?["refundPreference"] as? String, receivedAt: state.now))
+            return Response(status: .accepted)
+        }
     }
 
     private func send(_ answer: ServerAPIAnswer) -> Response {

@@ -65,6 +65,21 @@ public final class SimulatorState: Sendable {
         public var notFound = 0
         /// Get Transaction History requests answered (any answer past the token and the rate limit).
         public var history = 0
+        /// Send Consumption Information requests answered (any answer past the token and the rate limit).
+        public var consumption = 0
+    }
+
+    /// One Send Consumption Information request Apple accepted (HTTP 202).
+    public struct ConsumptionAnswer: Sendable, Hashable {
+        public var transactionID: String
+        /// The body as sent, decoded.
+        public var customerConsented: Bool?
+        public var deliveryStatus: String?
+        public var sampleContentProvided: Bool?
+        public var consumptionPercentage: Int?
+        public var refundPreference: String?
+        /// The simulator clock when it arrived.
+        public var receivedAt: Date
     }
 
     private struct Storage {
@@ -92,6 +107,7 @@ public final class SimulatorState: Sendable {
         var forgedNotifications: [SimulatedNotification] = []
         var historyPageSize = 20
         var historyRevisions: [String?] = []
+        var consumptionAnswers: [ConsumptionAnswer] = []
     }
 
     /// A fault of Notification History alone (the status endpoint keeps answering).
@@ -249,6 +265,25 @@ public final class SimulatorState: Sendable {
             $0.historyRevisions.append(revision)
             $0.serverAPIStats.history += 1
         }
+    }
+
+    /// Every Send Consumption Information request accepted so far, in order.
+    public var consumptionAnswers: [ConsumptionAnswer] {
+        storage.withLock { $0.consumptionAnswers }
+    }
+
+    func recordConsumption(_ answer: ConsumptionAnswer?) {
+        storage.withLock {
+            $0.serverAPIStats.consumption += 1
+            if let answer { $0.consumptionAnswers.append(answer) }
+        }
+    }
+
+    /// The registered receipt one of whose transactions (the purchase or a renewal) is `transactionID`.
+    func registered(anyTransactionID transactionID: String) -> SimulatedReceipt? {
+        if let receipt = registered(transactionID: transactionID) { return receipt }
+        let now = self.now
+        return registeredReceipts().first { $0.owns(transactionID: transactionID, at: now) }
     }
 
     /// The share of notifications (0–100, chosen by uuid) Notification History lists twice.

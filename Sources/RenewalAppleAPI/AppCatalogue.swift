@@ -19,15 +19,18 @@ public struct AppCatalogue: ReceiptVerifier {
         public var feed: (any NotificationFeed)?
         /// The app's Get Transaction History (its Server API key); nil without a key.
         public var history: (any TransactionHistory)?
+        /// Answers the app's refund requests (its Server API key); nil without a key.
+        public var refundAnswers: (any RefundRequestAnswering)?
 
         public init(
             identity: AppIdentity, verifier: any ReceiptVerifier, feed: (any NotificationFeed)? = nil,
-            history: (any TransactionHistory)? = nil
+            history: (any TransactionHistory)? = nil, refundAnswers: (any RefundRequestAnswering)? = nil
         ) {
             self.identity = identity
             self.verifier = verifier
             self.feed = feed
             self.history = history
+            self.refundAnswers = refundAnswers
         }
 
         /// The app's bundle id (the apps file requires one).

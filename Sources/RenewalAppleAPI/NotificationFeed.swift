@@ -38,6 +38,14 @@ public struct FeedNotification: Sendable, Hashable {
     public var originalTransactionID: String?
     /// Its signed data, for a notification about an auto-renewable subscription.
     public var evidence: NotificationEvidence?
+    /// The signed transaction it carries: its id, the period it paid for and its product (the transaction
+    /// a refund request, or Apple's decision on one, is about).
+    public var transactionID: String?
+    public var periodStart: Date?
+    public var periodEnd: Date?
+    public var productID: String?
+    /// Of a `CONSUMPTION_REQUEST`: why the customer asked (`consumptionRequestReason`).
+    public var consumptionRequestReason: String?
 
     public init(
         uuid: String, type: String, subtype: String?, signedDate: Date, originalTransactionID: String?,

@@ -14,7 +14,7 @@ package enum ImportLine {
     /// The members a line is read for.
     private static let keys = JSONKeys([
         "user_id", "latest_receipt", "product_id", "original_transaction_id", "signed_transaction",
-        "app_account_token", "bundle_id",
+        "app_account_token", "bundle_id", "consumption_consent",
     ])
 
     static func parse(_ line: ImportLineBytes) -> Parsed {
@@ -32,6 +32,7 @@ package enum ImportLine {
             let signedTransaction = try signedTransaction(fields[4], user: userID)
             let appAccountToken = try appAccountToken(fields[5], user: userID)
             let bundleID = try bundleID(fields[6], user: userID)
+            let consent = try consumptionConsent(fields[7], user: userID)
             guard receipt != nil || transactionID != nil || signedTransaction != nil else {
                 throw LineProblem(
                     """
@@ -39,11 +40,11 @@ package enum ImportLine {
                     original_transaction_id or signed_transaction
                     """)
             }
-            return .success(
-                ReceiptImport(
-                    userID: userID, latestReceipt: receipt, productID: productID, originalTransactionID: transactionID,
-                    appAccountToken: appAccountToken, bundleID: bundleID),
-                signedTransaction: signedTransaction)
+            var item = ReceiptImport(
+                userID: userID, latestReceipt: receipt, productID: productID, originalTransactionID: transactionID,
+                appAccountToken: appAccountToken, bundleID: bundleID)
+            item.consumptionConsent = consent
+            return .success(item, signedTransaction: signedTransaction)
         } catch {
             return .failure(error.message)
         }
@@ -184,6 +185,20 @@ package enum ImportLine {
                 """)
         }
         return uuid.uuidString.lowercased()
+    }
+
+    private static func consumptionConsent(_ value: JSONValue?, user userID: String) throws(LineProblem) -> Bool? {
+        guard let value, value.kind != .null else { return nil }
+        switch value.kind {
+        case .true: return true
+        case .false: return false
+        default:
+            throw LineProblem(
+                """
+                consumption_consent must be true or false (user \(userID)): true once the customer agreed that \
+                consumption data may be sent to Apple when they ask for a refund, false when they withdraw it
+                """)
+        }
     }
 
     private static func bundleID(_ value: JSONValue?, user userID: String) throws(LineProblem) -> String? {

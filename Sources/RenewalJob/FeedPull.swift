@@ -51,6 +51,8 @@ struct FeedPull: Sendable {
         var applied = 0
         var changes = 0
         var migrated = 0
+        /// New refund requests recorded to be answered.
+        var refundRequests = 0
         /// New notifications with nothing newer than the database.
         var known = 0
         /// New notifications that made their receipt due instead, by why.
@@ -74,6 +76,7 @@ struct FeedPull: Sendable {
             applied += other.applied
             changes += other.changes
             migrated += other.migrated
+            refundRequests += other.refundRequests
             known += other.known
             rechecked.merge(other.rechecked, uniquingKeysWith: +)
             changed += other.changed
@@ -96,6 +99,7 @@ struct FeedPull: Sendable {
             notifications += recorded.new
             unmatched += recorded.unmatched.count
             madeDue += recorded.madeDue
+            refundRequests += recorded.refundRequests
             byType.merge(recorded.newByType, uniquingKeysWith: +)
             applied += recorded.applied.count
             known += recorded.known
@@ -193,11 +197,17 @@ struct FeedPull: Sendable {
                         "A notification from the change feed failed verification and changes nothing",
                         metadata: [LogKey.appStoreEnvironment: "\(environment.rawValue)", LogKey.reason: "\(reason)"])
                 }
-                let records = page.notifications.map {
-                    FeedNotificationRecord(
-                        uuid: $0.uuid, environment: environment, type: $0.type, subtype: $0.subtype,
-                        originalTransactionID: $0.originalTransactionID, signedAt: $0.signedDate, bundleID: stream.app,
-                        evidence: $0.evidence)
+                let records = page.notifications.map { notification in
+                    var record = FeedNotificationRecord(
+                        uuid: notification.uuid, environment: environment, type: notification.type,
+                        subtype: notification.subtype, originalTransactionID: notification.originalTransactionID,
+                        signedAt: notification.signedDate, bundleID: stream.app, evidence: notification.evidence)
+                    record.transactionID = notification.transactionID
+                    record.periodStart = notification.periodStart
+                    record.periodEnd = notification.periodEnd
+                    record.productID = notification.productID
+                    record.consumptionRequestReason = notification.consumptionRequestReason
+                    return record
                 }
                 let now = clock()
                 let context = rules.map {

@@ -46,6 +46,8 @@ extension RenewalRun {
         /// After the due work, a `run` completes the ledger's earlier transactions with Get Transaction
         /// History, sending at most this many requests (0: none). Default 200.
         public var historyRequestsPerRun = 200
+        /// The refund the developer prefers, sent with each answer to a refund request; nil: none.
+        public var refundPreference: RefundPreference?
         /// Where to write the JSON report; nil for none.
         public var reportPath: String?
         /// Identifies this process in leases and the `runs` table.
@@ -84,6 +86,8 @@ extension RenewalRun {
         /// Get Transaction History, asked after the due work to complete the ledger's earlier periods;
         /// nil (no Server API) for none. With several apps, each app's (`AppCatalogue.App.history`).
         public var history: (any TransactionHistory)?
+        /// Answers refund requests (Send Consumption Information); nil: requests stay unanswered.
+        public var refundAnswers: (any RefundRequestAnswering)?
         /// After its checks, a `run` (not a dry run) delivers what is due in the outbox through this,
         /// within its time budget; the rest is left to `renewal deliver` and the next run. Nil: none.
         public var webhooks: WebhookDelivery?
@@ -109,6 +113,15 @@ extension RenewalRun {
         var feedSources: [(app: String?, feed: (any NotificationFeed)?)] {
             guard let apps else { return [(nil, feed)] }
             return apps.apps.map { ($0.bundleID, $0.feed) }
+        }
+
+        /// Each app's Send Consumption Information, by bundle id (nil: the one app); apps without a
+        /// Server API key are left out (their refund requests stay unanswered).
+        var refundAnswerSources: [String?: any RefundRequestAnswering] {
+            guard let apps else { return refundAnswers.map { [nil: $0] } ?? [:] }
+            var sources: [String?: any RefundRequestAnswering] = [:]
+            for app in apps.apps { sources[app.bundleID] = app.refundAnswers }
+            return sources
         }
 
         /// Each app's Get Transaction History, by bundle id (nil: the one app); apps without a Server API

@@ -121,6 +121,22 @@ public struct RenewalRun: Sendable {
                 logger.warning("Transaction history not recorded", metadata: ["error": "\(error)"])
             }
         }
+        if case .run = configuration.command, !configuration.dryRun {
+            // Refund requests are answered within Apple's 12 hours, whatever the run's own outcome.
+            do {
+                let answers = try await RefundRequestAnswers(
+                    store: store, sources: dependencies.refundAnswerSources,
+                    preference: configuration.refundPreference, runID: runID, now: now, logger: logger
+                ).run()
+                answers.count(into: &loop.counts)
+                let backlog = try await store.refundRequestBacklog(now: now())
+                dependencies.metrics?.refundRequests(
+                    answered: answers.answered, unanswered: answers.unanswered, missed: answers.missed,
+                    open: backlog.open, missedLastDay: backlog.missedLastDay)
+            } catch {
+                logger.warning("Refund requests not answered", metadata: ["error": "\(error)"])
+            }
+        }
         if let webhooks = dependencies.webhooks, case .run = configuration.command, !configuration.dryRun {
             // The changes just written go out now, within the delivery's own time budget and breaker.
             let delivery = await webhooks.deliverForRun(logger: logger, metrics: dependencies.metrics)
@@ -174,6 +190,7 @@ public struct RenewalRun: Sendable {
             counts.notificationsUnmatched = outcome?.unmatched ?? 0
             counts.changed += outcome?.changes ?? 0
             counts.migrated += outcome?.migrated ?? 0
+            counts.refundRequests = outcome?.refundRequests ?? 0
             counts.feedLagSeconds = health?.lagSeconds
             counts.feedFallback = health.map(\.fallbackNames)
         }

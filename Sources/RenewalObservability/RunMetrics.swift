@@ -194,6 +194,31 @@ public final class RunMetrics: AppStoreObserver, Sendable {
         }
     }
 
+    /// Refund requests: this run's answers by result (`answered`, `unanswered` without consent,
+    /// `missed`), the requests still open, and those missed in the last day (what the alert reads).
+    package func refundRequests(answered: Int, unanswered: Int, missed: Int, open: Int, missedLastDay: Int) {
+        for (result, count) in [("answered", answered), ("unanswered", unanswered), ("missed", missed)] {
+            registry.makeCounter(
+                descriptor: Self.name(
+                    "refund_requests", "total",
+                    "Apple refund requests (CONSUMPTION_REQUEST) handled, by result (answered, unanswered, missed)."),
+                labels: [("command", command), ("result", result)]
+            ).increment(by: Int64(count))
+        }
+        registry.makeGauge(
+            descriptor: Self.name(
+                "refund_requests_open", "",
+                "Apple refund requests recorded and not answered yet, within their 12 hours."),
+            labels: [("command", command)]
+        ).set(to: Double(open))
+        registry.makeGauge(
+            descriptor: Self.name(
+                "refund_requests_missed_last_day", "",
+                "Apple refund requests whose 12 hours ended in the last day without an answer."),
+            labels: [("command", command)]
+        ).set(to: Double(missedLastDay))
+    }
+
     /// How long the oldest change not yet delivered has waited (0 when the outbox is empty).
     public func webhookOutbox(oldestUndeliveredSeconds: Double) {
         registry.makeGauge(

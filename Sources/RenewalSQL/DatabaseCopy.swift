@@ -46,6 +46,8 @@ public struct DatabaseCopy: Sendable {
         Table("webhook_endpoints", key: "url_digest"),
         Table("api_request_budget", key: "bucket"),
         Table("transactions", key: "transaction_id"),
+        Table("consumption_consents", key: "user_id"),
+        Table("refund_requests", key: "notification_uuid"),
     ]
 
     /// Tables that are not copied: the target's migrations write its own `schema_migrations`, and

@@ -41,6 +41,7 @@ public enum SQLSchema {
         Migration(version: 16, statements: version16),
         Migration(version: 17, statements: version17),
         Migration(version: 18, statements: version18),
+        Migration(version: 19, statements: version19),
     ]
 
     static let createMigrationsTable = """

@@ -29,6 +29,19 @@ extension SQLSubscriptionStore {
                 else { continue }
                 result.new += 1
                 result.newByType[notification.type, default: 0] += 1
+                if notification.type == "CONSUMPTION_REQUEST", let transactionID = notification.transactionID {
+                    // A refund request changes no entitlement: it is recorded to be answered.
+                    try Self.recordRefundRequest(
+                        notification, transactionID: transactionID, receiptID: receiptID, runID: runID, now: now,
+                        on: connection)
+                    result.refundRequests += 1
+                    continue
+                }
+                if ["REFUND", "REFUND_DECLINED"].contains(notification.type),
+                    let transactionID = notification.transactionID
+                {
+                    try Self.recordRefundOutcome(notification, transactionID: transactionID, on: connection)
+                }
                 guard let receiptID else {
                     if notification.originalTransactionID != nil { result.unmatched.append(notification) }
                     continue

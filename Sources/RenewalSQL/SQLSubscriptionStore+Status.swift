@@ -108,6 +108,10 @@ extension SQLSubscriptionStore: RunHistoryStore {
         record.counts.notificationsApplied = try row.int("notifications_applied")
         record.counts.historyTransactions = try row.int("history_transactions")
         record.counts.historyCompleted = try row.int("history_completed")
+        record.counts.refundRequests = try row.int("refund_requests")
+        record.counts.refundRequestsAnswered = try row.int("refund_requests_answered")
+        record.counts.refundRequestsUnanswered = try row.int("refund_requests_unanswered")
+        record.counts.refundRequestsMissed = try row.int("refund_requests_missed")
         record.counts.feedLagSeconds = try row.optionalInt("feed_lag_ms").map { Double($0) / 1000 }
         record.counts.feedFallbackText = try row.optionalText("feed_fallback")
         record.counts.appsStoppedText = try row.optionalText("apps_stopped")

@@ -67,6 +67,7 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
     public func importReceipts(_ items: [ReceiptImport], now: Date) async throws -> [ReceiptImportOutcome] {
         guard !items.isEmpty else { return [] }
         return try await inTransaction { connection in
+            try Self.recordConsents(items, now: now, on: connection)
             // A batch naming each user once loads in bulk where the backend can (PostgreSQL's COPY and
             // a few set-based statements); a user named twice is stored line after line, as written.
             if items.count > 1, Set(items.map(\.userID)).count == items.count,

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOHTTP1
 import RenewalAppleAPI
 import RenewalCore
 
@@ -27,9 +28,11 @@ struct NotificationPayload: SignedPayload {
         var signedRenewalInfo: String?
         /// The subscription's status when Apple signed it (1 active … 5 revoked), in newer notifications.
         var status: Int?
+        /// Of a `CONSUMPTION_REQUEST`: why the customer asked for a refund.
+        var consumptionRequestReason: String?
 
         enum CodingKeys: String, CodingKey {
-            case environment, bundleId, signedTransactionInfo, signedRenewalInfo, status
+            case environment, bundleId, signedTransactionInfo, signedRenewalInfo, status, consumptionRequestReason
         }
 
         init(from decoder: any Decoder) throws {
@@ -39,6 +42,7 @@ struct NotificationPayload: SignedPayload {
             signedTransactionInfo = c.flexibleString(.signedTransactionInfo)
             signedRenewalInfo = c.flexibleString(.signedRenewalInfo)
             status = c.flexibleInt(.status)
+            consumptionRequestReason = c.flexibleString(.consumptionRequestReason)
         }
     }
 
@@ -84,6 +88,8 @@ public struct VerifiedNotification: Sendable, Hashable {
     public var status: Int?
     /// `data.bundleId`.
     public var bundleID: String?
+    /// `data.consumptionRequestReason`, of a refund request.
+    public var consumptionRequestReason: String?
 
     /// The notification in the decision's terms, with the subscription's signed state when it carries
     /// a transaction of an auto-renewable subscription and its renewal info.
@@ -133,7 +139,8 @@ extension SignedDataVerifier {
         return VerifiedNotification(
             uuid: uuid, type: type, subtype: payload.subtype, signedDate: signedDate,
             originalTransactionID: transaction?.originalTransactionId, transaction: transaction, renewal: renewal,
-            status: payload.data?.status, bundleID: payload.data?.bundleId)
+            status: payload.data?.status, bundleID: payload.data?.bundleId,
+            consumptionRequestReason: payload.data?.consumptionRequestReason)
     }
 }
 
@@ -159,12 +166,14 @@ extension ServerAPIClient {
     /// within the client's attempts like a status request; a 429 is not waited out (the caller stops and
     /// resumes next run from what it stored).
     func pageExchange<Page: Decodable>(
-        _ path: String, body: Data? = nil, environment: AppStoreEnvironment, logger: Logger, as: Page.Type
+        _ path: String, method: HTTPMethod? = nil, body: Data? = nil, environment: AppStoreEnvironment,
+        logger: Logger, as: Page.Type
     ) async -> Result<Page, AppleAPIError> {
         await configuration.retryPolicy.run(
             observer: transport.observer, logger: logger, reason: { $0.failure?.reason }
         ) { _ in
-            let result = await exchange(path, body: body, environment: environment, logger: logger, as: Page.self)
+            let result = await exchange(
+                path, method: method, body: body, environment: environment, logger: logger, as: Page.self)
             switch result {
             case .success: return .finish(result)
             case .failure(let error): return error.isRetryable && !error.isRateLimit ? .retry(result) : .finish(result)
@@ -208,12 +217,19 @@ extension ServerAPIClient: NotificationFeed {
                 let verified = try await verifier.notification(signed, environment: environment.rawValue)
                 let isSubscription =
                     verified.transaction.map { $0.type == nil || $0.type == "Auto-Renewable Subscription" } ?? false
-                notifications.append(
-                    FeedNotification(
-                        uuid: verified.uuid, type: verified.type, subtype: verified.subtype,
-                        signedDate: verified.signedDate,
-                        originalTransactionID: isSubscription ? verified.originalTransactionID : nil,
-                        evidence: isSubscription ? verified.evidence(environment: environment) : nil))
+                var notification = FeedNotification(
+                    uuid: verified.uuid, type: verified.type, subtype: verified.subtype,
+                    signedDate: verified.signedDate,
+                    originalTransactionID: isSubscription ? verified.originalTransactionID : nil,
+                    evidence: isSubscription ? verified.evidence(environment: environment) : nil)
+                if isSubscription, let transaction = verified.transaction {
+                    notification.transactionID = transaction.transactionId
+                    notification.periodStart = transaction.purchaseDate
+                    notification.periodEnd = transaction.expiresDate
+                    notification.productID = transaction.productId
+                    notification.consumptionRequestReason = verified.consumptionRequestReason
+                }
+                notifications.append(notification)
             } catch {
                 refused.append(error.reason)
             }

@@ -152,7 +152,8 @@ public final class ServerAPIClient: Sendable {
     /// Waits for the budget (every endpoint draws on the status budget, which the app's own traffic
     /// shares) and any 429 pause, sends one request (a POST when `body` is given) and reads the answer.
     func exchange<Answer: Decodable>(
-        _ path: String, body: Data? = nil, environment: AppStoreEnvironment, logger: Logger, as: Answer.Type
+        _ path: String, method: HTTPMethod? = nil, body: Data? = nil, environment: AppStoreEnvironment,
+        logger: Logger, as: Answer.Type
     ) async -> Result<Answer, AppleAPIError> {
         let url = configuration.baseURL(environment) + path
         do {
@@ -172,7 +173,7 @@ public final class ServerAPIClient: Sendable {
             return .failure(.connection("the API token could not be signed"))
         }
         var request = HTTPClientRequest(url: url)
-        request.method = body == nil ? .GET : .POST
+        request.method = method ?? (body == nil ? .GET : .POST)
         request.headers.add(name: "Authorization", value: "Bearer " + bearer)
         request.headers.add(name: "Accept", value: "application/json")
         if let body {
@@ -213,7 +214,9 @@ public final class ServerAPIClient: Sendable {
         logger.trace(
             "Server API answered", metadata: [LogKey.httpStatus: "\(code)", LogKey.responseBytes: "\(body.count)"])
         switch code {
-        case 200:
+        case 200, 202:
+            // An answer without a body (Send Consumption Information's 202).
+            if let empty = NoContent() as? Answer { return .success(empty) }
             guard let decoded = try? JSONDecoder().decode(Answer.self, from: body) else {
                 return .failure(.notJSON(contentType: response.headers.first(name: "Content-Type"), bytes: body.count))
             }
@@ -243,6 +246,9 @@ public final class ServerAPIClient: Sendable {
     struct ErrorBody: Decodable {
         var errorCode: Int?
     }
+
+    /// The answer of a call whose success carries no body.
+    struct NoContent: Decodable {}
 
     /// Apple sends `Retry-After` as a UNIX time in milliseconds; a small number is read as seconds
     /// to wait (HTTP's own meaning), and none as one second.

@@ -14,6 +14,15 @@ public struct FeedNotificationRecord: Sendable, Hashable {
     public var signedAt: Date
     /// Its signed data about the subscription, applied when newer than what is stored.
     public var evidence: NotificationEvidence?
+    /// Its signed transaction's id, when it carries one: the transaction a refund request or its
+    /// outcome is about.
+    public var transactionID: String?
+    /// Of a `CONSUMPTION_REQUEST`: Apple's `consumptionRequestReason`.
+    public var consumptionRequestReason: String?
+    /// The period its signed transaction paid for, and its product.
+    public var periodStart: Date?
+    public var periodEnd: Date?
+    public var productID: String?
 
     public init(
         uuid: String, environment: AppStoreEnvironment, type: String, subtype: String?,
@@ -47,6 +56,8 @@ public struct FeedRecordResult: Sendable, Hashable {
     public var known = 0
     /// New notifications that could not be applied on their own, by why: their receipts were made due.
     public var rechecked: [NotificationUse.Recheck: Int] = [:]
+    /// New refund requests (`CONSUMPTION_REQUEST`) recorded to be answered.
+    public var refundRequests = 0
 
     public init() {}
 }

@@ -18,6 +18,9 @@ public struct ReceiptImport: Sendable, Hashable {
     /// The app the line names (or its verified signed transaction does); nil: learnt from Apple's
     /// first valid answer.
     public var bundleID: String?
+    /// The customer's consent to share consumption data with Apple when asked about a refund
+    /// (`consumption_consent`); kept for the user until a later line says otherwise. Nil: unchanged.
+    public var consumptionConsent: Bool?
 
     public init(
         userID: String, latestReceipt: String?, productID: String? = nil, originalTransactionID: String? = nil,

@@ -62,6 +62,14 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
     public var historyTransactions = 0
     /// Subscriptions whose history this run completed (Apple said there was no more).
     public var historyCompleted = 0
+    /// Refund requests (`CONSUMPTION_REQUEST`) this run read from the change feed for the first time.
+    public var refundRequests = 0
+    /// Refund requests this run answered (Apple accepted the consumption information).
+    public var refundRequestsAnswered = 0
+    /// Refund requests this run left unanswered because the app recorded no consent for the customer.
+    public var refundRequestsUnanswered = 0
+    /// Refund requests whose 12 hours passed without an answer, found by this run: alerted on.
+    public var refundRequestsMissed = 0
 
     public init() {}
 
@@ -83,6 +91,10 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
         case appsStopped = "apps_stopped"
         case historyTransactions = "history_transactions"
         case historyCompleted = "history_completed"
+        case refundRequests = "refund_requests"
+        case refundRequestsAnswered = "refund_requests_answered"
+        case refundRequestsUnanswered = "refund_requests_unanswered"
+        case refundRequestsMissed = "refund_requests_missed"
     }
 }
 

@@ -125,7 +125,7 @@ struct AppleSetup {
     /// there is a Server API key.
     func makeVerifier(transport: AppleTransport, budget: any RequestBudget) -> (
         verifier: any ReceiptVerifier, feed: (any NotificationFeed)?, history: (any TransactionHistory)?,
-        catalogue: AppCatalogue?
+        refundAnswers: (any RefundRequestAnswering)?, catalogue: AppCatalogue?
     ) {
         guard let apps else {
             let client = AppStoreClient(transport: transport, configuration: verifyReceipt)
@@ -135,7 +135,7 @@ struct AppleSetup {
             let router = SourceRouter(mode: mode, verifyReceipt: client, serverAPI: serverAPIClient)
             // The change feed comes with the Server API; verify-receipt asks only verifyReceipt.
             let serverAPIReader = mode == .verifyReceipt ? nil : serverAPIClient
-            return (router, serverAPIReader, serverAPIReader, nil)
+            return (router, serverAPIReader, serverAPIReader, serverAPIReader, nil)
         }
         let catalogue = AppCatalogue(
             apps: apps.map { app in
@@ -148,9 +148,10 @@ struct AppleSetup {
                     verifier: SourceRouter(mode: mode, verifyReceipt: client, serverAPI: serverAPIClient),
                     // Apple's change feed is per app: each app's own key reads its own.
                     feed: mode == .verifyReceipt ? nil : serverAPIClient,
-                    history: mode == .verifyReceipt ? nil : serverAPIClient)
+                    history: mode == .verifyReceipt ? nil : serverAPIClient,
+                    refundAnswers: mode == .verifyReceipt ? nil : serverAPIClient)
             })
-        return (catalogue, nil, nil, catalogue)
+        return (catalogue, nil, nil, nil, catalogue)
     }
 
     /// What the log shows of the Apple side: URLs, apps and which credentials each has; never a

@@ -72,6 +72,16 @@ struct RunOptions: ParsableArguments {
         name: .long,
         help: ArgumentHelp(
             """
+            The refund the developer prefers, sent with each answer to Apple's refund requests \
+            (CONSUMPTION_REQUEST): DECLINE, GRANT_FULL or GRANT_PRORATED. Default: none sent.
+            """,
+            valueName: "preference"))
+    var refundPreference: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            """
             After SIGTERM/SIGINT, how long in-flight Apple requests may finish before they are cancelled and \
             their receipts released untouched (a second signal exits at once).
             """,
@@ -131,6 +141,10 @@ struct RunOptions: ParsableArguments {
         }
         guard (0...100_000).contains(historyRequests) else {
             throw ValidationError("--history-requests must be between 0 and 100000.")
+        }
+        if let refundPreference, RefundPreference(rawValue: refundPreference) == nil {
+            throw ValidationError(
+                "--refund-preference must be DECLINE, GRANT_FULL or GRANT_PRORATED (got \(refundPreference)).")
         }
         guard (0...600).contains(drainSeconds) else {
             throw ValidationError("--drain-seconds must be between 0 and 600.")
@@ -199,6 +213,7 @@ struct RunOptions: ParsableArguments {
         configuration.reportPath = jsonReport
         configuration.feedOverlap = feedOverlapMinutes * 60
         configuration.historyRequestsPerRun = historyRequests
+        configuration.refundPreference = refundPreference.flatMap(RefundPreference.init(rawValue:))
         configuration.feedMaximumLag = feedMaxLagMinutes * 60
         // Changes are queued only where they can be signed and sent: the secret is checked now.
         if webhook.resolvedURL != nil {

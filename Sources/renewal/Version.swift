@@ -5,7 +5,7 @@ import RenewalStorage
 /// operator upgrading workers one by one compares it with `schema_migrations`).
 enum RenewalVersion {
     /// Raised with each release.
-    static let number = "0.34.0"
+    static let number = "0.35.0"
 
     static var text: String { "\(number) (database schema \(SQLSchema.currentVersion))" }
 }

@@ -35,6 +35,7 @@ struct AppStoreClientTests {
         (.malformed, .malformed), (.transient21005, .valid(.production)),
         (.outage, .outage), (.html200, .outage), (.truncatedJSON, .outage), (.slow, .valid(.production)),
         (.multiseat, .valid(.production)), (.assignedSeat, .valid(.production)),
+        (.refundRequest, .valid(.production)),
     ]
 
     @Test("The table covers every scenario")

@@ -534,13 +534,14 @@ struct DeployFilesTests {
         let promtool = try #require(ObservabilityTools.promtool)
         let rules = DeployFiles.root + "/Deploy/prometheus/alerts.yml"
         let check = try await toolOffPool(promtool, ["check", "rules", rules])
-        #expect(check.contains("SUCCESS: 8 rules found"), "\(check)")
+        #expect(check.contains("SUCCESS: 9 rules found"), "\(check)")
         let unitTests = try await toolOffPool(
             promtool, ["test", "rules", DeployFiles.root + "/Deploy/prometheus/alerts.test.yml"])
         #expect(unitTests.contains("SUCCESS"), "\(unitTests)")
         let ruleText = try DeployFiles.text("Deploy/prometheus/alerts.yml")
         for alert in [
             "RenewalJobNotSucceeding", "RenewalAppleOutage", "RenewalHighFailureRate", "RenewalChangeFeedUnhealthy",
+            "RenewalRefundRequestMissed",
         ] {
             #expect(ruleText.contains("alert: \(alert)"))
         }

@@ -139,6 +139,27 @@ struct DatabaseCopyTests {
                         NULL, NULL, NULL, NULL, NULL, 0, 2, $3, 1, 'REFUND_PRORATED', 50000, 'RENEWAL', 1,
                         'verify_receipt', NULL, $3, $3)
                 """, [.int64(day - 30), .int64(day), .int64(day + 30)])
+            try insert(
+                """
+                INSERT INTO consumption_consents (user_id, consented, updated_at)
+                VALUES ('user-1', 1, $1), ($2, 0, $1)
+                """, [.int64(day), .text(awkward)])
+            try insert(
+                """
+                INSERT INTO refund_requests (notification_uuid, transaction_id, original_transaction_id, user_id,
+                    bundle_id, environment, product_id, reason, requested_at, answer_by, period_start, period_end, state,
+                    attempts, next_attempt_at, claimed_until, answered_at, sent, apple_status, apple_error_code,
+                    last_error, outcome, outcome_at, revocation_type, revocation_percentage, recorded_at, run_id)
+                VALUES ('rr-1', 't-2', 'otid-1', 'user-1', 'com.example.app', 'Production', 'product',
+                        'UNINTENDED_PURCHASE', $1, $2, $1, $3, 'answered', 1, NULL, NULL, $1, $4, 202, NULL, NULL,
+                        'refunded', $2, 'REFUND_PRORATED', 50000, $1, 'run-1'),
+                       ('rr-2', 't-9', NULL, NULL, NULL, 'Sandbox', NULL, NULL, $1, $2, NULL, NULL, 'pending', 0,
+                        $1, NULL, NULL, NULL, NULL, NULL, $5, NULL, NULL, NULL, NULL, $1, NULL)
+                """,
+                [
+                    .int64(day), .int64(day + 43_200_000), .int64(day + 30), .text(#"{"customerConsented":true}"#),
+                    .text(awkward),
+                ])
         }
     }
 

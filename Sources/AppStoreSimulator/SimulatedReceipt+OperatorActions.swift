@@ -1,0 +1,43 @@
+import Foundation
+
+extension SimulatedReceipt {
+    /// An Apple error a request body earns: its code and message.
+    struct RequestProblem: Sendable, Hashable {
+        var code: Int
+        var message: String
+    }
+
+    /// What Apple refuses in a Send Consumption Information (V2) body, as it documents: consent other than
+    /// true (4000035), an unknown delivery status (4000036), a percentage outside 0–100000 or not 0 for an
+    /// undelivered purchase, an unknown refund preference, a missing `sampleContentProvided` (4000000).
+    static func consumptionProblem(_ fields: [String: Any]?) -> RequestProblem? {
+        guard let fields else { return RequestProblem(code: 4_000_000, message: "Invalid request body.") }
+        guard fields["customerConsented"] as? Bool == true else {
+            return RequestProblem(code: 4_000_035, message: "Invalid customer consented.")
+        }
+        let statuses: Set<String> = [
+            "DELIVERED", "UNDELIVERED_QUALITY_ISSUE", "UNDELIVERED_WRONG_ITEM", "UNDELIVERED_SERVER_OUTAGE",
+            "UNDELIVERED_OTHER",
+        ]
+        guard let status = fields["deliveryStatus"] as? String, statuses.contains(status) else {
+            return RequestProblem(code: 4_000_036, message: "Invalid delivery status.")
+        }
+        guard fields["sampleContentProvided"] is Bool else {
+            return RequestProblem(code: 4_000_000, message: "Invalid sample content provided.")
+        }
+        if let percentage = fields["consumptionPercentage"] {
+            guard let value = (percentage as? NSNumber)?.intValue, (0...100_000).contains(value) else {
+                return RequestProblem(code: 4_000_000, message: "Invalid consumption percentage.")
+            }
+            if status != "DELIVERED", value != 0 {
+                return RequestProblem(code: 4_000_000, message: "Undelivered consumption percentage non zero.")
+            }
+        }
+        if let preference = fields["refundPreference"] {
+            guard let text = preference as? String, ["DECLINE", "GRANT_FULL", "GRANT_PRORATED"].contains(text) else {
+                return RequestProblem(code: 4_000_000, message: "Invalid refund preference.")
+            }
+        }
+        return nil
+    }
+}
