@@ -123,7 +123,13 @@ extension SimulatedReceipt {
             add(firstEnd, "EXPIRED", "VOLUNTARY", id: addonID)
             renewals(from: start)
         default:
-            renewals(from: start)
+            if let extensions, !extensions.isEmpty {
+                // Renewals at the extended dates, and each extension as Apple notifies it.
+                for renewal in extendedPeriods(until: until).dropFirst() { add(renewal.start, "DID_RENEW") }
+                for granted in extensions { add(granted.at, "RENEWAL_EXTENDED") }
+            } else {
+                renewals(from: start)
+            }
         }
         return events.sorted { ($0.0, $0.1) < ($1.0, $1.1) }.map { at, type, subtype, id in
             SimulatedNotification(

@@ -1,4 +1,5 @@
 import Foundation
+import RenewalCore
 
 extension SimulatedReceipt {
     /// An Apple error a request body earns: its code and message.
@@ -39,5 +40,35 @@ extension SimulatedReceipt {
             }
         }
         return nil
+    }
+
+    /// Apple's answer to extending this subscription by `days` at `now`: the success body, or the error
+    /// an ineligible subscription gets (4030007 family-shared, 4030005 extended twice in 365 days, 4030004
+    /// otherwise: not active, in a free trial, a multiseat member).
+    func extensionAnswer(originalTransactionID: String, days: Int, requestIdentifier: String, at now: Date)
+        -> ServerAPIAnswer
+    {
+        if scenario == .familyShared {
+            return .error(
+                httpStatus: 403, code: 4_030_007, message: "Family shared subscriptions are not eligible for extension."
+            )
+        }
+        let recent = (extensions ?? []).filter { $0.at > now.addingTimeInterval(-365 * Self.day) }
+        if recent.count >= 2 {
+            return .error(httpStatus: 403, code: 4_030_005, message: "Subscription has reached the maximum extensions.")
+        }
+        let current = response(at: now).latestReceiptInfo.first { $0.originalTransactionID == originalTransactionID }
+        let active =
+            current.map { row in
+                row.cancellationDate == nil && (row.expiresDate ?? .distantPast) > now && row.isTrialPeriod != true
+            } ?? false
+        guard active, scenario != .assignedSeat else {
+            return .error(httpStatus: 403, code: 4_030_004, message: "Subscription is not eligible for extension.")
+        }
+        let body: [String: Any] = [
+            "originalTransactionId": originalTransactionID, "webOrderLineItemId": current?.webOrderLineItemID ?? "",
+            "success": true, "effectiveDate": Self.ms(now),
+        ]
+        return .json(Self.json(body))
     }
 }

@@ -173,14 +173,40 @@ extension SimulatedReceipt {
             return multipleSubscriptionsTimeline(now: now)
         default:
             // renewal, sandbox, family_shared, trial, transient_21005, truncated_json, slow,
-            // and refund/upgrade before their event.
+            // and refund/upgrade before their event; extended renewal dates move the periods.
             var current = renewing(productID, from: start, firstIndex: 0, salt: "", now: now)
+            if let bounds = extendedPeriods(until: now).last, !(extensions ?? []).isEmpty {
+                current.index = bounds.index
+                current.start = bounds.start
+                current.end = bounds.end
+            }
             current.trial = scenario == .trial && current.index == 0
             return Timeline(
                 periods: [current],
                 pending: [.init(originalTransactionID: originalID, productID: productID, autoRenewStatus: true)],
                 renewals: current.index)
         }
+    }
+
+    /// The periods of a renewing subscription whose renewal dates were extended, up to the one `now` falls
+    /// in: each extension moves the end of the period it was granted in (and so every later period) by its
+    /// days.
+    func extendedPeriods(until now: Date) -> [(index: Int, start: Date, end: Date)] {
+        var pending = (extensions ?? []).sorted { $0.at < $1.at }[...]
+        var periods: [(index: Int, start: Date, end: Date)] = []
+        var periodStart = start
+        var periodEnd = start.addingTimeInterval(period)
+        for index in 0..<10_000 {
+            while let next = pending.first, next.at < periodEnd {
+                periodEnd = periodEnd.addingTimeInterval(Double(next.days) * Self.day)
+                pending.removeFirst()
+            }
+            periods.append((index, periodStart, periodEnd))
+            if now < periodEnd { break }
+            periodStart = periodEnd
+            periodEnd = periodStart.addingTimeInterval(period)
+        }
+        return periods
     }
 
     /// The period of a subscription renewing every `period` since `origin` that `now` falls in.

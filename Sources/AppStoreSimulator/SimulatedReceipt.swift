@@ -1,5 +1,18 @@
 import Foundation
 
+/// A renewal-date extension Apple granted: when, by how many days, and the request that asked for it.
+public struct SimulatedExtension: Codable, Sendable, Hashable {
+    public var at: Date
+    public var days: Int
+    public var requestIdentifier: String
+
+    public init(at: Date, days: Int, requestIdentifier: String) {
+        self.at = at
+        self.days = days
+        self.requestIdentifier = requestIdentifier
+    }
+}
+
 /// A receipt the simulator understands. Its `encoded` form plays the part of Apple's opaque base64
 /// receipt: the job stores it, sends it as `receipt-data` and replaces it with `latest_receipt`.
 public struct SimulatedReceipt: Codable, Sendable, Hashable {
@@ -30,6 +43,9 @@ public struct SimulatedReceipt: Codable, Sendable, Hashable {
     /// The `refund` scenario's customer asked for the refund a day before it: a `CONSUMPTION_REQUEST`
     /// (reason `UNINTENDED_PURCHASE`) at `s+1.5p-1d`.
     public var refundRequested: Bool?
+    /// Renewal-date extensions Apple granted this subscription (Extend a Subscription Renewal Date); nil
+    /// for none. Each moves the end of the period it was granted in, and every later period, by its days.
+    public var extensions: [SimulatedExtension]?
 
     /// The seats bought with a multiseat purchase.
     public var purchasedSeats: Int { seats ?? 5 }

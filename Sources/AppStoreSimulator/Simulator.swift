@@ -31,6 +31,12 @@ public func buildSimulator(
     router.get("sandbox/inApps/v2/history/:id") { request, context in
         try await routes.transactionHistory(request, id: context.parameters.get("id") ?? "", sandbox: true)
     }
+    router.put("inApps/v1/subscriptions/extend/:id") { request, context in
+        try await routes.extend(request, id: context.parameters.get("id") ?? "", sandbox: false)
+    }
+    router.put("sandbox/inApps/v1/subscriptions/extend/:id") { request, context in
+        try await routes.extend(request, id: context.parameters.get("id") ?? "", sandbox: true)
+    }
     router.put("inApps/v2/transactions/consumption/:id") { request, context in
         try await routes.consumption(request, id: context.parameters.get("id") ?? "", sandbox: false)
     }
@@ -223,6 +229,31 @@ struct SimulatorRoutes: Sendable {
                     refundPreference: fields?["refundPreference"] as? String, receivedAt: state.now))
             return Response(status: .accepted)
         }
+    }
+
+    /// Extend a Subscription Renewal Date: once admitted, the body checked as Apple checks it (days 1–90,
+    /// reason 0–3, a request identifier), then the extension granted or refused (`SimulatorState.extend`).
+    func extend(_ request: Request, id: String, sandbox: Bool) async throws -> Response {
+        switch try await admit(request, id: id, sandbox: sandbox) {
+        case .refused(let response): return response
+        case .admitted: break
+        }
+        let body = try await request.body.collect(upTo: 64 * 1024)
+        let fields = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any]
+        guard let days = (fields?["extendByDays"] as? NSNumber)?.intValue, (1...90).contains(days) else {
+            return serverAPIError(400, code: 4_000_009, message: "Invalid extend by days value.")
+        }
+        guard let reason = (fields?["extendReasonCode"] as? NSNumber)?.intValue, (0...3).contains(reason) else {
+            return serverAPIError(400, code: 4_000_010, message: "Invalid extend reason code.")
+        }
+        guard let identifier = fields?["requestIdentifier"] as? String, !identifier.isEmpty, identifier.count <= 128
+        else {
+            return serverAPIError(400, code: 4_000_011, message: "Invalid request identifier.")
+        }
+        let answer = state.extend(originalTransactionID: id, days: days, requestIdentifier: identifier)
+        let delay = state.extensionAnswerDelay
+        if delay > .zero { try await Task.sleep(for: delay) }
+        return send(answer)
     }
 
     private func send(_ answer: ServerAPIAnswer) -> Response {

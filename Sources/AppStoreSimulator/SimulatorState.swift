@@ -108,6 +108,11 @@ public final class SimulatorState: Sendable {
         var historyPageSize = 20
         var historyRevisions: [String?] = []
         var consumptionAnswers: [ConsumptionAnswer] = []
+        /// Every Extend a Subscription Renewal Date request's identifier, in order, repeats included.
+        var extensionRequests: [String] = []
+        /// The answer given to each request identifier, so a repeated one gets it again.
+        var extensionAnswers: [String: ServerAPIAnswer] = [:]
+        var extensionAnswerDelay: Duration = .zero
     }
 
     /// A fault of Notification History alone (the status endpoint keeps answering).
@@ -265,6 +270,59 @@ public final class SimulatorState: Sendable {
             $0.historyRevisions.append(revision)
             $0.serverAPIStats.history += 1
         }
+    }
+
+    /// Every Extend a Subscription Renewal Date request identifier received, in order, repeats included.
+    public var extensionRequests: [String] {
+        storage.withLock { $0.extensionRequests }
+    }
+
+    /// Extend a Subscription Renewal Date for the subscription `originalTransactionID`, as Apple answers it:
+    /// a repeated request identifier gets the first answer again and extends nothing; an ineligible
+    /// subscription (not active, in a free trial, family-shared, a multiseat member, or extended twice in
+    /// the last 365 days) gets Apple's error; otherwise the subscription's renewal date moves by `days`.
+    func extend(originalTransactionID: String, days: Int, requestIdentifier: String) -> ServerAPIAnswer {
+        let now = self.now
+        return storage.withLock { storage in
+            storage.extensionRequests.append(requestIdentifier)
+            if let earlier = storage.extensionAnswers[requestIdentifier] { return earlier }
+            guard var receipt = storage.registry[originalTransactionID] else { return .notFound }
+            let answer = receipt.extensionAnswer(
+                originalTransactionID: originalTransactionID, days: days, requestIdentifier: requestIdentifier,
+                at: now)
+            if case .json = answer {
+                receipt.extensions =
+                    (receipt.extensions ?? [])
+                    + [SimulatedExtension(at: now, days: days, requestIdentifier: requestIdentifier)]
+                for id in receipt.originalTransactionIDs { storage.registry[id] = receipt }
+            }
+            storage.extensionAnswers[requestIdentifier] = answer
+            return answer
+        }
+    }
+
+    /// How long Extend a Subscription Renewal Date waits, after granting an extension, before it answers:
+    /// a client killed meanwhile was extended without hearing so.
+    public var extensionAnswerDelay: Duration {
+        get { storage.withLock { $0.extensionAnswerDelay } }
+        set { storage.withLock { $0.extensionAnswerDelay = newValue } }
+    }
+
+    /// The extensions Apple granted the subscription `originalTransactionID`, oldest first.
+    public func extensions(of originalTransactionID: String) -> [SimulatedExtension] {
+        storage.withLock { $0.registry[originalTransactionID]?.extensions ?? [] }
+    }
+
+    /// Extends a subscription as a request from elsewhere would (another tool, App Store Connect): true
+    /// when Apple granted it.
+    @discardableResult
+    public func extendRenewalDate(originalTransactionID: String, days: Int, requestIdentifier: String) -> Bool {
+        if case .json = extend(
+            originalTransactionID: originalTransactionID, days: days, requestIdentifier: requestIdentifier)
+        {
+            return true
+        }
+        return false
     }
 
     /// Every Send Consumption Information request accepted so far, in order.

@@ -42,6 +42,7 @@ public enum SQLSchema {
         Migration(version: 17, statements: version17),
         Migration(version: 18, statements: version18),
         Migration(version: 19, statements: version19),
+        Migration(version: 20, statements: version20),
     ]
 
     static let createMigrationsTable = """

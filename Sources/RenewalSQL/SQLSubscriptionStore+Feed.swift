@@ -37,6 +37,9 @@ extension SQLSubscriptionStore {
                     result.refundRequests += 1
                     continue
                 }
+                if notification.type == "RENEWAL_EXTENDED" {
+                    try Self.confirmExtensions(notification, on: connection)
+                }
                 if ["REFUND", "REFUND_DECLINED"].contains(notification.type),
                     let transactionID = notification.transactionID
                 {

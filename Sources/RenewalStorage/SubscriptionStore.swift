@@ -5,7 +5,7 @@ import RenewalCore
 /// (SQLite, PostgreSQL) whose SQL is written once in `SQLSubscriptionStore`.
 ///
 /// Every method is one short transaction; rows are read in pages, never all at once.
-public protocol SubscriptionStore: TransactionHistoryStore, RefundRequestStore {
+public protocol SubscriptionStore: TransactionHistoryStore, RefundRequestStore, RenewalExtensionStore {
     /// Creates or upgrades the schema. Idempotent. Returns the versions applied now (empty if none).
     func migrate() async throws -> [Int]
 

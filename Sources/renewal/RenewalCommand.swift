@@ -19,7 +19,7 @@ struct RenewalCommand: AsyncParsableCommand {
         subcommands: [
             DemoCommand.self, MigrateCommand.self, ImportCommand.self, RunCommand.self, BackfillCommand.self,
             StatusCommand.self, ReportCommand.self, AnalyticsCommand.self, CheckCommand.self, DeliverCommand.self,
-            CopyDatabaseCommand.self,
+            CopyDatabaseCommand.self, ExtendCommand.self,
         ]
     )
 

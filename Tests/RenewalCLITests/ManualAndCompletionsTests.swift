@@ -9,7 +9,7 @@ import Testing
 struct ManualAndCompletionsTests {
     static let subcommands = [
         "demo", "migrate", "import", "run", "backfill", "status", "report", "analytics", "check", "deliver",
-        "copy-database",
+        "copy-database", "extend",
     ]
 
     @Test("the binary dumps the command tree the manual generator reads: every subcommand, with its help")

@@ -160,6 +160,16 @@ struct DatabaseCopyTests {
                     .int64(day), .int64(day + 43_200_000), .int64(day + 30), .text(#"{"customerConsented":true}"#),
                     .text(awkward),
                 ])
+            try insert(
+                """
+                INSERT INTO renewal_extensions (request_identifier, intent_key, intent, original_transaction_id, user_id,
+                    product_id, bundle_id, environment, days, reason, state, created_at, sent_at, answered_at,
+                    effective_at, confirmed_at, apple_status, apple_error_code, last_error)
+                VALUES ('6f1c0a52-1f1e-4d5e-9d2b-1a2b3c4d5e6f', $2, $2, 'otid-1', 'user-1', 'product', NULL,
+                        'Production', 7, 3, 'succeeded', $1, $1, $1, $1, NULL, 200, NULL, NULL),
+                       ('0b8e2c1d-7a6f-4e3d-8c2b-9a8b7c6d5e4f', 'outage\notid-2', 'outage', 'otid-2', 'user-2', NULL,
+                        'com.example.app', 'Sandbox', 90, 0, 'rejected', $1, $1, $1, NULL, NULL, 403, 4030005, $2)
+                """, [.int64(day), .text(awkward)])
         }
     }
 

@@ -1,0 +1,144 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RenewalAppleAPI
+import RenewalCore
+import RenewalJob
+import RenewalServerAPI
+import RenewalStorage
+
+struct ExtendCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "extend",
+        abstract: "Extend subscribers' renewal dates with Apple (after an outage, say), each once.",
+        discussion: """
+            Asks Apple's Extend a Subscription Renewal Date for every subscription of each --user that Apple \
+            can extend (paid and active, not in a free trial, not family-shared or a multiseat member, extended \
+            fewer than twice in 365 days); --dry-run lists who would be extended and who cannot be, and why. \
+            Apple cannot undo an extension and e-mails every customer, so each request's identifier is stored \
+            before it is sent: a second invocation of the same intent (--intent, by default the days, the \
+            reason and today's UTC date), a crash or a kill -9 never sends a second one. A request sent without \
+            a recorded answer is never sent again; Apple's RENEWAL_EXTENDED notification confirms it. The \
+            subscriptions extended are then checked again, as `backfill --user` does (same report and exit \
+            codes as `run`; 3 when some extension is unconfirmed or not sent). Needs App Store Server API \
+            credentials.
+            """ + EnvironmentHelp.text(.database, .apple, .webhook, .logging))
+
+    @Option(name: .long, help: ArgumentHelp("Days to extend each renewal date by: 1 to 90.", valueName: "days"))
+    var days: Int
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Apple's extendReasonCode: 0 undeclared, 1 customer satisfaction, 2 other, 3 service issue or outage.",
+            valueName: "code"))
+    var reason: Int
+
+    @Option(name: .customLong("user"), help: ArgumentHelp("A user id (repeatable).", valueName: "id"))
+    var users: [String] = []
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            """
+            Names the intent (e.g. outage-2026-11-26): the same intent is sent to a subscription once. Default: \
+            the days, the reason and today's UTC date.
+            """,
+            valueName: "name"))
+    var intent: String?
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var appStore: AppStoreOptions
+    @OptionGroup var serverAPI: ServerAPIOptions
+    @OptionGroup var options: RunOptions
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        guard RenewalExtension.days.contains(days) else {
+            throw ValidationError("--days must be between 1 and 90 (Apple extends by at most 90 days); got \(days).")
+        }
+        guard RenewalExtension.reasons.contains(reason) else {
+            throw ValidationError(
+                "--reason must be 0 (undeclared), 1 (customer satisfaction), 2 (other) or 3 (service issue or outage).")
+        }
+        guard !users.isEmpty else {
+            throw ValidationError("Name the subscribers to extend with --user ID (repeatable).")
+        }
+        if let intent, intent.isEmpty || intent.count > 200 {
+            throw ValidationError("--intent must be 1 to 200 characters.")
+        }
+    }
+
+    func run() async throws {
+        var unfinished = false
+        var extended: [String] = []
+        try await ExitMapping.run {
+            let logger = logging.makeLogger()
+            let apple = try AppleSetup.resolve(
+                appStore: appStore, serverAPI: serverAPI, concurrency: options.concurrency, logger: logger)
+            let store = try StoreFactory.open(database.resolved, create: false)
+            try await store.checkSchema()
+            let clock = options.clock
+            let request = RenewalExtensions.Request(
+                intent: intent ?? "days=\(days) reason=\(reason) \(Timestamp.string(clock()).prefix(10))",
+                days: days, reason: reason, userIDs: users)
+            let lines = try await AppleTransport.withAppleTransport(
+                requestTimeout: .milliseconds(Int64(appStore.timeout * 1000)), connectionsPerHost: 4
+            ) { transport in
+                var extenders: [String?: any RenewalDateExtending] = [:]
+                if let configuration = apple.serverAPI {
+                    extenders[nil] = ServerAPIClient(transport: transport, configuration: configuration)
+                }
+                for app in apple.apps ?? [] {
+                    if let configuration = app.serverAPI {
+                        extenders[app.identity.bundleID] = ServerAPIClient(
+                            transport: transport, configuration: configuration)
+                    }
+                }
+                guard !extenders.isEmpty else {
+                    throw ConfigurationError(
+                        """
+                        renewal extend needs App Store Server API credentials: set APPSTORE_KEY_ID, \
+                        APPSTORE_ISSUER_ID and APPSTORE_PRIVATE_KEY_FILE (or each app's key in the apps file).
+                        """)
+                }
+                return try await RenewalExtensions(store: store, extenders: extenders, logger: logger, now: clock)
+                    .run(request, dryRun: options.dryRun)
+            }
+            print(Self.table(lines, dryRun: options.dryRun))
+            unfinished = lines.contains { $0.outcome.isUnfinished }
+            extended = lines.compactMap { line in
+                if case .extended = line.outcome { return line.userID }
+                return nil
+            }
+        }
+        if !extended.isEmpty {
+            // The new renewal dates enter the database through the same decision as any answer.
+            try await JobRunner(
+                database: database, appStore: appStore, serverAPI: serverAPI, options: options, logging: logging
+            ).execute(.backfill(BackfillSelector(userIDs: Array(Set(extended)).sorted())))
+        }
+        if unfinished { throw ExitCode(3) }
+    }
+
+    /// One line per subscription: the user, the subscription, its product and what became of it.
+    static func table(_ lines: [RenewalExtensions.Line], dryRun: Bool) -> String {
+        var text = dryRun ? "Renewal-date extension (dry run: nothing sent)\n" : "Renewal-date extension\n"
+        for line in lines {
+            var outcome = line.outcome.name
+            switch line.outcome {
+            case .extended(let effectiveAt?): outcome += " (effective \(Timestamp.string(effectiveAt)))"
+            case .rejected(let code, let reason): outcome += " (\(code.map { "\($0) " } ?? "")\(reason))"
+            case .notSent(let reason): outcome += " (\(reason); sent by a later invocation of this intent)"
+            case .unconfirmed: outcome += " (sent before without an answer; never sent again)"
+            default: break
+            }
+            text +=
+                "  \(line.userID.padding(toLength: max(12, line.userID.count), withPad: " ", startingAt: 0)) "
+                + "\(line.originalTransactionID ?? "-")  \(line.productID ?? "-")  \(outcome)\n"
+        }
+        let counts = Dictionary(grouping: lines, by: { $0.outcome.name.split(separator: ":")[0] }).mapValues(\.count)
+        text += "  " + counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        return text
+    }
+}

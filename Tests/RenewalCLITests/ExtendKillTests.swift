@@ -1,0 +1,94 @@
+import AppStoreSimulator
+import Foundation
+import RenewalCore
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// `renewal extend` killed with SIGKILL after Apple granted an extension and before the binary recorded
+/// Apple's answer: run again, it sends each request identifier once, and Apple extends each subscriber once.
+@Suite("kill -9 while extending renewal dates")
+struct ExtendKillTests {
+    @Test(
+        """
+        renewal extend killed between Apple's extension and its record, then run again: every request identifier \
+        is sent once, every subscriber is extended once, the one in flight is reported unconfirmed (exit 3) and \
+        Apple's RENEWAL_EXTENDED confirms it on the next run; a third invocation sends nothing
+        """,
+        arguments: FeedKillTests.backends)
+    func killedBetweenSendingAndRecording(backend: String) async throws {
+        try await CLI.withDirectoryAndSimulator(secret: ServerAPIMigrationTests.secret) {
+            directory, state, configuration, endpoints in
+            let environment = try ServerAPIMigrationTests.environment(configuration, endpoints, directory: directory)
+            let receipts = (0..<24).map { index in
+                (
+                    "user-\(index)",
+                    SimulatedReceipt(
+                        account: "extend-kill-\(index)", scenario: .renewal,
+                        start: state.now.addingTimeInterval(-Double(5 + index % 20) * 86_400))
+                )
+            }
+            state.register(receipts.map(\.1))
+            try await FeedKillTests.withReferenceAndVictim(backend, directory: directory, receipts: receipts) {
+                _, victim in
+                let now = ["--now", Timestamp.string(state.now)]
+                let checked = try await CLI.run(
+                    ["run", "--source", "server-api"] + now + victim.arguments, environment: environment)
+                #expect(checked.status == 0, "\(checked.stderr.suffix(2_000))")
+                let extend =
+                    ["extend", "--days", "7", "--reason", "3", "--intent", "outage-2026-11", "--source", "server-api"]
+                    + receipts.flatMap { ["--user", $0.0] } + now + victim.arguments
+
+                // Apple answers slowly once it has extended: the binary is killed while it waits.
+                state.extensionAnswerDelay = .milliseconds(150)
+                let before = state.extensionRequests.count
+                let process = try PostgresKillTests.start(
+                    extend, environment: environment, log: directory + "/victim.log")
+                let deadline = ContinuousClock.now + .seconds(90)
+                while state.extensionRequests.count - before < 8, process.isRunning, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+                #expect(process.isRunning, "extend ended before it could be killed")
+                kill(process.processIdentifier, SIGKILL)
+                _ = await PostgresKillTests.waitForExit(process)
+                state.extensionAnswerDelay = .zero
+                let sentBeforeKill = state.extensionRequests.count - before
+                #expect((8..<24).contains(sentBeforeKill), "killed mid-way: \(sentBeforeKill) sent")
+                print("figures[extend kill, \(backend)]: killed after \(sentBeforeKill) of 24 requests")
+
+                let again = try await CLI.run(extend, environment: environment)
+                #expect(again.status == 3, "the request in flight is unconfirmed: \(again.stdout)\n\(again.stderr)")
+                #expect(again.stdout.contains("unconfirmed"), "\(again.stdout)")
+                let sent = Array(state.extensionRequests[before...])
+                #expect(sent.count == 24, "one request per subscriber: \(sent.count)")
+                #expect(Set(sent).count == sent.count, "each request identifier sent once")
+                for (user, receipt) in receipts {
+                    let original = receipt.originalTransactionID
+                    #expect(state.extensions(of: original).count == 1, "\(user) extended once")
+                }
+                let states = try await victim.lines("SELECT state FROM renewal_extensions")
+                #expect(states.filter { $0 == "succeeded" }.count == 23, "\(states)")
+                #expect(states.filter { $0 == "sending" }.count == 1, "\(states)")
+
+                // The next run reads Apple's RENEWAL_EXTENDED: the request in flight is confirmed.
+                state.advance(by: 3_600)
+                let confirmed = try await CLI.run(
+                    ["run", "--source", "server-api", "--now", Timestamp.string(state.now)] + victim.arguments,
+                    environment: environment)
+                #expect(confirmed.status == 0, "\(confirmed.stderr.suffix(2_000))")
+                #expect(
+                    try await victim.count("SELECT COUNT(*) FROM renewal_extensions WHERE state = 'succeeded'") == 24)
+
+                // The same intent a third time: nothing is sent.
+                let third = try await CLI.run(extend, environment: environment)
+                #expect(third.status == 0, "\(third.stdout)\n\(third.stderr)")
+                #expect(state.extensionRequests.count - before == 24)
+                #expect(third.stdout.contains("already_extended 24"), "\(third.stdout)")
+            }
+        }
+    }
+}

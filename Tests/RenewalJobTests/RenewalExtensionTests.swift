@@ -1,0 +1,103 @@
+import AppStoreSimulator
+import Foundation
+import RenewalAppleAPI
+import RenewalCore
+import RenewalJob
+import RenewalStorage
+import Testing
+
+/// Renewal-date extensions through `RenewalExtensions`, on SQLite and PostgreSQL against the simulator's
+/// Extend a Subscription Renewal Date.
+@Suite("Renewal-date extensions: eligible subscribers extended once per intent, the new date through the decision")
+struct RenewalExtensionTests {
+    static let day: TimeInterval = 86_400
+
+    @Test(
+        """
+        A dry run names who would be extended and who cannot be, and why, and sends nothing; the real one extends \
+        each eligible subscriber once, a second invocation of the same intent sends nothing, Apple's refusal \
+        (over the yearly limit) is recorded with its code, and the extended renewal date enters the database \
+        through a status check and the feed's RENEWAL_EXTENDED
+        """,
+        arguments: Backend.available)
+    func extendOncePerIntent(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            let receipts: [(String, SimulatedReceipt)] = [
+                ("ana", h.receipt("ext-ana", .renewal, daysAgo: 10)),
+                ("ben", h.receipt("ext-ben", .renewal, daysAgo: 20)),
+                ("tia", h.receipt("ext-tia", .trial, daysAgo: 2)),
+                ("fay", h.receipt("ext-fay", .familyShared, daysAgo: 10)),
+                ("vic", h.receipt("ext-vic", .voluntaryExpiry, daysAgo: 40)),
+                ("max", h.receipt("ext-max", .assignedSeat, daysAgo: 10)),
+            ]
+            try await h.importReceipts(receipts)
+            // Ben's subscription was extended twice this year by someone else: Apple refuses a third.
+            let ben = receipts[1].1
+            for n in 0..<2 {
+                let granted = h.state.extendRenewalDate(
+                    originalTransactionID: ben.originalTransactionID, days: 1,
+                    requestIdentifier: "elsewhere-\(n)")
+                #expect(granted)
+            }
+            let requestsBefore = h.state.extensionRequests.count
+            try await h.withServerAPIClient { client in
+                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
+                _ = try await h.run(.run, verifier: router) { $0.feed = client }
+                let extensions = RenewalExtensions(
+                    store: h.store, extenders: [nil: client], logger: h.logger, now: { h.state.now })
+                let users = receipts.map(\.0) + ["nobody"]
+                let request = RenewalExtensions.Request(intent: "outage-1", days: 7, reason: 3, userIDs: users)
+
+                let dry = try await extensions.run(request, dryRun: true)
+                let judged = Dictionary(uniqueKeysWithValues: dry.map { ($0.userID, $0.outcome.name) })
+                #expect(
+                    judged == [
+                        "ana": "would_extend", "ben": "would_extend", "tia": "ineligible:free_trial",
+                        "fay": "ineligible:family_shared", "vic": "ineligible:not_active",
+                        "max": "ineligible:assigned_seat", "nobody": "no_subscription",
+                    ], "\(judged)")
+                #expect(h.state.extensionRequests.count == requestsBefore, "a dry run sends nothing")
+
+                let anaBefore = try #require(try await h.status(user: "ana").first?.expiresAt)
+                let first = try await extensions.run(request, dryRun: false)
+                let outcomes = Dictionary(uniqueKeysWithValues: first.map { ($0.userID, $0.outcome) })
+                guard case .extended = outcomes["ana"] else {
+                    Issue.record("ana: \(String(describing: outcomes["ana"]))")
+                    return
+                }
+                #expect(outcomes["ben"] == .rejected(code: 4_030_005, reason: "http_403"), "\(first)")
+                #expect(h.state.extensionRequests.count == requestsBefore + 2)
+
+                // The same intent again: nothing is sent, each ends as before.
+                let again = try await extensions.run(request, dryRun: false)
+                #expect(h.state.extensionRequests.count == requestsBefore + 2)
+                #expect(again.first { $0.userID == "ana" }?.outcome == .alreadyExtended)
+                #expect(again.first { $0.userID == "ben" }?.outcome == .rejected(code: 4_030_005, reason: "http_403"))
+
+                // The new date through the decision: a status check shows it, the feed confirms the request.
+                _ = try await h.run(.backfill(BackfillSelector(userIDs: ["ana"])), verifier: router)
+                let anaAfter = try #require(try await h.status(user: "ana").first?.expiresAt)
+                #expect(anaAfter.timeIntervalSince(anaBefore) == 7 * Self.day, "\(anaBefore) -> \(anaAfter)")
+                h.state.advance(by: 3_600)
+                _ = try await h.run(.run, verifier: router) { $0.feed = client }
+                let rows = try await DashboardViewsTests.query(
+                    h, "SELECT user_id, state, confirmed_at, apple_error_code FROM renewal_extensions ORDER BY user_id")
+                #expect(rows.map { DashboardViewsTests.text($0, "state") } == ["succeeded", "rejected"])
+                #expect(DashboardViewsTests.int(rows[0], "confirmed_at") != nil, "RENEWAL_EXTENDED confirmed it")
+                #expect(DashboardViewsTests.int(rows[1], "apple_error_code") == 4_030_005)
+
+                // A second intent: Ana's second extension of the year goes; a third is refused before it is sent.
+                let second = try await extensions.run(
+                    RenewalExtensions.Request(intent: "outage-2", days: 3, reason: 3, userIDs: ["ana"]), dryRun: false)
+                guard case .extended = second.first?.outcome else {
+                    Issue.record("\(second)")
+                    return
+                }
+                let third = try await extensions.run(
+                    RenewalExtensions.Request(intent: "outage-3", days: 3, reason: 3, userIDs: ["ana"]), dryRun: false)
+                #expect(third.first?.outcome == .ineligible(.yearlyLimit), "\(third)")
+                #expect(h.state.extensionRequests.count == requestsBefore + 3)
+            }
+        }
+    }
+}
