@@ -16,6 +16,8 @@ public struct SimulatedNotification: Sendable, Hashable {
     public var receipt: SimulatedReceipt
     /// Signed by a chain nobody trusts (`SimulatorState.forgedNotifications`).
     public var isForged = false
+    /// Of a mass extension's `SUMMARY`: the extension it sums up (the payload has `summary`, no `data`).
+    public var summary: SimulatedMassExtension?
 
     public init(
         uuid: String, type: String, subtype: String?, signedDate: Date, originalTransactionID: String,
@@ -155,6 +157,19 @@ extension SimulatedNotification {
     /// signed transaction and renewal info as they were when it was signed.
     public func signedPayload(signer: SigningChain) throws -> String {
         let environment = receipt.scenario == .sandbox ? "Sandbox" : "Production"
+        if let summary {
+            var object: [String: Any] = [
+                "environment": environment, "appAppleId": 1_234_567_890, "bundleId": summary.bundleID,
+                "productId": summary.productID, "requestIdentifier": summary.requestIdentifier,
+                "succeededCount": summary.succeeded.count, "failedCount": summary.failed,
+            ]
+            object["storefrontCountryCodes"] = summary.storefronts
+            let payload: [String: Any] = [
+                "notificationType": type, "subtype": subtype ?? "", "notificationUUID": uuid, "version": "2.0",
+                "signedDate": SimulatedReceipt.ms(signedDate), "summary": object,
+            ]
+            return try signer.sign(SimulatedReceipt.json(payload))
+        }
         let response = receipt.response(at: signedDate)
         var data: [String: Any] = [
             "environment": environment, "bundleId": receipt.bundleIdentifier, "appAppleId": 1_234_567_890,

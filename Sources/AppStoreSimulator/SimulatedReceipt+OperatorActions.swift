@@ -1,6 +1,32 @@
 import Foundation
 import RenewalCore
 
+/// A mass extension (Extend Subscription Renewal Dates for All Active Subscribers) Apple accepted.
+public struct SimulatedMassExtension: Sendable, Hashable {
+    public var requestIdentifier: String
+    public var bundleID: String
+    public var productID: String
+    public var storefronts: [String]?
+    public var requestedAt: Date
+    /// When it finishes (and its summary notification is signed).
+    public var completesAt: Date
+    /// Each subscriber extended: when, and its original transaction id (in `requestIdentifier`).
+    public var succeeded: [SimulatedExtension]
+    public var failed: Int
+
+    /// Its `RENEWAL_EXTENSION` `SUMMARY` notification.
+    var summaryNotification: SimulatedNotification {
+        var notification = SimulatedNotification(
+            uuid: SimulatedReceipt.uuid("mass-summary", requestIdentifier), type: "RENEWAL_EXTENSION",
+            subtype: "SUMMARY", signedDate: completesAt, originalTransactionID: "",
+            receipt: SimulatedReceipt(
+                account: "mass-" + requestIdentifier, scenario: .renewal, start: requestedAt, productID: productID,
+                bundle: bundleID == SimulatedReceipt.bundleID ? nil : bundleID))
+        notification.summary = self
+        return notification
+    }
+}
+
 extension SimulatedReceipt {
     /// An Apple error a request body earns: its code and message.
     struct RequestProblem: Sendable, Hashable {

@@ -192,7 +192,8 @@ extension SimulatedReceipt {
     /// in: each extension moves the end of the period it was granted in (and so every later period) by its
     /// days.
     func extendedPeriods(until now: Date) -> [(index: Int, start: Date, end: Date)] {
-        var pending = (extensions ?? []).sorted { $0.at < $1.at }[...]
+        // An extension Apple has not carried out yet (a mass extension in progress) moves nothing.
+        var pending = (extensions ?? []).filter { $0.at <= now }.sorted { $0.at < $1.at }[...]
         var periods: [(index: Int, start: Date, end: Date)] = []
         var periodStart = start
         var periodEnd = start.addingTimeInterval(period)

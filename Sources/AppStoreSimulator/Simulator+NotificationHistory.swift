@@ -54,7 +54,8 @@ extension SimulatorRoutes {
         let forged = state.forgedNotifications.filter {
             ($0.receipt.scenario == .sandbox) == sandbox && $0.signedDate <= visibleUntil
         }
-        let listed = (genuine + forged)
+        let summaries = sandbox ? [] : state.massExtensionSummaries(bundle: bundle, until: visibleUntil)
+        let listed = (genuine + forged + summaries)
             .filter { $0.signedDate >= start && $0.signedDate < end }
             .sorted { ($0.signedDate, $0.uuid) < ($1.signedDate, $1.uuid) }
         let twice = state.feedDuplicatePercent

@@ -31,6 +31,22 @@ public func buildSimulator(
     router.get("sandbox/inApps/v2/history/:id") { request, context in
         try await routes.transactionHistory(request, id: context.parameters.get("id") ?? "", sandbox: true)
     }
+    router.post("inApps/v1/subscriptions/extend/mass") { request, _ in
+        try await routes.massExtend(request, sandbox: false)
+    }
+    router.post("sandbox/inApps/v1/subscriptions/extend/mass") { request, _ in
+        try await routes.massExtend(request, sandbox: true)
+    }
+    router.get("inApps/v1/subscriptions/extend/mass/:product/:request") { request, context in
+        try await routes.massExtensionStatus(
+            request, productID: context.parameters.get("product") ?? "",
+            requestIdentifier: context.parameters.get("request") ?? "", sandbox: false)
+    }
+    router.get("sandbox/inApps/v1/subscriptions/extend/mass/:product/:request") { request, context in
+        try await routes.massExtensionStatus(
+            request, productID: context.parameters.get("product") ?? "",
+            requestIdentifier: context.parameters.get("request") ?? "", sandbox: true)
+    }
     router.put("inApps/v1/subscriptions/extend/:id") { request, context in
         try await routes.extend(request, id: context.parameters.get("id") ?? "", sandbox: false)
     }
@@ -144,6 +160,27 @@ struct SimulatorRoutes: Sendable {
     private func admit(_ request: Request, id: String, sandbox: Bool, anyTransaction: Bool = false) async throws
         -> Admission
     {
+        let (bundle, serverAPI): (String, SimulatedServerAPI)
+        switch try await authorize(request, sandbox: sandbox) {
+        case .refused(let response): return .refused(response)
+        case .authorized(let app, let api): (bundle, serverAPI) = (app, api)
+        }
+        // A transaction of another app is unknown to this app's key, as at Apple.
+        let found = anyTransaction ? state.registered(anyTransactionID: id) : state.registered(transactionID: id)
+        guard let receipt = found, receipt.bundleIdentifier == bundle else {
+            state.countServerAPI(.notFound)
+            return .refused(serverAPIError(404, code: 4_040_010, message: "Transaction id not found."))
+        }
+        return .admitted(receipt, serverAPI)
+    }
+
+    enum Authorization {
+        case authorized(bundle: String, SimulatedServerAPI)
+        case refused(Response)
+    }
+
+    /// The token (401), the simulated rate limit (429) and faults, for any Server API request.
+    private func authorize(_ request: Request, sandbox: Bool) async throws -> Authorization {
         guard let serverAPI = configuration.serverAPI else {
             return .refused(
                 raw(
@@ -169,13 +206,52 @@ struct SimulatorRoutes: Sendable {
             return .refused(
                 serverAPIError(500, code: 5_000_001, message: "An unknown error occurred. Please try again."))
         }
-        // A transaction of another app is unknown to this app's key, as at Apple.
-        let found = anyTransaction ? state.registered(anyTransactionID: id) : state.registered(transactionID: id)
-        guard let receipt = found, receipt.bundleIdentifier == bundle else {
-            state.countServerAPI(.notFound)
-            return .refused(serverAPIError(404, code: 4_040_010, message: "Transaction id not found."))
+        return .authorized(bundle: bundle, serverAPI)
+    }
+
+    /// Extend Subscription Renewal Dates for All Active Subscribers: the body checked as Apple checks it,
+    /// then the request accepted (a repeated identifier answered again, nothing done twice) and carried out
+    /// over `SimulatorState.massExtensionDuration`.
+    func massExtend(_ request: Request, sandbox: Bool) async throws -> Response {
+        let bundle: String
+        switch try await authorize(request, sandbox: sandbox) {
+        case .refused(let response): return response
+        case .authorized(let app, _): bundle = app
         }
-        return .admitted(receipt, serverAPI)
+        let body = try await request.body.collect(upTo: 64 * 1024)
+        let fields = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any]
+        guard let days = (fields?["extendByDays"] as? NSNumber)?.intValue, (1...90).contains(days) else {
+            return serverAPIError(400, code: 4_000_009, message: "Invalid extend by days value.")
+        }
+        guard let reason = (fields?["extendReasonCode"] as? NSNumber)?.intValue, (0...3).contains(reason) else {
+            return serverAPIError(400, code: 4_000_010, message: "Invalid extend reason code.")
+        }
+        guard let identifier = fields?["requestIdentifier"] as? String, !identifier.isEmpty, identifier.count <= 128
+        else {
+            return serverAPIError(400, code: 4_000_011, message: "Invalid request identifier.")
+        }
+        guard let product = fields?["productId"] as? String, !product.isEmpty else {
+            return serverAPIError(400, code: 4_000_023, message: "Invalid product id.")
+        }
+        let storefronts = fields?["storefrontCountryCodes"] as? [String]
+        return send(
+            state.massExtend(
+                bundle: bundle, productID: product, storefronts: storefronts, days: days,
+                requestIdentifier: identifier))
+    }
+
+    /// Get Status of Subscription Renewal Date Extensions.
+    func massExtensionStatus(_ request: Request, productID: String, requestIdentifier: String, sandbox: Bool)
+        async throws -> Response
+    {
+        switch try await authorize(request, sandbox: sandbox) {
+        case .refused(let response): return response
+        case .authorized: break
+        }
+        return send(
+            state.massExtensionStatus(
+                productID: productID.removingPercentEncoding ?? productID,
+                requestIdentifier: requestIdentifier.removingPercentEncoding ?? requestIdentifier))
     }
 
     /// Get All Subscription Statuses: once admitted, the receipt's scenario.

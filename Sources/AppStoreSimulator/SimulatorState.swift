@@ -113,6 +113,8 @@ public final class SimulatorState: Sendable {
         /// The answer given to each request identifier, so a repeated one gets it again.
         var extensionAnswers: [String: ServerAPIAnswer] = [:]
         var extensionAnswerDelay: Duration = .zero
+        var massExtensions: [SimulatedMassExtension] = []
+        var massExtensionDuration: TimeInterval = 2 * 3_600
     }
 
     /// A fault of Notification History alone (the status endpoint keeps answering).
@@ -311,6 +313,89 @@ public final class SimulatorState: Sendable {
     /// The extensions Apple granted the subscription `originalTransactionID`, oldest first.
     public func extensions(of originalTransactionID: String) -> [SimulatedExtension] {
         storage.withLock { $0.registry[originalTransactionID]?.extensions ?? [] }
+    }
+
+    /// How long Apple takes to carry out a mass extension (the subscribers' extensions are spread over it,
+    /// the summary comes at its end). Default two hours.
+    public var massExtensionDuration: TimeInterval {
+        get { storage.withLock { $0.massExtensionDuration } }
+        set { storage.withLock { $0.massExtensionDuration = newValue } }
+    }
+
+    /// Every mass extension request accepted, in order.
+    public var massExtensions: [SimulatedMassExtension] {
+        storage.withLock { $0.massExtensions }
+    }
+
+    /// Extend Subscription Renewal Dates for All Active Subscribers of `productID` in `bundle` (in
+    /// `storefronts`, all when nil): every registered subscriber Apple would extend one by one is extended,
+    /// the extensions spread over `massExtensionDuration`; the others count as failed. A repeated request
+    /// identifier is answered again and does nothing.
+    func massExtend(bundle: String, productID: String, storefronts: [String]?, days: Int, requestIdentifier: String)
+        -> ServerAPIAnswer
+    {
+        let now = self.now
+        let accepted = ServerAPIAnswer.json(SimulatedReceipt.json(["requestIdentifier": requestIdentifier]))
+        return storage.withLock { storage in
+            if storage.massExtensions.contains(where: { $0.requestIdentifier == requestIdentifier }) { return accepted }
+            var seen: Set<String> = []
+            let subscribers = storage.registry.values
+                .filter { seen.insert($0.account).inserted }
+                .filter { receipt in
+                    receipt.bundleIdentifier == bundle && receipt.productID == productID
+                        && (storefronts.map { $0.contains(receipt.storefront ?? "USA") } ?? true)
+                }
+                .sorted { $0.account < $1.account }
+            let duration = storage.massExtensionDuration
+            var mass = SimulatedMassExtension(
+                requestIdentifier: requestIdentifier, bundleID: bundle, productID: productID, storefronts: storefronts,
+                requestedAt: now, completesAt: now.addingTimeInterval(duration), succeeded: [], failed: 0)
+            for (index, var receipt) in subscribers.enumerated() {
+                let id = receipt.originalTransactionID
+                guard case .json = receipt.extensionAnswer(
+                    originalTransactionID: id, days: days, requestIdentifier: requestIdentifier, at: now)
+                else {
+                    mass.failed += 1
+                    continue
+                }
+                let at = now.addingTimeInterval(duration * Double(index + 1) / Double(subscribers.count + 1))
+                receipt.extensions =
+                    (receipt.extensions ?? []) + [SimulatedExtension(at: at, days: days, requestIdentifier: requestIdentifier)]
+                for known in receipt.originalTransactionIDs { storage.registry[known] = receipt }
+                mass.succeeded.append(SimulatedExtension(at: at, days: days, requestIdentifier: id))
+            }
+            storage.massExtensions.append(mass)
+            return accepted
+        }
+    }
+
+    /// Get Status of Subscription Renewal Date Extensions: complete once its time has run, with the counts so far.
+    func massExtensionStatus(productID: String, requestIdentifier: String) -> ServerAPIAnswer {
+        let now = self.now
+        return storage.withLock { storage in
+            guard
+                let mass = storage.massExtensions.first(where: {
+                    $0.requestIdentifier == requestIdentifier && $0.productID == productID
+                })
+            else {
+                return .error(httpStatus: 404, code: 4_040_009, message: "Status request not found.")
+            }
+            let complete = now >= mass.completesAt
+            var body: [String: Any] = [
+                "requestIdentifier": requestIdentifier, "complete": complete,
+                "succeededCount": mass.succeeded.filter { $0.at <= now }.count,
+                "failedCount": mass.failed,
+            ]
+            if complete { body["completeDate"] = SimulatedReceipt.ms(mass.completesAt) }
+            return .json(SimulatedReceipt.json(body))
+        }
+    }
+
+    /// The `RENEWAL_EXTENSION` `SUMMARY` notifications of the mass extensions of `bundle` finished by `until`.
+    func massExtensionSummaries(bundle: String, until: Date) -> [SimulatedNotification] {
+        storage.withLock { $0.massExtensions }
+            .filter { $0.bundleID == bundle && $0.completesAt <= until }
+            .map { $0.summaryNotification }
     }
 
     /// Extends a subscription as a request from elsewhere would (another tool, App Store Connect): true

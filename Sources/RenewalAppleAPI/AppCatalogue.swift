@@ -19,18 +19,19 @@ public struct AppCatalogue: ReceiptVerifier {
         public var feed: (any NotificationFeed)?
         /// The app's Get Transaction History (its Server API key); nil without a key.
         public var history: (any TransactionHistory)?
-        /// Answers the app's refund requests (its Server API key); nil without a key.
-        public var refundAnswers: (any RefundRequestAnswering)?
+        /// Answers the app's refund requests and extends its subscribers' renewal dates (its Server API key);
+        /// nil without a key.
+        public var operatorActions: (any OperatorActions)?
 
         public init(
             identity: AppIdentity, verifier: any ReceiptVerifier, feed: (any NotificationFeed)? = nil,
-            history: (any TransactionHistory)? = nil, refundAnswers: (any RefundRequestAnswering)? = nil
+            history: (any TransactionHistory)? = nil, operatorActions: (any OperatorActions)? = nil
         ) {
             self.identity = identity
             self.verifier = verifier
             self.feed = feed
             self.history = history
-            self.refundAnswers = refundAnswers
+            self.operatorActions = operatorActions
         }
 
         /// The app's bundle id (the apps file requires one).

@@ -46,6 +46,8 @@ public struct FeedNotification: Sendable, Hashable {
     public var productID: String?
     /// Of a `CONSUMPTION_REQUEST`: why the customer asked (`consumptionRequestReason`).
     public var consumptionRequestReason: String?
+    /// Of a `RENEWAL_EXTENSION` `SUMMARY`: the mass extension it sums up.
+    public var extensionSummary: ExtensionSummary?
 
     public init(
         uuid: String, type: String, subtype: String?, signedDate: Date, originalTransactionID: String?,

@@ -69,6 +69,7 @@ package enum LogKey {
     package static let notificationType = "feed.notification_type"
     package static let originalTransactionID = "subscription.original_transaction_id"
     package static let products = "renewal.products"
+    package static let productID = "subscription.product_id"
     package static let reason = "renewal.failure_reason"
     package static let receiptID = "receipt.id"
     package static let recoveredLeases = "renewal.recovered_leases"

@@ -207,6 +207,7 @@ struct FeedPull: Sendable {
                     record.periodEnd = notification.periodEnd
                     record.productID = notification.productID
                     record.consumptionRequestReason = notification.consumptionRequestReason
+                    record.extensionSummary = notification.extensionSummary
                     return record
                 }
                 let now = clock()

@@ -35,6 +35,13 @@ public struct RenewalExtensions: Sendable {
         public var originalTransactionID: String?
         public var productID: String?
         public var outcome: Outcome
+
+        public init(userID: String, originalTransactionID: String? = nil, productID: String? = nil, outcome: Outcome) {
+            self.userID = userID
+            self.originalTransactionID = originalTransactionID
+            self.productID = productID
+            self.outcome = outcome
+        }
     }
 
     public enum Outcome: Sendable, Hashable {

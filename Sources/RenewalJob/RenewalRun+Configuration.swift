@@ -86,8 +86,9 @@ extension RenewalRun {
         /// Get Transaction History, asked after the due work to complete the ledger's earlier periods;
         /// nil (no Server API) for none. With several apps, each app's (`AppCatalogue.App.history`).
         public var history: (any TransactionHistory)?
-        /// Answers refund requests (Send Consumption Information); nil: requests stay unanswered.
-        public var refundAnswers: (any RefundRequestAnswering)?
+        /// Answers refund requests (Send Consumption Information) and follows mass renewal-date extensions;
+        /// nil (no Server API): requests stay unanswered. With several apps, each app's.
+        public var operatorActions: (any OperatorActions)?
         /// After its checks, a `run` (not a dry run) delivers what is due in the outbox through this,
         /// within its time budget; the rest is left to `renewal deliver` and the next run. Nil: none.
         public var webhooks: WebhookDelivery?
@@ -115,12 +116,12 @@ extension RenewalRun {
             return apps.apps.map { ($0.bundleID, $0.feed) }
         }
 
-        /// Each app's Send Consumption Information, by bundle id (nil: the one app); apps without a
-        /// Server API key are left out (their refund requests stay unanswered).
-        var refundAnswerSources: [String?: any RefundRequestAnswering] {
-            guard let apps else { return refundAnswers.map { [nil: $0] } ?? [:] }
-            var sources: [String?: any RefundRequestAnswering] = [:]
-            for app in apps.apps { sources[app.bundleID] = app.refundAnswers }
+        /// Each app's Send Consumption Information and renewal-date extensions, by bundle id (nil: the one
+        /// app); apps without a Server API key are left out (their refund requests stay unanswered).
+        var operatorActionSources: [String?: any OperatorActions] {
+            guard let apps else { return operatorActions.map { [nil: $0] } ?? [:] }
+            var sources: [String?: any OperatorActions] = [:]
+            for app in apps.apps { sources[app.bundleID] = app.operatorActions }
             return sources
         }
 

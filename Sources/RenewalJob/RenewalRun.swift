@@ -125,7 +125,7 @@ public struct RenewalRun: Sendable {
             // Refund requests are answered within Apple's 12 hours, whatever the run's own outcome.
             do {
                 let answers = try await RefundRequestAnswers(
-                    store: store, sources: dependencies.refundAnswerSources,
+                    store: store, sources: dependencies.operatorActionSources.mapValues { $0 as any RefundRequestAnswering },
                     preference: configuration.refundPreference, runID: runID, now: now, logger: logger
                 ).run()
                 answers.count(into: &loop.counts)
@@ -135,6 +135,15 @@ public struct RenewalRun: Sendable {
                     open: backlog.open, missedLastDay: backlog.missedLastDay)
             } catch {
                 logger.warning("Refund requests not answered", metadata: ["error": "\(error)"])
+            }
+            // Mass renewal-date extensions in progress: Apple's status, until complete.
+            do {
+                loop.counts.massExtensionsCompleted = try await MassExtensionFollowUp(
+                    store: store, extenders: dependencies.operatorActionSources.mapValues { $0 as any MassRenewalDateExtending },
+                    now: now, logger: logger
+                ).run()
+            } catch {
+                logger.warning("Mass renewal-date extensions not followed", metadata: ["error": "\(error)"])
             }
         }
         if let webhooks = dependencies.webhooks, case .run = configuration.command, !configuration.dryRun {

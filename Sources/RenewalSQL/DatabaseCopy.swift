@@ -49,6 +49,7 @@ public struct DatabaseCopy: Sendable {
         Table("consumption_consents", key: "user_id"),
         Table("refund_requests", key: "notification_uuid"),
         Table("renewal_extensions", key: "request_identifier"),
+        Table("renewal_mass_extensions", key: "request_identifier"),
     ]
 
     /// Tables that are not copied: the target's migrations write its own `schema_migrations`, and

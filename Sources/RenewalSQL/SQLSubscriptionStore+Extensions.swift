@@ -125,4 +125,158 @@ extension SQLSubscriptionStore {
                 AND sent_at <= $2
             """, [.text(id), SQLValue(notification.signedAt)])
     }
+
+    public func massExtensionCandidates(productID: String, after afterID: String?, limit: Int, now: Date) async throws
+        -> [(candidate: ExtensionCandidate, storefront: String?)]
+    {
+        try await onConnection { connection in
+            let rows = try connection.execute(
+                """
+                SELECT s.user_id, s.original_transaction_id, s.product_id, s.state, s.is_trial, s.ownership_type,
+                    s.environment, s.expires_at, r.bundle_id,
+                    (SELECT COUNT(*) FROM renewal_extensions e
+                        WHERE e.original_transaction_id = s.original_transaction_id AND e.state = 'succeeded'
+                        AND e.answered_at > $4) AS recent,
+                    (SELECT t.storefront FROM transactions t
+                        WHERE t.original_transaction_id = s.original_transaction_id AND t.storefront IS NOT NULL
+                        ORDER BY t.purchased_at DESC LIMIT 1) AS storefront
+                FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
+                WHERE s.product_id = $1 AND s.original_transaction_id > $2
+                ORDER BY s.original_transaction_id LIMIT $3
+                """,
+                [
+                    .text(productID), .text(afterID ?? ""), .int64(Int64(limit)),
+                    SQLValue(now.addingTimeInterval(-RenewalExtension.window)),
+                ])
+            return try rows.map { row in
+                (
+                    ExtensionCandidate(
+                        userID: try row.text("user_id"),
+                        originalTransactionID: try row.text("original_transaction_id"),
+                        productID: try row.optionalText("product_id"), bundleID: try row.optionalText("bundle_id"),
+                        environment: try row.environment("environment"), expiresAt: try row.optionalDate("expires_at"),
+                        subject: RenewalExtension.Subject(
+                            state: try row.state("state"), isTrialPeriod: try row.optionalInt("is_trial") == 1,
+                            ownershipType: try row.optionalText("ownership_type"),
+                            recentExtensions: try row.int("recent"))),
+                    try row.optionalText("storefront")
+                )
+            }
+        }
+    }
+
+    public func storeMassExtension(_ intent: MassExtensionIntent, requestIdentifier: String, now: Date) async throws
+        -> StoredMassExtension
+    {
+        let storefronts = intent.storefronts.sorted().joined(separator: ",")
+        let key = intent.intent + "\nproduct:" + intent.productID + "/" + storefronts
+        return try await inTransaction { connection in
+            _ = try connection.execute(
+                """
+                INSERT INTO renewal_mass_extensions (request_identifier, intent_key, intent, product_id, storefronts,
+                    bundle_id, environment, days, reason, state, created_at)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10)
+                ON CONFLICT (intent_key) DO NOTHING
+                """,
+                [
+                    .text(requestIdentifier), .text(key), .text(intent.intent), .text(intent.productID),
+                    storefronts.isEmpty ? .null : .text(storefronts), SQLValue(intent.bundleID),
+                    .text(intent.environment.rawValue), SQLValue(intent.days), SQLValue(intent.reason), SQLValue(now),
+                ])
+            guard
+                let row = try connection.execute(
+                    "SELECT * FROM renewal_mass_extensions WHERE intent_key = $1", [.text(key)]
+                ).first
+            else { throw SubscriptionStoreError.query("renewal_mass_extensions lost the row just written") }
+            return try Self.massExtension(row)
+        }
+    }
+
+    static func massExtension(_ row: SQLRow) throws -> StoredMassExtension {
+        StoredMassExtension(
+            requestIdentifier: try row.text("request_identifier"), productID: try row.text("product_id"),
+            storefronts: (try row.optionalText("storefronts") ?? "").split(separator: ",").map(String.init),
+            bundleID: try row.optionalText("bundle_id"), environment: try row.environment("environment") ?? .production,
+            days: try row.int("days"), reason: try row.int("reason"),
+            state: MassExtensionState(rawValue: try row.text("state")) ?? .sending,
+            statusChecks: try row.int("status_checks"), succeededCount: try row.optionalInt("succeeded_count"),
+            failedCount: try row.optionalInt("failed_count"), lastError: try row.optionalText("last_error"))
+    }
+
+    public func markMassExtensionSending(_ requestIdentifier: String, now: Date) async throws {
+        try await inTransaction { connection in
+            _ = try connection.execute(
+                """
+                UPDATE renewal_mass_extensions SET state = 'sending', sent_at = $2
+                WHERE request_identifier = $1 AND state IN ('pending', 'sending')
+                """, [.text(requestIdentifier), SQLValue(now)])
+        }
+    }
+
+    public func recordMassExtension(_ requestIdentifier: String, result: MassExtensionResult, now: Date) async throws {
+        let (sql, values): (String, [SQLValue])
+        let key = SQLValue.text(requestIdentifier)
+        switch result {
+        case .accepted(let at, let next):
+            sql = """
+                UPDATE renewal_mass_extensions SET state = 'accepted', accepted_at = COALESCE(accepted_at, $2),
+                    next_status_at = $3, apple_status = 200, last_error = NULL
+                WHERE request_identifier = $1 AND state IN ('pending', 'sending')
+                """
+            values = [key, SQLValue(at), SQLValue(next)]
+        case .rejected(let status, let code, let reason):
+            sql = """
+                UPDATE renewal_mass_extensions SET state = 'rejected', apple_status = $2, apple_error_code = $3,
+                    last_error = $4, next_status_at = NULL
+                WHERE request_identifier = $1
+                """
+            values = [key, SQLValue(status), SQLValue(code), .text(reason)]
+        case .notAccepted(let reason):
+            sql = "UPDATE renewal_mass_extensions SET last_error = $2 WHERE request_identifier = $1"
+            values = [key, .text(reason)]
+        case .inProgress(let succeeded, let failed, let next):
+            sql = """
+                UPDATE renewal_mass_extensions SET next_status_at = $2, status_checks = status_checks + 1,
+                    succeeded_count = COALESCE($3, succeeded_count), failed_count = COALESCE($4, failed_count)
+                WHERE request_identifier = $1 AND state = 'accepted'
+                """
+            values = [key, SQLValue(next), SQLValue(succeeded), SQLValue(failed)]
+        case .complete(let succeeded, let failed, let at):
+            sql = """
+                UPDATE renewal_mass_extensions SET state = 'complete', completed_at = $2, next_status_at = NULL,
+                    status_checks = status_checks + 1, succeeded_count = COALESCE($3, succeeded_count),
+                    failed_count = COALESCE($4, failed_count)
+                WHERE request_identifier = $1 AND state IN ('accepted', 'sending')
+                """
+            values = [key, SQLValue(at), SQLValue(succeeded), SQLValue(failed)]
+        }
+        try await inTransaction { connection in _ = try connection.execute(sql, values) }
+    }
+
+    public func dueMassExtensions(now: Date, resendAfter: TimeInterval) async throws -> [StoredMassExtension] {
+        try await onConnection { connection in
+            try connection.execute(
+                """
+                SELECT * FROM renewal_mass_extensions
+                WHERE (state = 'accepted' AND next_status_at <= $1) OR (state = 'sending' AND sent_at <= $2)
+                ORDER BY created_at, request_identifier
+                """, [SQLValue(now), SQLValue(now.addingTimeInterval(-resendAfter))]
+            ).map(Self.massExtension)
+        }
+    }
+
+    /// Apple's `RENEWAL_EXTENSION` summary: the mass extension it names is complete, with Apple's counts.
+    static func completeMassExtension(_ notification: FeedNotificationRecord, on connection: any SQLConnection) throws {
+        guard let summary = notification.extensionSummary else { return }
+        _ = try connection.execute(
+            """
+            UPDATE renewal_mass_extensions SET state = 'complete', completed_at = $2, next_status_at = NULL,
+                succeeded_count = $3, failed_count = $4
+            WHERE request_identifier = $1 AND state IN ('accepted', 'sending')
+            """,
+            [
+                .text(summary.requestIdentifier), SQLValue(notification.signedAt), SQLValue(summary.succeeded),
+                SQLValue(summary.failed),
+            ])
+    }
 }

@@ -40,6 +40,9 @@ extension SQLSubscriptionStore {
                 if notification.type == "RENEWAL_EXTENDED" {
                     try Self.confirmExtensions(notification, on: connection)
                 }
+                if notification.type == "RENEWAL_EXTENSION", notification.subtype == "SUMMARY" {
+                    try Self.completeMassExtension(notification, on: connection)
+                }
                 if ["REFUND", "REFUND_DECLINED"].contains(notification.type),
                     let transactionID = notification.transactionID
                 {

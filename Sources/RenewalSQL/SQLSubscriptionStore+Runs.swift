@@ -38,7 +38,8 @@ extension SQLSubscriptionStore {
         host, process_id, worker_id, lease_lost, receipts_changed, invalid, skipped, recovered_leases, due_at_start, \
         due_left, migrated, notifications, notifications_unmatched, feed_lag_ms, feed_fallback, webhooks_delivered, \
         webhooks_failed, webhook_oldest_undelivered_ms, apps_stopped, notifications_applied, history_transactions, \
-        history_completed, refund_requests, refund_requests_answered, refund_requests_unanswered, refund_requests_missed
+        history_completed, refund_requests, refund_requests_answered, refund_requests_unanswered, refund_requests_missed, \
+        mass_extensions_completed
         """
     }
 
@@ -60,6 +61,7 @@ extension SQLSubscriptionStore {
             SQLValue(run.counts.historyTransactions), SQLValue(run.counts.historyCompleted),
             SQLValue(run.counts.refundRequests), SQLValue(run.counts.refundRequestsAnswered),
             SQLValue(run.counts.refundRequestsUnanswered), SQLValue(run.counts.refundRequestsMissed),
+            SQLValue(run.counts.massExtensionsCompleted),
         ]
     }
 

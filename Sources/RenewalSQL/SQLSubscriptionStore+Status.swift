@@ -112,6 +112,7 @@ extension SQLSubscriptionStore: RunHistoryStore {
         record.counts.refundRequestsAnswered = try row.int("refund_requests_answered")
         record.counts.refundRequestsUnanswered = try row.int("refund_requests_unanswered")
         record.counts.refundRequestsMissed = try row.int("refund_requests_missed")
+        record.counts.massExtensionsCompleted = try row.int("mass_extensions_completed")
         record.counts.feedLagSeconds = try row.optionalInt("feed_lag_ms").map { Double($0) / 1000 }
         record.counts.feedFallbackText = try row.optionalText("feed_fallback")
         record.counts.appsStoppedText = try row.optionalText("apps_stopped")

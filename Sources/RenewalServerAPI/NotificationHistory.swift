@@ -46,18 +46,39 @@ struct NotificationPayload: SignedPayload {
         }
     }
 
+    /// A mass extension's summary (`RENEWAL_EXTENSION` `SUMMARY`), sent instead of `data`.
+    struct Summary: Decodable {
+        var requestIdentifier: String?
+        var bundleId: String?
+        var succeededCount: Int?
+        var failedCount: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case requestIdentifier, bundleId, succeededCount, failedCount
+        }
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            requestIdentifier = c.flexibleString(.requestIdentifier)
+            bundleId = c.flexibleString(.bundleId)
+            succeededCount = c.flexibleInt(.succeededCount)
+            failedCount = c.flexibleInt(.failedCount)
+        }
+    }
+
     var notificationType: String?
     var subtype: String?
     var notificationUUID: String?
     var signedDate: Date?
     var data: Data?
+    var summary: Summary?
 
     /// Where the notification is from: `data.environment` (notifications without `data`, such as
     /// summaries, name none).
     var environment: String? { data?.environment }
 
     enum CodingKeys: String, CodingKey {
-        case notificationType, subtype, notificationUUID, signedDate, data
+        case notificationType, subtype, notificationUUID, signedDate, data, summary
     }
 
     init(from decoder: any Decoder) throws {
@@ -67,6 +88,7 @@ struct NotificationPayload: SignedPayload {
         notificationUUID = c.flexibleString(.notificationUUID)
         signedDate = c.milliseconds(.signedDate)
         data = try? c.decodeIfPresent(Data.self, forKey: .data)
+        summary = try? c.decodeIfPresent(Summary.self, forKey: .summary)
     }
 }
 
@@ -90,6 +112,8 @@ public struct VerifiedNotification: Sendable, Hashable {
     public var bundleID: String?
     /// `data.consumptionRequestReason`, of a refund request.
     public var consumptionRequestReason: String?
+    /// `summary`, of a mass extension's `RENEWAL_EXTENSION` `SUMMARY`.
+    public var extensionSummary: ExtensionSummary?
 
     /// The notification in the decision's terms, with the subscription's signed state when it carries
     /// a transaction of an auto-renewable subscription and its renewal info.
@@ -140,7 +164,14 @@ extension SignedDataVerifier {
             uuid: uuid, type: type, subtype: payload.subtype, signedDate: signedDate,
             originalTransactionID: transaction?.originalTransactionId, transaction: transaction, renewal: renewal,
             status: payload.data?.status, bundleID: payload.data?.bundleId,
-            consumptionRequestReason: payload.data?.consumptionRequestReason)
+            consumptionRequestReason: payload.data?.consumptionRequestReason,
+            extensionSummary: payload.summary.flatMap { summary in
+                guard summary.bundleId == nil || summary.bundleId == bundleID,
+                    let id = summary.requestIdentifier
+                else { return nil }
+                return ExtensionSummary(
+                    requestIdentifier: id, succeeded: summary.succeededCount, failed: summary.failedCount)
+            })
     }
 }
 
@@ -222,6 +253,7 @@ extension ServerAPIClient: NotificationFeed {
                     signedDate: verified.signedDate,
                     originalTransactionID: isSubscription ? verified.originalTransactionID : nil,
                     evidence: isSubscription ? verified.evidence(environment: environment) : nil)
+                notification.extensionSummary = verified.extensionSummary
                 if isSubscription, let transaction = verified.transaction {
                     notification.transactionID = transaction.transactionId
                     notification.periodStart = transaction.purchaseDate

@@ -23,6 +23,8 @@ public struct FeedNotificationRecord: Sendable, Hashable {
     public var periodStart: Date?
     public var periodEnd: Date?
     public var productID: String?
+    /// Of a `RENEWAL_EXTENSION` `SUMMARY`: the mass extension it sums up.
+    public var extensionSummary: ExtensionSummary?
 
     public init(
         uuid: String, environment: AppStoreEnvironment, type: String, subtype: String?,

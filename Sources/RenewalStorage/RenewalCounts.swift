@@ -70,6 +70,8 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
     public var refundRequestsUnanswered = 0
     /// Refund requests whose 12 hours passed without an answer, found by this run: alerted on.
     public var refundRequestsMissed = 0
+    /// Mass renewal-date extensions (`renewal extend --product`) Apple reported complete to this run.
+    public var massExtensionsCompleted = 0
 
     public init() {}
 
@@ -95,6 +97,7 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
         case refundRequestsAnswered = "refund_requests_answered"
         case refundRequestsUnanswered = "refund_requests_unanswered"
         case refundRequestsMissed = "refund_requests_missed"
+        case massExtensionsCompleted = "mass_extensions_completed"
     }
 }
 

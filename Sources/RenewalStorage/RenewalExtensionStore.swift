@@ -85,6 +85,92 @@ public enum ExtensionResult: Sendable, Hashable {
     case unconfirmed(reason: String)
 }
 
+/// One operator intent about every active subscriber of a product (in some storefronts, or all).
+public struct MassExtensionIntent: Sendable, Hashable {
+    public var intent: String
+    public var productID: String
+    /// ISO 3166-1 alpha-3 codes; empty for every storefront.
+    public var storefronts: [String]
+    public var bundleID: String?
+    public var environment: AppStoreEnvironment
+    public var days: Int
+    public var reason: Int
+
+    public init(
+        intent: String, productID: String, storefronts: [String], bundleID: String?, environment: AppStoreEnvironment,
+        days: Int, reason: Int
+    ) {
+        self.intent = intent
+        self.productID = productID
+        self.storefronts = storefronts
+        self.bundleID = bundleID
+        self.environment = environment
+        self.days = days
+        self.reason = reason
+    }
+}
+
+/// Where a mass extension stands.
+public enum MassExtensionState: String, Sendable, Hashable, CaseIterable {
+    /// Stored, never sent.
+    case pending
+    /// Sent without a recorded answer: sent again with the same identifier (Apple answers a repeated one
+    /// again and extends nobody twice).
+    case sending
+    /// Apple accepted it and is carrying it out; later runs follow its status.
+    case accepted
+    /// Apple finished it.
+    case complete
+    /// Apple refused it.
+    case rejected
+}
+
+/// A mass extension as stored.
+public struct StoredMassExtension: Sendable, Hashable {
+    public var requestIdentifier: String
+    public var productID: String
+    public var storefronts: [String]
+    public var bundleID: String?
+    public var environment: AppStoreEnvironment
+    public var days: Int
+    public var reason: Int
+    public var state: MassExtensionState
+    public var statusChecks: Int
+    public var succeededCount: Int?
+    public var failedCount: Int?
+    public var lastError: String?
+
+    public init(
+        requestIdentifier: String, productID: String, storefronts: [String], bundleID: String?,
+        environment: AppStoreEnvironment, days: Int, reason: Int, state: MassExtensionState, statusChecks: Int,
+        succeededCount: Int?, failedCount: Int?, lastError: String?
+    ) {
+        self.requestIdentifier = requestIdentifier
+        self.productID = productID
+        self.storefronts = storefronts
+        self.bundleID = bundleID
+        self.environment = environment
+        self.days = days
+        self.reason = reason
+        self.state = state
+        self.statusChecks = statusChecks
+        self.succeededCount = succeededCount
+        self.failedCount = failedCount
+        self.lastError = lastError
+    }
+}
+
+/// What became of sending a mass extension, or of asking its status.
+public enum MassExtensionResult: Sendable, Hashable {
+    case accepted(at: Date, nextStatusAt: Date)
+    case rejected(httpStatus: Int?, errorCode: Int?, reason: String)
+    /// Not accepted yet (an outage): sent again, with its identifier, by a later run or invocation.
+    case notAccepted(reason: String)
+    /// Apple's status: still running (asked again at `nextStatusAt`), or complete with its counts.
+    case inProgress(succeeded: Int?, failed: Int?, nextStatusAt: Date)
+    case complete(succeeded: Int?, failed: Int?, at: Date)
+}
+
 /// Where renewal-date extensions are kept: each request's identifier stored before it is sent, so a crash,
 /// a kill -9 or a second invocation never sends a second extension for the same intent.
 public protocol RenewalExtensionStore: Sendable {
@@ -102,4 +188,23 @@ public protocol RenewalExtensionStore: Sendable {
 
     /// Records what became of sending it.
     func recordExtension(_ requestIdentifier: String, result: ExtensionResult) async throws
+
+    /// Up to `limit` subscriptions of `productID` after `afterID` (original transaction id order), with the
+    /// storefront of their latest transaction in the ledger (nil when unknown): who a mass extension reaches.
+    func massExtensionCandidates(productID: String, after afterID: String?, limit: Int, now: Date) async throws
+        -> [(candidate: ExtensionCandidate, storefront: String?)]
+
+    /// Stores `requestIdentifier` for `intent` unless one is stored for the same intent; returns the stored one.
+    func storeMassExtension(_ intent: MassExtensionIntent, requestIdentifier: String, now: Date) async throws
+        -> StoredMassExtension
+
+    /// Marks a mass extension as being sent (from `pending` or `sending`).
+    func markMassExtensionSending(_ requestIdentifier: String, now: Date) async throws
+
+    /// Records Apple's answer or status.
+    func recordMassExtension(_ requestIdentifier: String, result: MassExtensionResult, now: Date) async throws
+
+    /// The mass extensions a run follows at `now`: those in progress whose next status is due, and those
+    /// sent without a recorded answer more than `resendAfter` ago.
+    func dueMassExtensions(now: Date, resendAfter: TimeInterval) async throws -> [StoredMassExtension]
 }

@@ -125,7 +125,7 @@ struct AppleSetup {
     /// there is a Server API key.
     func makeVerifier(transport: AppleTransport, budget: any RequestBudget) -> (
         verifier: any ReceiptVerifier, feed: (any NotificationFeed)?, history: (any TransactionHistory)?,
-        refundAnswers: (any RefundRequestAnswering)?, catalogue: AppCatalogue?
+        operatorActions: (any OperatorActions)?, catalogue: AppCatalogue?
     ) {
         guard let apps else {
             let client = AppStoreClient(transport: transport, configuration: verifyReceipt)
@@ -149,7 +149,7 @@ struct AppleSetup {
                     // Apple's change feed is per app: each app's own key reads its own.
                     feed: mode == .verifyReceipt ? nil : serverAPIClient,
                     history: mode == .verifyReceipt ? nil : serverAPIClient,
-                    refundAnswers: mode == .verifyReceipt ? nil : serverAPIClient)
+                    operatorActions: mode == .verifyReceipt ? nil : serverAPIClient)
             })
         return (catalogue, nil, nil, nil, catalogue)
     }

@@ -41,6 +41,23 @@ struct ExtendCommand: AsyncParsableCommand {
         name: .long,
         help: ArgumentHelp(
             """
+            Every active subscriber of this product, by one request Apple carries out over hours (instead of \
+            --user); later runs follow it until Apple says it is complete.
+            """,
+            valueName: "id"))
+    var product: String?
+
+    @Option(
+        name: .customLong("storefront"),
+        help: ArgumentHelp(
+            "With --product, only subscribers of this App Store country, e.g. USA (repeatable; default all).",
+            valueName: "code"))
+    var storefronts: [String] = []
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            """
             Names the intent (e.g. outage-2026-11-26): the same intent is sent to a subscription once. Default: \
             the days, the reason and today's UTC date.
             """,
@@ -61,8 +78,15 @@ struct ExtendCommand: AsyncParsableCommand {
             throw ValidationError(
                 "--reason must be 0 (undeclared), 1 (customer satisfaction), 2 (other) or 3 (service issue or outage).")
         }
-        guard !users.isEmpty else {
-            throw ValidationError("Name the subscribers to extend with --user ID (repeatable).")
+        guard users.isEmpty != (product == nil) else {
+            throw ValidationError(
+                "Name the subscribers to extend with --user ID (repeatable), or every subscriber of a product with --product ID.")
+        }
+        guard storefronts.isEmpty || product != nil else {
+            throw ValidationError("--storefront narrows --product; with --user, name the users instead.")
+        }
+        for code in storefronts where code.count != 3 || !code.allSatisfy({ $0.isASCII && $0.isUppercase }) {
+            throw ValidationError("--storefront takes ISO 3166-1 alpha-3 codes such as USA or FRA; got \(code).")
         }
         if let intent, intent.isEmpty || intent.count > 200 {
             throw ValidationError("--intent must be 1 to 200 characters.")
@@ -79,13 +103,12 @@ struct ExtendCommand: AsyncParsableCommand {
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
             let clock = options.clock
-            let request = RenewalExtensions.Request(
-                intent: intent ?? "days=\(days) reason=\(reason) \(Timestamp.string(clock()).prefix(10))",
-                days: days, reason: reason, userIDs: users)
+            let intent = self.intent ?? "days=\(days) reason=\(reason) \(Timestamp.string(clock()).prefix(10))"
+            let request = RenewalExtensions.Request(intent: intent, days: days, reason: reason, userIDs: users)
             let lines = try await AppleTransport.withAppleTransport(
                 requestTimeout: .milliseconds(Int64(appStore.timeout * 1000)), connectionsPerHost: 4
             ) { transport in
-                var extenders: [String?: any RenewalDateExtending] = [:]
+                var extenders: [String?: any OperatorActions] = [:]
                 if let configuration = apple.serverAPI {
                     extenders[nil] = ServerAPIClient(transport: transport, configuration: configuration)
                 }
@@ -102,11 +125,33 @@ struct ExtendCommand: AsyncParsableCommand {
                         APPSTORE_ISSUER_ID and APPSTORE_PRIVATE_KEY_FILE (or each app's key in the apps file).
                         """)
                 }
-                return try await RenewalExtensions(store: store, extenders: extenders, logger: logger, now: clock)
-                    .run(request, dryRun: options.dryRun)
+                if let product {
+                    let mass = MassExtensions(
+                        store: store, extenders: extenders.mapValues { $0 as any MassRenewalDateExtending },
+                        logger: logger, now: clock)
+                    let massRequest = MassExtensions.Request(
+                        intent: intent, days: days, reason: reason, productID: product, storefronts: storefronts)
+                    if options.dryRun {
+                        var lines: [RenewalExtensions.Line] = []
+                        try await mass.forEachSubscriber(massRequest) { line, _ in lines.append(line) }
+                        return lines
+                    }
+                    let outcome = try await mass.run(massRequest)
+                    print(Self.massLine(product: product, storefronts: storefronts, outcome))
+                    switch outcome {
+                    case .notAccepted, .noKey, .rejected: unfinished = true
+                    default: break
+                    }
+                    return []
+                }
+                return try await RenewalExtensions(
+                    store: store, extenders: extenders.mapValues { $0 as any RenewalDateExtending }, logger: logger,
+                    now: clock
+                ).run(request, dryRun: options.dryRun)
             }
+            if product != nil, !options.dryRun { return }
             print(Self.table(lines, dryRun: options.dryRun))
-            unfinished = lines.contains { $0.outcome.isUnfinished }
+            unfinished = unfinished || lines.contains { $0.outcome.isUnfinished }
             extended = lines.compactMap { line in
                 if case .extended = line.outcome { return line.userID }
                 return nil
@@ -119,6 +164,27 @@ struct ExtendCommand: AsyncParsableCommand {
             ).execute(.backfill(BackfillSelector(userIDs: Array(Set(extended)).sorted())))
         }
         if unfinished { throw ExitCode(3) }
+    }
+
+    /// Where a mass extension stands.
+    static func massLine(product: String, storefronts: [String], _ outcome: MassExtensions.Outcome) -> String {
+        let scope = product + (storefronts.isEmpty ? "" : " in " + storefronts.joined(separator: ", "))
+        switch outcome {
+        case .accepted:
+            return "Mass renewal-date extension of \(scope): accepted; Apple carries it out over hours, runs follow it"
+        case .inProgress(let succeeded, let failed):
+            return
+                "Mass renewal-date extension of \(scope): in progress (accepted before, not sent again; succeeded \(succeeded ?? 0), failed \(failed ?? 0) so far)"
+        case .complete(let succeeded, let failed):
+            return "Mass renewal-date extension of \(scope): complete (succeeded \(succeeded ?? 0), failed \(failed ?? 0))"
+        case .rejected(let code, let reason):
+            return "Mass renewal-date extension of \(scope): rejected by Apple (\(code.map { "\($0) " } ?? "")\(reason))"
+        case .notAccepted(let reason):
+            return
+                "Mass renewal-date extension of \(scope): not accepted yet (\(reason)); the next run sends it again with the same identifier"
+        case .noKey:
+            return "Mass renewal-date extension of \(scope): no Server API key for the product's app"
+        }
     }
 
     /// One line per subscription: the user, the subscription, its product and what became of it.

@@ -95,13 +95,13 @@ struct JobRunner {
                     try await options.withWebhooks(
                         store: store, owner: configuration.workerID, logger: logger, clock: clock
                     ) { webhooks in
-                        let (verifier, feed, history, refundAnswers, catalogue) = apple.makeVerifier(
+                        let (verifier, feed, history, operatorActions, catalogue) = apple.makeVerifier(
                             transport: transport, budget: budget)
                         var dependencies = RenewalRun.Dependencies(
                             store: store, verifier: verifier, logger: logger, now: clock)
                         dependencies.feed = feed
                         dependencies.history = history
-                        dependencies.refundAnswers = refundAnswers
+                        dependencies.operatorActions = operatorActions
                         dependencies.apps = catalogue
                         dependencies.webhooks = webhooks
                         dependencies.metrics = metrics

@@ -91,4 +91,60 @@ struct ExtendKillTests {
             }
         }
     }
+
+    @Test(
+        """
+        renewal extend's usage errors exit 64 naming the fix (days over 90, no subscriber named, --user with \
+        --product, a storefront that is not a country code); without Server API credentials it exits 78; \
+        --dry-run --product lists the product's subscribers and sends nothing
+        """)
+    func usageAndDryRun() async throws {
+        try await CLI.withDirectoryAndSimulator(secret: ServerAPIMigrationTests.secret) {
+            directory, state, configuration, endpoints in
+            let environment = try ServerAPIMigrationTests.environment(configuration, endpoints, directory: directory)
+            let database = ["--database", directory + "/renewal.sqlite"]
+            for (arguments, message) in [
+                (["--days", "91", "--reason", "3", "--user", "u"], "--days must be between 1 and 90"),
+                (["--days", "7", "--reason", "3"], "Name the subscribers to extend"),
+                (["--days", "7", "--reason", "3", "--user", "u", "--product", "p"], "Name the subscribers to extend"),
+                (["--days", "7", "--reason", "9", "--user", "u"], "--reason must be 0"),
+                (["--days", "7", "--reason", "3", "--product", "p", "--storefront", "us"], "ISO 3166-1 alpha-3"),
+            ] {
+                let result = try await CLI.run(["extend"] + arguments + database, environment: environment)
+                #expect(result.status == 64, "\(arguments): \(result.stderr)")
+                #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+            }
+            let receipts = (0..<3).map { index in
+                (
+                    "user-\(index)",
+                    SimulatedReceipt(
+                        account: "extend-dry-\(index)", scenario: index == 2 ? .voluntaryExpiry : .renewal,
+                        start: state.now.addingTimeInterval(-Double(index == 2 ? 40 : 5) * 86_400))
+                )
+            }
+            state.register(receipts.map(\.1))
+            let file = directory + "/lines.jsonl"
+            try ServerAPIMigrationTests.importLines(receipts).write(toFile: file, atomically: true, encoding: .utf8)
+            #expect(try await CLI.run(["migrate"] + database, environment: environment).status == 0)
+            #expect(try await CLI.run(["import", file] + database, environment: environment).status == 0)
+            let now = ["--now", Timestamp.string(state.now)]
+            #expect(try await CLI.run(["run", "--source", "server-api"] + now + database, environment: environment).status == 0)
+            let dry = try await CLI.run(
+                ["extend", "--days", "7", "--reason", "3", "--product", "com.example.pro.monthly", "--dry-run"] + now
+                    + database, environment: environment)
+            #expect(dry.status == 0, "\(dry.stderr)")
+            #expect(dry.stdout.contains("would_extend 2") && dry.stdout.contains("ineligible 1"), "\(dry.stdout)")
+            #expect(dry.stdout.contains("ineligible:not_active"), "\(dry.stdout)")
+            #expect(state.massExtensions.isEmpty && state.extensionRequests.isEmpty, "a dry run sends nothing")
+
+            var noKey = environment
+            noKey["APPSTORE_KEY_ID"] = nil
+            noKey["APPSTORE_ISSUER_ID"] = nil
+            noKey["APPSTORE_PRIVATE_KEY_FILE"] = nil
+            let refused = try await CLI.run(
+                ["extend", "--days", "7", "--reason", "3", "--user", "user-0"] + now + database, environment: noKey)
+            #expect(refused.status == 78, "\(refused.stderr)")
+            #expect(refused.stderr.contains("needs App Store Server API credentials"), "\(refused.stderr)")
+        }
+    }
 }

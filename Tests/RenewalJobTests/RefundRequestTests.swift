@@ -71,7 +71,7 @@ struct RefundRequestTests {
                 for _ in 0..<(31 * 6) {
                     let outcome = try await h.run(.run, verifier: router) {
                         $0.feed = client
-                        $0.refundAnswers = client
+                        $0.operatorActions = client
                         $0.refundPreference = .decline
                     }
                     totals.refundRequests += outcome.counts.refundRequests
@@ -165,7 +165,7 @@ struct RefundRequestTests {
                     h.state.fault = fault
                     return try await h.run(.run, verifier: router) {
                         $0.feed = client
-                        $0.refundAnswers = client
+                        $0.operatorActions = client
                     }.counts
                 }
                 let start = h.state.now

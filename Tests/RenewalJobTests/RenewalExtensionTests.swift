@@ -1,5 +1,6 @@
 import AppStoreSimulator
 import Foundation
+import InMemoryLogging
 import RenewalAppleAPI
 import RenewalCore
 import RenewalJob
@@ -97,6 +98,96 @@ struct RenewalExtensionTests {
                     RenewalExtensions.Request(intent: "outage-3", days: 3, reason: 3, userIDs: ["ana"]), dryRun: false)
                 #expect(third.first?.outcome == .ineligible(.yearlyLimit), "\(third)")
                 #expect(h.state.extensionRequests.count == requestsBefore + 3)
+            }
+        }
+    }
+
+    @Test(
+        """
+        A mass extension of a product in one storefront: the dry run lists its subscribers and who Apple would not \
+        extend; the request is sent once, a second invocation of the intent sends nothing, and later runs follow \
+        it to completion with Apple's counts while the feed's RENEWAL_EXTENDED moves each subscriber's stored \
+        renewal date; other storefronts and products are untouched
+        """,
+        arguments: Backend.available)
+    func massExtensionFollowedToCompletion(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            var receipts: [(String, SimulatedReceipt)] = (0..<4).map { i in
+                ("usa-\(i)", h.receipt("mass-usa-\(i)", .renewal, daysAgo: 5 + Double(i)))
+            }
+            receipts.append(("usa-trial", h.receipt("mass-trial", .trial, daysAgo: 2)))
+            var french = h.receipt("mass-fra", .renewal, daysAgo: 6)
+            french.storefront = "FRA"
+            receipts.append(("fra", french))
+            receipts.append(
+                (
+                    "yearly",
+                    SimulatedReceipt(
+                        account: "mass-yearly", scenario: .renewal, start: h.state.now.addingTimeInterval(-9 * Self.day),
+                        period: 365 * Self.day, productID: "com.example.pro.yearly")
+                ))
+            try await h.importReceipts(receipts)
+            try await h.withServerAPIClient { client in
+                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
+                func run() async throws -> RenewalCounts {
+                    try await h.run(.run, verifier: router) {
+                        $0.feed = client
+                        $0.operatorActions = client
+                    }.counts
+                }
+                _ = try await run()
+                let before = Dictionary(
+                    uniqueKeysWithValues: try await h.status().map { ($0.userID, $0.expiresAt ?? .distantPast) })
+                let mass = MassExtensions(store: h.store, extenders: [nil: client], logger: h.logger, now: { h.state.now })
+                let request = MassExtensions.Request(
+                    intent: "outage-mass", days: 5, reason: 3, productID: "com.example.pro.monthly",
+                    storefronts: ["USA"])
+                var listed: [String: String] = [:]
+                try await mass.forEachSubscriber(request) { line, _ in listed[line.userID] = line.outcome.name }
+                #expect(
+                    listed == [
+                        "usa-0": "would_extend", "usa-1": "would_extend", "usa-2": "would_extend",
+                        "usa-3": "would_extend", "usa-trial": "ineligible:free_trial",
+                    ], "\(listed)")
+                #expect(h.state.massExtensions.isEmpty, "the dry run sends nothing")
+
+                #expect(try await mass.run(request) == .accepted)
+                #expect(h.state.massExtensions.count == 1)
+                guard case .inProgress = try await mass.run(request) else {
+                    Issue.record("a second invocation of the intent is not in progress")
+                    return
+                }
+                #expect(h.state.massExtensions.count == 1)
+
+                // Apple works on it for two hours; runs every 40 minutes follow it.
+                var states: [String] = []
+                for _ in 0..<5 {
+                    h.state.advance(by: 40 * 60)
+                    _ = try await run()
+                    let row = try #require(
+                        try await DashboardViewsTests.query(
+                            h, "SELECT state, succeeded_count, failed_count, status_checks FROM renewal_mass_extensions"
+                        ).first)
+                    states.append(DashboardViewsTests.text(row, "state") ?? "?")
+                }
+                #expect(states.first == "accepted" && states.last == "complete", "\(states)")
+                let row = try #require(
+                    try await DashboardViewsTests.query(
+                        h, "SELECT succeeded_count, failed_count, status_checks FROM renewal_mass_extensions"
+                    ).first)
+                #expect(DashboardViewsTests.int(row, "succeeded_count") == 4)
+                #expect(DashboardViewsTests.int(row, "failed_count") == 1)
+                #expect(
+                    (DashboardViewsTests.int(row, "status_checks") ?? 0) >= 1,
+                    "runs asked Apple's status: \(h.logs.entries.filter { "\($0.message)".contains("Mass") })")
+                for (user, expires) in try await h.status().map({ ($0.userID, $0.expiresAt ?? .distantPast) }) {
+                    let moved = expires.timeIntervalSince(before[user] ?? .distantPast)
+                    if user.hasPrefix("usa-"), user != "usa-trial" {
+                        #expect(moved == 5 * Self.day, "\(user) extended by 5 days: \(moved / Self.day)")
+                    } else if user != "usa-trial" {
+                        #expect(moved == 0, "\(user) untouched: \(moved / Self.day)")
+                    }
+                }
             }
         }
     }

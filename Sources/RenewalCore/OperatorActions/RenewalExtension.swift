@@ -55,3 +55,16 @@ public enum RenewalExtension {
         return nil
     }
 }
+
+/// A mass extension's summary (`RENEWAL_EXTENSION` `SUMMARY`): its request identifier and Apple's counts.
+public struct ExtensionSummary: Sendable, Hashable {
+    public var requestIdentifier: String
+    public var succeeded: Int?
+    public var failed: Int?
+
+    public init(requestIdentifier: String, succeeded: Int?, failed: Int?) {
+        self.requestIdentifier = requestIdentifier
+        self.succeeded = succeeded
+        self.failed = failed
+    }
+}
