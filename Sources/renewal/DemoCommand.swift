@@ -22,8 +22,10 @@ struct DemoCommand: AsyncParsableCommand {
             21010, a transient 21005, an HTML outage, truncated JSON, a slow answer and a shared Apple ID; \
             starts the simulator on a free loopback port; runs the job for real on day 0, day 11 and day 15 \
             of the simulator's clock, then through the App Store Server API and its change feed (a refund on \
-            day 16 caught by the next run), then with a second app (a Mac app with its own shared secret) in \
-            the same database; prints the changes, then the analytics of those days from the transaction \
+            day 16 caught by the next run, a refund request answered with the customer's consent, a seat \
+            refund that revokes nobody), then with a second app (a Mac app with its own shared secret) in \
+            the same database, then extends renewal dates after an outage (one subscriber, and a mass \
+            extension of a product in one storefront, read back through the feed); prints the changes, then the analytics of those days from the transaction \
             ledger (prices in four currencies, yearly, weekly and introductory-price plans) with their HTML \
             page, and where the reports and the database are.
             """)
@@ -107,7 +109,7 @@ private struct DemoScript {
     func run(
         _ number: Int, _ title: String, advanceDays: Double, command: RenewalRun.Command = .run,
         verifier: any ReceiptVerifier, feed: (any NotificationFeed)? = nil, history: (any TransactionHistory)? = nil,
-        apps: AppCatalogue? = nil
+        operatorActions: (any OperatorActions)? = nil, apps: AppCatalogue? = nil
     ) async throws -> RenewalOutcome {
         state.advance(by: advanceDays * 86_400)
         var configuration = RenewalRun.Configuration(command: command)
@@ -117,6 +119,7 @@ private struct DemoScript {
         var dependencies = RenewalRun.Dependencies(store: store, verifier: verifier, logger: logger, now: { state.now })
         dependencies.feed = feed
         dependencies.history = history
+        dependencies.operatorActions = operatorActions
         dependencies.apps = apps
         let outcome = try await RenewalRun(configuration: configuration, dependencies: dependencies).run()
         try output.run(number: number, title: title, outcome: outcome)
@@ -154,12 +157,35 @@ private struct DemoScript {
             // Runs 6 and 7: scheduled runs that read Apple's change feed first.
             _ = try await run(
                 6, "Day 15: run reads Apple's change feed (Notification History) for the first time",
-                advanceDays: 0, verifier: router, feed: serverAPIClient, history: serverAPIClient)
-            _ = try await run(
+                advanceDays: 0, verifier: router, feed: serverAPIClient, history: serverAPIClient,
+                operatorActions: serverAPIClient)
+            let refunds = try await run(
                 7, "Day 16: a refund mid-period, caught through the feed by the next run",
-                advanceDays: 1.5, verifier: router, feed: serverAPIClient, history: serverAPIClient)
-            try await secondAppRun(client, router: router)
+                advanceDays: 1.5, verifier: router, feed: serverAPIClient, history: serverAPIClient,
+                operatorActions: serverAPIClient)
+            output.operatorActions(refunds, state: state)
+            try await secondAppRun(client, router: router, serverAPI: serverAPIClient)
         }
+    }
+
+    /// After run 8, an outage: one subscriber's renewal date extended, and every yearly subscriber in France
+    /// by one request Apple carries out over two hours; run 9 reads Apple's answers through the feed.
+    private func extensions(router: SourceRouter, serverAPI: ServerAPIClient) async throws {
+        state.advance(by: 3_600)
+        let now: @Sendable () -> Date = { [state] in state.now }
+        let single = RenewalExtensions(store: store, extenders: [nil: serverAPI], logger: logger, now: now)
+        let lines = try await single.run(
+            RenewalExtensions.Request(intent: "outage-day-24", days: 3, reason: 3, userIDs: ["alice", "ivan"]),
+            dryRun: false)
+        let mass = MassExtensions(store: store, extenders: [nil: serverAPI], logger: logger, now: now)
+        let yearly = MassExtensions.Request(
+            intent: "outage-day-24", days: 3, reason: 3, productID: "com.example.pro.yearly", storefronts: ["FRA"])
+        let accepted = try await mass.run(yearly)
+        output.extensions(lines, mass: accepted)
+        let outcome = try await run(
+            9, "Day 24, three hours on: Apple's RENEWAL_EXTENDED and the mass extension's summary, through the feed",
+            advanceDays: 0.125, verifier: router, feed: serverAPI, history: serverAPI, operatorActions: serverAPI)
+        output.afterExtensions(outcome, mass: try await mass.run(yearly))
     }
 
     /// The analytics of the demo's days from the ledger the runs wrote: the daily series refreshed, the
@@ -174,8 +200,11 @@ private struct DemoScript {
         output.analytics(report, rates: DemoData.rates, path: path)
     }
 
-    /// Run 8: a second app joins the database; one run checks both, each with its own secret.
-    private func secondAppRun(_ client: AppStoreClient, router: SourceRouter) async throws {
+    /// Run 8: a second app joins the database; one run checks both, each with its own secret. Then the
+    /// extensions and run 9.
+    private func secondAppRun(_ client: AppStoreClient, router: SourceRouter, serverAPI: ServerAPIClient)
+        async throws
+    {
         let macCustomers = DemoData.macCustomers(at: state.now)
         state.register(macCustomers.map(\.receipt))
         _ = try await store.importReceipts(DemoData.macImports(macCustomers), now: state.now)
@@ -196,5 +225,6 @@ private struct DemoScript {
                 advanceDays: 7.5, verifier: apps, apps: apps)
             try output.byApp(outcome)
         }
+        try await extensions(router: router, serverAPI: serverAPI)
     }
 }

@@ -13,6 +13,8 @@ enum DemoData {
         var story: String
         /// How the app's server stored the customer: a receipt, or (StoreKit 2) a signed transaction.
         var form: SimulatedReceipt.ImportForm = .receipt
+        /// The import line's `consumption_consent`.
+        var consumptionConsent: Bool?
     }
 
     static func customers(at start: Date) -> [Customer] {
@@ -60,6 +62,17 @@ enum DemoData {
             customer(
                 "alice-work", .renewal, daysAgo: 20, account: "alice",
                 "second app account paying with alice's Apple ID (shared_apple_id)"),
+            customer(
+                "olga", .multiseat, daysAgo: 29,
+                "team plan of 5 seats; 2 seats refunded on day 16 (REFUND, SEATS): stays entitled"),
+            customer("piet", .assignedSeat, daysAgo: 20, "member of a team plan (ASSIGNED): entitled by his own seat"),
+            {
+                var rita = customer(
+                    "rita", .refundRequest, daysAgo: 19.8,
+                    "asks Apple for a refund on day 16 and consented to share usage: answered within 12 hours")
+                rita.consumptionConsent = true
+                return rita
+            }(),
             {
                 var rosa = customer(
                     "rosa", .renewal, daysAgo: 20,
@@ -109,8 +122,9 @@ enum DemoData {
     static func imports(_ customers: [Customer], chain: SigningChain?) async throws -> [ReceiptImport] {
         var imports: [ReceiptImport] = []
         for customer in customers {
-            let item = ReceiptImport(
+            var item = ReceiptImport(
                 userID: customer.userID, latestReceipt: customer.receipt.encoded, productID: customer.receipt.productID)
+            item.consumptionConsent = customer.consumptionConsent
             guard customer.form == .signedTransaction, let chain else {
                 imports.append(item)
                 continue

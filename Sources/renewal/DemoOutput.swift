@@ -109,6 +109,42 @@ struct DemoOutput {
                 + " (report --app, backfill --app and the views' bundle_id column split the same way)")
     }
 
+    /// Run 7's refund request and seat refund: what Apple received, and what the job kept.
+    func operatorActions(_ outcome: RenewalOutcome, state: SimulatorState) {
+        let c = outcome.counts
+        print(
+            "  refund requests: \(c.refundRequests) read from the feed, \(c.refundRequestsAnswered) answered, "
+                + "\(c.refundRequestsUnanswered) without consent, \(c.refundRequestsMissed) missed")
+        for answer in state.consumptionAnswers {
+            print(
+                "  rita         consumption information sent: \(answer.deliveryStatus ?? "-"), "
+                    + "\((answer.consumptionPercentage ?? 0) / 1000)% of the period used, consent recorded")
+        }
+        print("  olga         2 of 5 seats refunded (REFUND, SEATS): no change, the purchaser stays entitled")
+    }
+
+    /// The extensions sent after run 8.
+    func extensions(_ lines: [RenewalExtensions.Line], mass: MassExtensions.Outcome) {
+        print("")
+        print("An outage on day 24: renewal extend --days 3 --reason 3 --user alice --user ivan")
+        for line in lines {
+            print("  \(pad(line.userID, 12)) \(line.outcome.name)")
+        }
+        print("renewal extend --days 3 --reason 3 --product com.example.pro.yearly --storefront FRA")
+        print("  \(mass.name): Apple extends every yearly subscriber in France over two hours")
+    }
+
+    /// Run 9's view of the mass extension: `renewal extend` again says where it stands, sending nothing.
+    func afterExtensions(_ outcome: RenewalOutcome, mass: MassExtensions.Outcome) {
+        if case .complete(let succeeded, let failed) = mass {
+            print(
+                "  renewal extend --product again: the mass extension is complete, \(succeeded ?? 0) extended, "
+                    + "\(failed ?? 0) failed; nothing sent")
+        } else {
+            print("  mass extension: \(mass.name)")
+        }
+    }
+
     /// The analytics of the demo's days, as `renewal analytics` prints them, and where the page is.
     func analytics(_ report: AnalyticsReport, rates: [String: Decimal], path: String) {
         let total = report.total
@@ -134,7 +170,7 @@ struct DemoOutput {
     func footer(directory: String, databasePath: String, htmlPath: String) {
         print("")
         print("Database: \(databasePath)")
-        print("Reports:  \(directory)/report-run-{1,2,3,4,5,6,7,8}.json")
+        print("Reports:  \(directory)/report-run-{1,2,3,4,5,6,7,8,9}.json")
         print("HTML report: \(htmlPath)")
         print("Render any run again: renewal report --database \(databasePath) --format table --since 2000-01-01")
         print("Look at it: swift run renewal status --database \(databasePath)")

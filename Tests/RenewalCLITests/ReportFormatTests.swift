@@ -247,6 +247,17 @@ struct ReportFormatTests {
         let runSeven = demo.stdout.components(separatedBy: "Run 7:").last ?? ""
         #expect(runSeven.contains("sam          refunded               active -> revoked"), "\(runSeven)")
         #expect(runSeven.contains("healthy, Server API rows polled on the feed's long schedule"), "\(runSeven)")
+        // Apple's operator actions: rita's refund request answered with her consent, olga's seat refund changing
+        // nothing, an extension of alice and of every yearly subscriber in France, read back by run 9.
+        #expect(runSeven.contains("refund requests: 1 read from the feed, 1 answered"), "\(runSeven)")
+        #expect(runSeven.contains("rita         consumption information sent: DELIVERED"), "\(runSeven)")
+        #expect(!runSeven.contains("olga         refunded"), "a seat refund is no refund of the purchase")
+        let runNine = demo.stdout.components(separatedBy: "Run 9:").last ?? ""
+        #expect(demo.stdout.contains("alice        extended"), "\(demo.stdout)")
+        #expect(demo.stdout.contains("ivan         ineligible:family_shared"), "\(demo.stdout)")
+        #expect(runNine.contains("alice        renewed"), "\(runNine)")
+        #expect(runNine.contains("tomas        renewed"), "\(runNine)")
+        #expect(runNine.contains("the mass extension is complete, 1 extended, 0 failed"), "\(runNine)")
         // A second app joins the database: one run checks both apps, the row imported without its app
         // is pinned by Apple's answer.
         let runEight = demo.stdout.components(separatedBy: "Run 8:").last ?? ""
@@ -272,7 +283,7 @@ struct ReportFormatTests {
         let countLines = demo.stdout.split(separator: "\n").filter {
             $0.contains("checked ") && $0.contains("receipts:")
         }
-        #expect(countLines.count == 8, "\(countLines)")
+        #expect(countLines.count == 9, "\(countLines)")
         for line in countLines {
             let numbers = line.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
             #expect(numbers.count >= 4 && numbers[0] == numbers[1] + numbers[2] + numbers[3], "\(line)")
@@ -294,11 +305,11 @@ struct ReportFormatTests {
         let monthly = try #require(header.firstIndex(of: "com.example.pro.monthly"), "\(header)")
         let sandbox = try #require(header.firstIndex(of: "com.example.pro.monthly (Sandbox)"), "\(header)")
         let rows = table.dropFirst().map { $0 }
-        #expect(rows.count == 8, "\(table)")
+        #expect(rows.count == 9, "\(table)")
         #expect(rows.first?[premium] == "0" && rows.dropFirst().allSatisfy { $0[premium] == "1" }, "\(table)")
-        // Run 1: 14 production subscribers on the monthly plan (heidi, the tester, is in sandbox; judy is on the
-        // weekly plan and tomas on the yearly one).
-        #expect(rows.first?[monthly] == "14" && rows.allSatisfy { $0[sandbox] == "1" }, "\(table)")
+        // Run 1: 17 production subscribers on the monthly plan (heidi, the tester, is in sandbox; judy is on the
+        // weekly plan and tomas on the yearly one; ivan's family-shared and piet's assigned seat count too).
+        #expect(rows.first?[monthly] == "17" && rows.allSatisfy { $0[sandbox] == "1" }, "\(table)")
     }
 
     /// The cells of the first `<table>` after `heading`, header row first.
