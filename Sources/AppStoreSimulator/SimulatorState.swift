@@ -352,15 +352,18 @@ public final class SimulatorState: Sendable {
                 requestedAt: now, completesAt: now.addingTimeInterval(duration), succeeded: [], failed: 0)
             for (index, var receipt) in subscribers.enumerated() {
                 let id = receipt.originalTransactionID
-                guard case .json = receipt.extensionAnswer(
-                    originalTransactionID: id, days: days, requestIdentifier: requestIdentifier, at: now)
+                guard
+                    case .json = receipt.extensionAnswer(
+                        originalTransactionID: id, days: days, requestIdentifier: requestIdentifier, at: now)
                 else {
                     mass.failed += 1
                     continue
                 }
                 let at = now.addingTimeInterval(duration * Double(index + 1) / Double(subscribers.count + 1))
                 receipt.extensions =
-                    (receipt.extensions ?? []) + [SimulatedExtension(at: at, days: days, requestIdentifier: requestIdentifier)]
+                    (receipt.extensions ?? []) + [
+                        SimulatedExtension(at: at, days: days, requestIdentifier: requestIdentifier)
+                    ]
                 for known in receipt.originalTransactionIDs { storage.registry[known] = receipt }
                 mass.succeeded.append(SimulatedExtension(at: at, days: days, requestIdentifier: id))
             }

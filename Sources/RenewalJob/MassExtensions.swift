@@ -93,7 +93,8 @@ public struct MassExtensions: Sendable {
 
     /// Stores the request's identifier, then sends it unless Apple already accepted it.
     public func run(_ request: Request) async throws -> Outcome {
-        let first = try await store.massExtensionCandidates(productID: request.productID, after: nil, limit: 1, now: now())
+        let first = try await store.massExtensionCandidates(
+            productID: request.productID, after: nil, limit: 1, now: now())
         let app = first.first?.candidate.bundleID
         let intent = MassExtensionIntent(
             intent: request.intent, productID: request.productID, storefronts: request.storefronts, bundleID: app,
@@ -192,7 +193,8 @@ struct MassExtensionFollowUp {
                 code = apiCode
             }
             try await store.recordMassExtension(
-                stored.requestIdentifier, result: .rejected(httpStatus: status, errorCode: code, reason: error.reason.rawValue),
+                stored.requestIdentifier,
+                result: .rejected(httpStatus: status, errorCode: code, reason: error.reason.rawValue),
                 now: now())
             return .rejected(code: code, reason: error.reason.rawValue)
         }

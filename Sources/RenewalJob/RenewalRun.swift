@@ -125,7 +125,8 @@ public struct RenewalRun: Sendable {
             // Refund requests are answered within Apple's 12 hours, whatever the run's own outcome.
             do {
                 let answers = try await RefundRequestAnswers(
-                    store: store, sources: dependencies.operatorActionSources.mapValues { $0 as any RefundRequestAnswering },
+                    store: store,
+                    sources: dependencies.operatorActionSources.mapValues { $0 as any RefundRequestAnswering },
                     preference: configuration.refundPreference, runID: runID, now: now, logger: logger
                 ).run()
                 answers.count(into: &loop.counts)
@@ -139,7 +140,8 @@ public struct RenewalRun: Sendable {
             // Mass renewal-date extensions in progress: Apple's status, until complete.
             do {
                 loop.counts.massExtensionsCompleted = try await MassExtensionFollowUp(
-                    store: store, extenders: dependencies.operatorActionSources.mapValues { $0 as any MassRenewalDateExtending },
+                    store: store,
+                    extenders: dependencies.operatorActionSources.mapValues { $0 as any MassRenewalDateExtending },
                     now: now, logger: logger
                 ).run()
             } catch {

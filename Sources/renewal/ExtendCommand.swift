@@ -80,7 +80,8 @@ struct ExtendCommand: AsyncParsableCommand {
         }
         guard users.isEmpty != (product == nil) else {
             throw ValidationError(
-                "Name the subscribers to extend with --user ID (repeatable), or every subscriber of a product with --product ID.")
+                "Name the subscribers to extend with --user ID (repeatable), or every subscriber of a product with --product ID."
+            )
         }
         guard storefronts.isEmpty || product != nil else {
             throw ValidationError("--storefront narrows --product; with --user, name the users instead.")
@@ -176,9 +177,11 @@ struct ExtendCommand: AsyncParsableCommand {
             return
                 "Mass renewal-date extension of \(scope): in progress (accepted before, not sent again; succeeded \(succeeded ?? 0), failed \(failed ?? 0) so far)"
         case .complete(let succeeded, let failed):
-            return "Mass renewal-date extension of \(scope): complete (succeeded \(succeeded ?? 0), failed \(failed ?? 0))"
+            return
+                "Mass renewal-date extension of \(scope): complete (succeeded \(succeeded ?? 0), failed \(failed ?? 0))"
         case .rejected(let code, let reason):
-            return "Mass renewal-date extension of \(scope): rejected by Apple (\(code.map { "\($0) " } ?? "")\(reason))"
+            return
+                "Mass renewal-date extension of \(scope): rejected by Apple (\(code.map { "\($0) " } ?? "")\(reason))"
         case .notAccepted(let reason):
             return
                 "Mass renewal-date extension of \(scope): not accepted yet (\(reason)); the next run sends it again with the same identifier"

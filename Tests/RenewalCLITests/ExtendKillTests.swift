@@ -128,7 +128,9 @@ struct ExtendKillTests {
             #expect(try await CLI.run(["migrate"] + database, environment: environment).status == 0)
             #expect(try await CLI.run(["import", file] + database, environment: environment).status == 0)
             let now = ["--now", Timestamp.string(state.now)]
-            #expect(try await CLI.run(["run", "--source", "server-api"] + now + database, environment: environment).status == 0)
+            #expect(
+                try await CLI.run(["run", "--source", "server-api"] + now + database, environment: environment).status
+                    == 0)
             let dry = try await CLI.run(
                 ["extend", "--days", "7", "--reason", "3", "--product", "com.example.pro.monthly", "--dry-run"] + now
                     + database, environment: environment)

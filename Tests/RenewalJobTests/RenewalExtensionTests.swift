@@ -123,7 +123,8 @@ struct RenewalExtensionTests {
                 (
                     "yearly",
                     SimulatedReceipt(
-                        account: "mass-yearly", scenario: .renewal, start: h.state.now.addingTimeInterval(-9 * Self.day),
+                        account: "mass-yearly", scenario: .renewal,
+                        start: h.state.now.addingTimeInterval(-9 * Self.day),
                         period: 365 * Self.day, productID: "com.example.pro.yearly")
                 ))
             try await h.importReceipts(receipts)
@@ -138,7 +139,8 @@ struct RenewalExtensionTests {
                 _ = try await run()
                 let before = Dictionary(
                     uniqueKeysWithValues: try await h.status().map { ($0.userID, $0.expiresAt ?? .distantPast) })
-                let mass = MassExtensions(store: h.store, extenders: [nil: client], logger: h.logger, now: { h.state.now })
+                let mass = MassExtensions(
+                    store: h.store, extenders: [nil: client], logger: h.logger, now: { h.state.now })
                 let request = MassExtensions.Request(
                     intent: "outage-mass", days: 5, reason: 3, productID: "com.example.pro.monthly",
                     storefronts: ["USA"])
