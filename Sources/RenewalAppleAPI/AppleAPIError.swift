@@ -54,6 +54,16 @@ public enum AppleAPIError: Error, Sendable, Hashable {
     /// purpose does not change on asking again at once).
     public var isRetryable: Bool { isOutage }
 
+    /// The HTTP status and Apple's `errorCode` of a refusal Apple answered with an error body (nil
+    /// otherwise): what a stored answer to an operator action keeps.
+    public var appleRefusal: (httpStatus: Int?, errorCode: Int?) {
+        switch self {
+        case .httpStatus(let status, let code): (status, code)
+        case .notFound: (404, nil)
+        default: (nil, nil)
+        }
+    }
+
     /// A short, stable reason for reports and dashboards (`timeout`, `http_503`, `apple_status_21005`, …).
     public var reason: FailureReason {
         switch self {

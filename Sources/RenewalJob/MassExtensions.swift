@@ -186,12 +186,7 @@ struct MassExtensionFollowUp {
                 stored.requestIdentifier, result: .notAccepted(reason: error.reason.rawValue), now: now())
             return .notAccepted(reason: error.reason.rawValue)
         case .failure(let error):
-            var status: Int?
-            var code: Int?
-            if case .httpStatus(let http, let apiCode) = error {
-                status = http
-                code = apiCode
-            }
+            let (status, code) = error.appleRefusal
             try await store.recordMassExtension(
                 stored.requestIdentifier,
                 result: .rejected(httpStatus: status, errorCode: code, reason: error.reason.rawValue),

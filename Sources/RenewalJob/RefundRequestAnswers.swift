@@ -100,12 +100,7 @@ struct RefundRequestAnswers {
             guard retryAt < request.answerBy else { return .missed(reason: error.reason.rawValue, at: now()) }
             return .retry(reason: error.reason.rawValue, retryAt: retryAt)
         case .failure(let error):
-            var status: Int?
-            var code: Int?
-            if case .httpStatus(let http, let apiCode) = error {
-                status = http
-                code = apiCode
-            }
+            let (status, code) = error.appleRefusal
             return .rejected(
                 httpStatus: status, errorCode: code, reason: error.reason.rawValue, sent: information.json, at: now())
         }

@@ -169,15 +169,11 @@ public struct RenewalExtensions: Sendable {
             switch error {
             case .rateLimited, .unauthorized:
                 return (.notSent(reason: error.reason.rawValue), .notSent(reason: error.reason.rawValue))
-            case .httpStatus(let status, let code) where (400..<500).contains(status):
+            case .httpStatus(400..<500, _), .notFound:
+                let (status, code) = error.appleRefusal
                 return (
                     .rejected(httpStatus: status, errorCode: code, reason: error.reason.rawValue, at: at),
                     .rejected(code: code, reason: error.reason.rawValue)
-                )
-            case .notFound:
-                return (
-                    .rejected(httpStatus: 404, errorCode: nil, reason: error.reason.rawValue, at: at),
-                    .rejected(code: nil, reason: error.reason.rawValue)
                 )
             default:
                 return (.unconfirmed(reason: error.reason.rawValue), .unconfirmed)

@@ -22,20 +22,21 @@ extension SQLSubscriptionStore {
                     WHERE s.user_id IN (\(list))
                     ORDER BY s.user_id, s.original_transaction_id
                     """, binds.values)
-                candidates += try rows.map { row in
-                    ExtensionCandidate(
-                        userID: try row.text("user_id"),
-                        originalTransactionID: try row.text("original_transaction_id"),
-                        productID: try row.optionalText("product_id"), bundleID: try row.optionalText("bundle_id"),
-                        environment: try row.environment("environment"), expiresAt: try row.optionalDate("expires_at"),
-                        subject: RenewalExtension.Subject(
-                            state: try row.state("state"), isTrialPeriod: try row.optionalInt("is_trial") == 1,
-                            ownershipType: try row.optionalText("ownership_type"),
-                            recentExtensions: try row.int("recent")))
-                }
+                candidates += try rows.map(Self.extensionCandidate)
             }
             return candidates
         }
+    }
+
+    /// A subscription as `extensionCandidates` and `massExtensionCandidates` select it.
+    private static func extensionCandidate(_ row: SQLRow) throws -> ExtensionCandidate {
+        ExtensionCandidate(
+            userID: try row.text("user_id"), originalTransactionID: try row.text("original_transaction_id"),
+            productID: try row.optionalText("product_id"), bundleID: try row.optionalText("bundle_id"),
+            environment: try row.environment("environment"), expiresAt: try row.optionalDate("expires_at"),
+            subject: RenewalExtension.Subject(
+                state: try row.state("state"), isTrialPeriod: try row.optionalInt("is_trial") == 1,
+                ownershipType: try row.optionalText("ownership_type"), recentExtensions: try row.int("recent")))
     }
 
     public func storeExtensionIntent(_ intent: ExtensionIntent, requestIdentifier: String, now: Date) async throws
@@ -148,20 +149,7 @@ extension SQLSubscriptionStore {
                     .text(productID), .text(afterID ?? ""), .int64(Int64(limit)),
                     SQLValue(now.addingTimeInterval(-RenewalExtension.window)),
                 ])
-            return try rows.map { row in
-                (
-                    ExtensionCandidate(
-                        userID: try row.text("user_id"),
-                        originalTransactionID: try row.text("original_transaction_id"),
-                        productID: try row.optionalText("product_id"), bundleID: try row.optionalText("bundle_id"),
-                        environment: try row.environment("environment"), expiresAt: try row.optionalDate("expires_at"),
-                        subject: RenewalExtension.Subject(
-                            state: try row.state("state"), isTrialPeriod: try row.optionalInt("is_trial") == 1,
-                            ownershipType: try row.optionalText("ownership_type"),
-                            recentExtensions: try row.int("recent"))),
-                    try row.optionalText("storefront")
-                )
-            }
+            return try rows.map { row in (try Self.extensionCandidate(row), try row.optionalText("storefront")) }
         }
     }
 

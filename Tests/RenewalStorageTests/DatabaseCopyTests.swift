@@ -170,6 +170,17 @@ struct DatabaseCopyTests {
                        ('0b8e2c1d-7a6f-4e3d-8c2b-9a8b7c6d5e4f', 'outage\notid-2', 'outage', 'otid-2', 'user-2', NULL,
                         'com.example.app', 'Sandbox', 90, 0, 'rejected', $1, $1, $1, NULL, NULL, 403, 4030005, $2)
                 """, [.int64(day), .text(awkward)])
+            try insert(
+                """
+                INSERT INTO renewal_mass_extensions (request_identifier, intent_key, intent, product_id, storefronts,
+                    bundle_id, environment, days, reason, state, created_at, sent_at, accepted_at, next_status_at,
+                    status_checks, completed_at, succeeded_count, failed_count, apple_status, apple_error_code,
+                    last_error)
+                VALUES ('5d4c3b2a-1908-4f7e-8d6c-5b4a39281706', $2, $2, 'product', 'FRA,USA', NULL, 'Production', 3,
+                        3, 'complete', $1, $1, $1, NULL, 2, $1, 40000, 0, 200, NULL, NULL),
+                       ('4c3b2a19-0817-4e6d-9c5b-4a3928170605', 'mass', 'mass', 'product', NULL, 'com.example.app',
+                        'Production', 1, 0, 'accepted', $1, $1, $1, $1, 0, NULL, NULL, NULL, 200, NULL, $2)
+                """, [.int64(day), .text(awkward)])
         }
     }
 
