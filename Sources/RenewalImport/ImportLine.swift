@@ -14,7 +14,8 @@ package enum ImportLine {
     /// The members a line is read for.
     private static let keys = JSONKeys([
         "user_id", "latest_receipt", "product_id", "original_transaction_id", "signed_transaction",
-        "app_account_token", "bundle_id", "consumption_consent",
+        "app_account_token", "bundle_id", "consumption_consent", "consumption_delivery_status",
+        "consumption_percentage",
     ])
 
     static func parse(_ line: ImportLineBytes) -> Parsed {
@@ -33,6 +34,8 @@ package enum ImportLine {
             let appAccountToken = try appAccountToken(fields[5], user: userID)
             let bundleID = try bundleID(fields[6], user: userID)
             let consent = try consumptionConsent(fields[7], user: userID)
+            let deliveryStatus = try consumptionDeliveryStatus(fields[8], user: userID)
+            let share = try consumptionPercentage(fields[9], user: userID)
             guard receipt != nil || transactionID != nil || signedTransaction != nil else {
                 throw LineProblem(
                     """
@@ -44,6 +47,8 @@ package enum ImportLine {
                 userID: userID, latestReceipt: receipt, productID: productID, originalTransactionID: transactionID,
                 appAccountToken: appAccountToken, bundleID: bundleID)
             item.consumptionConsent = consent
+            item.consumptionDeliveryStatus = deliveryStatus
+            item.consumptionPercentage = share
             return .success(item, signedTransaction: signedTransaction)
         } catch {
             return .failure(error.message)
@@ -199,6 +204,33 @@ package enum ImportLine {
                 consumption data may be sent to Apple when they ask for a refund, false when they withdraw it
                 """)
         }
+    }
+
+    private static func consumptionDeliveryStatus(_ value: JSONValue?, user userID: String) throws(LineProblem)
+        -> String?
+    {
+        guard let value, value.kind != .null else { return nil }
+        guard value.kind == .string, let text = value.string, ConsumptionInformation.deliveryStatuses.contains(text)
+        else {
+            throw LineProblem(
+                """
+                consumption_delivery_status must be one of Apple's delivery statuses (user \(userID)): \
+                \(ConsumptionInformation.deliveryStatuses.sorted().joined(separator: ", "))
+                """)
+        }
+        return text
+    }
+
+    private static func consumptionPercentage(_ value: JSONValue?, user userID: String) throws(LineProblem) -> Int? {
+        guard let value, value.kind != .null else { return nil }
+        guard value.kind == .number, let share = value.integer, (0...100_000).contains(share) else {
+            throw LineProblem(
+                """
+                consumption_percentage must be a whole number from 0 to 100000 (user \(userID)): the share of the \
+                purchase the customer consumed, in thousandths of a percent (50000 is half)
+                """)
+        }
+        return Int(share)
     }
 
     private static func bundleID(_ value: JSONValue?, user userID: String) throws(LineProblem) -> String? {

@@ -88,7 +88,8 @@ struct RefundRequestAnswers {
         let period = request.periodStart.flatMap { start in request.periodEnd.map { (start, $0) } }
         let information = ConsumptionInformation(
             delivered: request.delivered, hadTrial: request.hadTrial, period: period, requestedAt: request.requestedAt,
-            preference: preference)
+            preference: preference, appDeliveryStatus: request.appDeliveryStatus,
+            appConsumptionPercentage: request.appConsumptionPercentage)
         switch await source.sendConsumptionInformation(
             information, transactionID: request.transactionID, environment: request.environment, logger: logger)
         {

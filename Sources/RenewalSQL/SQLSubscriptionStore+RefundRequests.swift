@@ -29,7 +29,8 @@ extension SQLSubscriptionStore {
     /// the subscription entitled during the period, and whether the customer had a free trial first.
     private static var refundRequestQuery: String {
         """
-        SELECT q.*, c.consented AS consented,
+        SELECT q.*, c.consented AS consented, c.delivery_status AS app_delivery_status,
+            c.consumption_percentage AS app_consumption_percentage,
             (SELECT COUNT(*) FROM subscriptions s WHERE s.original_transaction_id = q.original_transaction_id
                 AND s.last_verified_at IS NOT NULL
                 AND (q.period_start IS NULL OR s.expires_at IS NULL OR s.expires_at > q.period_start)
@@ -51,7 +52,8 @@ extension SQLSubscriptionStore {
             periodStart: try row.optionalDate("period_start"), periodEnd: try row.optionalDate("period_end"),
             consented: try row.optionalInt("consented").map { $0 == 1 },
             delivered: try row.int("delivered") > 0, hadTrial: try row.int("trials") > 0,
-            attempts: try row.int("attempts"))
+            attempts: try row.int("attempts"), appDeliveryStatus: try row.optionalText("app_delivery_status"),
+            appConsumptionPercentage: try row.optionalInt("app_consumption_percentage"))
     }
 
     public func recordRefundRequest(_ request: RefundRequest, result: RefundRequestResult, runID: String?)
@@ -166,16 +168,29 @@ extension SQLSubscriptionStore {
             ])
     }
 
-    /// Keeps each line's `consumption_consent` for its user, in line order (a later line wins).
+    /// Keeps each line's `consumption_consent`, `consumption_delivery_status` and `consumption_percentage`
+    /// for its user, in line order (a later line wins; a field a line leaves out stays as it was).
     static func recordConsents(_ items: [ReceiptImport], now: Date, on connection: any SQLConnection) throws {
-        for item in items {
-            guard let consented = item.consumptionConsent else { continue }
+        for item in items
+        where item.consumptionConsent != nil || item.consumptionDeliveryStatus != nil
+            || item.consumptionPercentage != nil
+        {
             _ = try connection.execute(
                 """
-                INSERT INTO consumption_consents (user_id, consented, updated_at) VALUES ($1, $2, $3)
-                ON CONFLICT (user_id) DO UPDATE SET consented = excluded.consented, updated_at = excluded.updated_at
+                INSERT INTO consumption_consents (user_id, consented, delivery_status, consumption_percentage,
+                    updated_at)
+                VALUES ($1, $2, $3, $4, $5)
+                ON CONFLICT (user_id) DO UPDATE SET
+                    consented = COALESCE(excluded.consented, consumption_consents.consented),
+                    delivery_status = COALESCE(excluded.delivery_status, consumption_consents.delivery_status),
+                    consumption_percentage = COALESCE(excluded.consumption_percentage,
+                        consumption_consents.consumption_percentage),
+                    updated_at = excluded.updated_at
                 """,
-                [.text(item.userID), SQLValue(consented), SQLValue(now)])
+                [
+                    .text(item.userID), SQLValue(item.consumptionConsent), SQLValue(item.consumptionDeliveryStatus),
+                    SQLValue(item.consumptionPercentage), SQLValue(now),
+                ])
         }
     }
 }

@@ -21,6 +21,11 @@ public struct ReceiptImport: Sendable, Hashable {
     /// The customer's consent to share consumption data with Apple when asked about a refund
     /// (`consumption_consent`); kept for the user until a later line says otherwise. Nil: unchanged.
     public var consumptionConsent: Bool?
+    /// What the app says of the customer's purchase, sent instead of the job's own figures when Apple asks
+    /// about a refund: Apple's `deliveryStatus` value, and the share of it consumed in milliunits (100000 is
+    /// all). Kept until a later line changes them; nil: unchanged.
+    public var consumptionDeliveryStatus: String?
+    public var consumptionPercentage: Int?
 
     public init(
         userID: String, latestReceipt: String?, productID: String? = nil, originalTransactionID: String? = nil,

@@ -30,12 +30,19 @@ public struct RefundRequest: Sendable, Hashable {
     public var hadTrial: Bool
     /// Answers tried so far (a failure retries later with the shared backoff).
     public var attempts: Int
+    /// What the app supplied for the user (`consumption_delivery_status`, `consumption_percentage`), sent
+    /// instead of the job's own figures; nil when it supplied none.
+    public var appDeliveryStatus: String?
+    public var appConsumptionPercentage: Int?
 
     public init(
         notificationUUID: String, transactionID: String, originalTransactionID: String?, userID: String?,
         bundleID: String?, environment: AppStoreEnvironment, reason: String?, requestedAt: Date, answerBy: Date,
-        periodStart: Date?, periodEnd: Date?, consented: Bool?, delivered: Bool, hadTrial: Bool, attempts: Int
+        periodStart: Date?, periodEnd: Date?, consented: Bool?, delivered: Bool, hadTrial: Bool, attempts: Int,
+        appDeliveryStatus: String? = nil, appConsumptionPercentage: Int? = nil
     ) {
+        self.appDeliveryStatus = appDeliveryStatus
+        self.appConsumptionPercentage = appConsumptionPercentage
         self.notificationUUID = notificationUUID
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID

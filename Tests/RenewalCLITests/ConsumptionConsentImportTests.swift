@@ -47,6 +47,25 @@ struct ConsumptionConsentImportTests {
         ])
         #expect(third.status == 0)
         #expect(try consents() == "ana=0\ncal=1", "a line without the key leaves the consent as it was")
+
+        // The app's own delivery status and consumption share, kept beside the consent; bad values named.
+        let fourth = try await importLines([
+            #"{"user_id": "cal", "original_transaction_id": "2000000000000003", "consumption_delivery_status": "UNDELIVERED_SERVER_OUTAGE"}"#,
+            #"{"user_id": "ana", "original_transaction_id": "2000000000000001", "consumption_percentage": 250000}"#,
+            #"{"user_id": "ben", "original_transaction_id": "2000000000000002", "consumption_delivery_status": "LOST"}"#,
+            #"{"user_id": "ana", "original_transaction_id": "2000000000000001", "consumption_percentage": 25000}"#,
+        ])
+        #expect(fourth.status == 3, "\(fourth.stderr)")
+        #expect(fourth.stderr.contains("line 2") && fourth.stderr.contains("consumption_percentage must be"))
+        #expect(fourth.stderr.contains("line 3") && fourth.stderr.contains("consumption_delivery_status must be"))
+        let supplied = try SQLiteShell.query(
+            database,
+            """
+            SELECT user_id || '=' || consented || ',' || COALESCE(delivery_status, '-') || ',' ||
+                COALESCE(consumption_percentage, '-') FROM consumption_consents ORDER BY user_id
+            """
+        ).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(supplied == "ana=0,-,25000\ncal=1,UNDELIVERED_SERVER_OUTAGE,-", "\(supplied)")
     }
 
     @Test("--refund-preference takes DECLINE, GRANT_FULL or GRANT_PRORATED; anything else is a usage error (64)")

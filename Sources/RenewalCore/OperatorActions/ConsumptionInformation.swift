@@ -34,23 +34,37 @@ public struct ConsumptionInformation: Sendable, Hashable, Encodable {
         case customerConsented, deliveryStatus, sampleContentProvided, consumptionPercentage, refundPreference
     }
 
-    /// The answer from the job's own data.
+    /// Apple's `deliveryStatus` values.
+    public static let deliveryStatuses: Set<String> = [
+        "DELIVERED", "UNDELIVERED_QUALITY_ISSUE", "UNDELIVERED_WRONG_ITEM", "UNDELIVERED_SERVER_OUTAGE",
+        "UNDELIVERED_OTHER",
+    ]
+
+    /// The answer from the job's own data, or what the app supplied in its place.
     /// - Parameters:
     ///   - delivered: the job held the subscription entitled during the period.
     ///   - hadTrial: a free trial came before the period.
     ///   - period: the period the transaction paid for, when known.
     ///   - requestedAt: when the customer asked (Apple signed the request).
+    ///   - appDeliveryStatus: the app's own delivery status, sent instead of the job's.
+    ///   - appConsumptionPercentage: the app's own consumption share (milliunits), sent instead of the job's.
     public init(
         delivered: Bool, hadTrial: Bool, period: (start: Date, end: Date)?, requestedAt: Date,
-        preference: RefundPreference?
+        preference: RefundPreference?, appDeliveryStatus: String? = nil, appConsumptionPercentage: Int? = nil
     ) {
-        deliveryStatus = delivered ? "DELIVERED" : "UNDELIVERED_OTHER"
+        let status =
+            appDeliveryStatus.flatMap { Self.deliveryStatuses.contains($0) ? $0 : nil }
+            ?? (delivered ? "DELIVERED" : "UNDELIVERED_OTHER")
+        deliveryStatus = status
         sampleContentProvided = hadTrial
         refundPreference = preference
         if preference == .grantProrated {
             consumptionPercentage = nil
-        } else if !delivered {
+        } else if status != "DELIVERED" {
+            // Apple refuses any other share for what was not delivered.
             consumptionPercentage = 0
+        } else if let share = appConsumptionPercentage {
+            consumptionPercentage = min(max(share, 0), 100_000)
         } else if let period, period.end > period.start {
             let used = requestedAt.timeIntervalSince(period.start) / period.end.timeIntervalSince(period.start)
             consumptionPercentage = Int((min(max(used, 0), 1) * 100_000).rounded())

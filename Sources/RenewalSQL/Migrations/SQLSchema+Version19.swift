@@ -1,7 +1,8 @@
 extension SQLSchema {
     /// Version 19: answering Apple's refund requests. `consumption_consents` keeps, per user, whether the
     /// app recorded the customer's consent to share consumption data with Apple (an import line's
-    /// `consumption_consent`; the last line wins). `refund_requests` holds each `CONSUMPTION_REQUEST`
+    /// `consumption_consent`; the last line wins), and the delivery status and consumption share the app
+    /// supplies instead of the job's own figures (`consumption_delivery_status`, `consumption_percentage`). `refund_requests` holds each `CONSUMPTION_REQUEST`
     /// from the change feed, one row per notification: when Apple asked and the deadline (12 hours on),
     /// what the job sent and when, Apple's answer, and the outcome once a `REFUND` or `REFUND_DECLINED`
     /// arrives. A partial index finds the requests still to answer. `refund_request_outcomes` counts them
@@ -11,7 +12,9 @@ extension SQLSchema {
             """
             CREATE TABLE consumption_consents (
                 user_id TEXT PRIMARY KEY,
-                consented INTEGER NOT NULL,
+                consented INTEGER,
+                delivery_status TEXT,
+                consumption_percentage INTEGER,
                 updated_at BIGINT NOT NULL
             )
             """,
