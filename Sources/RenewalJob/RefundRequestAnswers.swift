@@ -4,7 +4,8 @@ import RenewalAppleAPI
 import RenewalCore
 import RenewalStorage
 
-/// Answers the refund requests (`CONSUMPTION_REQUEST`) the change feed recorded, after a run's due work:
+/// Answers the refund requests (`CONSUMPTION_REQUEST`) the change feed recorded, right after a run reads the
+/// feed and before its due work (a long backlog never holds them past Apple's 12 hours):
 /// each once, within Apple's 12 hours, with Send Consumption Information, and only for a customer whose
 /// consent the app recorded (`consumption_consent`); a request without consent is recorded as not
 /// answered. Delivery and consumption come from the job's own data (`ConsumptionInformation`), the refund

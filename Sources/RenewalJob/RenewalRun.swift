@@ -91,6 +91,11 @@ public struct RenewalRun: Sendable {
         loop.counts.recoveredLeases = recovered.releasedLeases
         feeds.count(into: &loop.counts)
         loop.counts.dueAtStart = dueAtStart
+        if case .run = configuration.command, !configuration.dryRun {
+            // Refund requests the feed brought are answered before the due work, so a long backlog never
+            // holds them past Apple's 12 hours.
+            await answerRefundRequests(into: &loop.counts, runID: runID, logger: logger)
+        }
         dependencies.progress?.started(total: dueAtStart.map { min($0, configuration.limit ?? $0) })
         defer { dependencies.progress?.finished() }
         let status: RenewalOutcome.Status
@@ -122,21 +127,6 @@ public struct RenewalRun: Sendable {
             }
         }
         if case .run = configuration.command, !configuration.dryRun {
-            // Refund requests are answered within Apple's 12 hours, whatever the run's own outcome.
-            do {
-                let answers = try await RefundRequestAnswers(
-                    store: store,
-                    sources: dependencies.operatorActionSources.mapValues { $0 as any RefundRequestAnswering },
-                    preference: configuration.refundPreference, runID: runID, now: now, logger: logger
-                ).run()
-                answers.count(into: &loop.counts)
-                let backlog = try await store.refundRequestBacklog(now: now())
-                dependencies.metrics?.refundRequests(
-                    answered: answers.answered, unanswered: answers.unanswered, missed: answers.missed,
-                    open: backlog.open, missedLastDay: backlog.missedLastDay)
-            } catch {
-                logger.warning("Refund requests not answered", metadata: ["error": "\(error)"])
-            }
             // Mass renewal-date extensions in progress: Apple's status, until complete.
             do {
                 loop.counts.massExtensionsCompleted = try await MassExtensionFollowUp(
@@ -163,6 +153,25 @@ public struct RenewalRun: Sendable {
         return RenewalOutcome(
             runID: runID, status: status, counts: counts, startedAt: startedAt, finishedAt: finishedAt,
             reportPath: configuration.reportPath)
+    }
+
+    /// Answers the refund requests still open (`RefundRequestAnswers`) and sets the metrics that watch them;
+    /// a failure is logged and left to the next run.
+    private func answerRefundRequests(into counts: inout RenewalCounts, runID: String, logger: Logger) async {
+        do {
+            let answers = try await RefundRequestAnswers(
+                store: store,
+                sources: dependencies.operatorActionSources.mapValues { $0 as any RefundRequestAnswering },
+                preference: configuration.refundPreference, runID: runID, now: now, logger: logger
+            ).run()
+            answers.count(into: &counts)
+            let backlog = try await store.refundRequestBacklog(now: now())
+            dependencies.metrics?.refundRequests(
+                answered: answers.answered, unanswered: answers.unanswered, missed: answers.missed,
+                open: backlog.open, missedLastDay: backlog.missedLastDay)
+        } catch {
+            logger.warning("Refund requests not answered", metadata: ["error": "\(error)"])
+        }
     }
 
     private func logStart(logger: Logger) {

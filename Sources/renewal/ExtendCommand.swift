@@ -19,9 +19,9 @@ struct ExtendCommand: AsyncParsableCommand {
             before it is sent: a second invocation of the same intent (--intent, by default the days, the \
             reason and today's UTC date), a crash or a kill -9 never sends a second one. A request sent without \
             a recorded answer is never sent again; Apple's RENEWAL_EXTENDED notification confirms it. The \
-            subscriptions extended are then checked again, as `backfill --user` does (same report and exit \
-            codes as `run`; 3 when some extension is unconfirmed or not sent). Needs App Store Server API \
-            credentials.
+            named subscribers are then checked again, as `backfill --user` does (same --report and exit codes \
+            as `run`; 3 when some extension is unconfirmed or not sent). --product sends one request Apple \
+            carries out over hours; later runs follow it to completion. Needs App Store Server API credentials.
             """ + EnvironmentHelp.text(.database, .apple, .webhook, .logging))
 
     @Option(name: .long, help: ArgumentHelp("Days to extend each renewal date by: 1 to 90.", valueName: "days"))
@@ -96,7 +96,7 @@ struct ExtendCommand: AsyncParsableCommand {
 
     func run() async throws {
         var unfinished = false
-        var extended: [String] = []
+        var checked: [String] = []
         try await ExitMapping.run {
             let logger = logging.makeLogger()
             let apple = try AppleSetup.resolve(
@@ -106,7 +106,7 @@ struct ExtendCommand: AsyncParsableCommand {
             let clock = options.clock
             let intent = self.intent ?? "days=\(days) reason=\(reason) \(Timestamp.string(clock()).prefix(10))"
             let request = RenewalExtensions.Request(intent: intent, days: days, reason: reason, userIDs: users)
-            let lines = try await AppleTransport.withAppleTransport(
+            let lines: [RenewalExtensions.Line] = try await AppleTransport.withAppleTransport(
                 requestTimeout: .milliseconds(Int64(appStore.timeout * 1000)), connectionsPerHost: 4
             ) { transport in
                 var extenders: [String?: any OperatorActions] = [:]
@@ -133,9 +133,18 @@ struct ExtendCommand: AsyncParsableCommand {
                     let massRequest = MassExtensions.Request(
                         intent: intent, days: days, reason: reason, productID: product, storefronts: storefronts)
                     if options.dryRun {
-                        var lines: [RenewalExtensions.Line] = []
-                        try await mass.forEachSubscriber(massRequest) { line, _ in lines.append(line) }
-                        return lines
+                        // Streamed: a product may have millions of subscribers.
+                        print("Renewal-date extension (dry run: nothing sent)")
+                        var counts: [String: Int] = [:]
+                        try await mass.forEachSubscriber(massRequest) { line, _ in
+                            print(Self.line(line))
+                            counts[String(line.outcome.name.split(separator: ":")[0]), default: 0] += 1
+                        }
+                        print(
+                            "  "
+                                + counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(
+                                    separator: ", "))
+                        return []
                     }
                     let outcome = try await mass.run(massRequest)
                     print(Self.massLine(product: product, storefronts: storefronts, outcome))
@@ -150,19 +159,19 @@ struct ExtendCommand: AsyncParsableCommand {
                     now: clock
                 ).run(request, dryRun: options.dryRun)
             }
-            if product != nil, !options.dryRun { return }
+            if product != nil { return }
             print(Self.table(lines, dryRun: options.dryRun))
             unfinished = unfinished || lines.contains { $0.outcome.isUnfinished }
-            extended = lines.compactMap { line in
-                if case .extended = line.outcome { return line.userID }
-                return nil
+            if !options.dryRun {
+                checked = lines.compactMap { $0.outcome == .noSubscription ? nil : $0.userID }
             }
         }
-        if !extended.isEmpty {
-            // The new renewal dates enter the database through the same decision as any answer.
+        if !checked.isEmpty {
+            // The named subscribers are checked again: the new renewal dates enter the database through the
+            // same decision as any answer, and the run writes its report and exit code as `run` does.
             try await JobRunner(
                 database: database, appStore: appStore, serverAPI: serverAPI, options: options, logging: logging
-            ).execute(.backfill(BackfillSelector(userIDs: Array(Set(extended)).sorted())))
+            ).execute(.backfill(BackfillSelector(userIDs: Array(Set(checked)).sorted())))
         }
         if unfinished { throw ExitCode(3) }
     }
@@ -193,21 +202,25 @@ struct ExtendCommand: AsyncParsableCommand {
     /// One line per subscription: the user, the subscription, its product and what became of it.
     static func table(_ lines: [RenewalExtensions.Line], dryRun: Bool) -> String {
         var text = dryRun ? "Renewal-date extension (dry run: nothing sent)\n" : "Renewal-date extension\n"
-        for line in lines {
-            var outcome = line.outcome.name
-            switch line.outcome {
-            case .extended(let effectiveAt?): outcome += " (effective \(Timestamp.string(effectiveAt)))"
-            case .rejected(let code, let reason): outcome += " (\(code.map { "\($0) " } ?? "")\(reason))"
-            case .notSent(let reason): outcome += " (\(reason); sent by a later invocation of this intent)"
-            case .unconfirmed: outcome += " (sent before without an answer; never sent again)"
-            default: break
-            }
-            text +=
-                "  \(line.userID.padding(toLength: max(12, line.userID.count), withPad: " ", startingAt: 0)) "
-                + "\(line.originalTransactionID ?? "-")  \(line.productID ?? "-")  \(outcome)\n"
+        for item in lines {
+            text += line(item) + "\n"
         }
         let counts = Dictionary(grouping: lines, by: { $0.outcome.name.split(separator: ":")[0] }).mapValues(\.count)
         text += "  " + counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         return text
+    }
+
+    /// One subscription's line: the user, the subscription, its product and what became of it.
+    static func line(_ line: RenewalExtensions.Line) -> String {
+        var outcome = line.outcome.name
+        switch line.outcome {
+        case .extended(let effectiveAt?): outcome += " (effective \(Timestamp.string(effectiveAt)))"
+        case .rejected(let code, let reason): outcome += " (\(code.map { "\($0) " } ?? "")\(reason))"
+        case .notSent(let reason): outcome += " (\(reason); sent by a later invocation of this intent)"
+        case .unconfirmed: outcome += " (sent before without an answer; never sent again)"
+        default: break
+        }
+        return "  \(line.userID.padding(toLength: max(12, line.userID.count), withPad: " ", startingAt: 0)) "
+            + "\(line.originalTransactionID ?? "-")  \(line.productID ?? "-")  \(outcome)"
     }
 }

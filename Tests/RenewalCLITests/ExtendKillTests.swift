@@ -83,11 +83,17 @@ struct ExtendKillTests {
                 #expect(
                     try await victim.count("SELECT COUNT(*) FROM renewal_extensions WHERE state = 'succeeded'") == 24)
 
-                // The same intent a third time: nothing is sent.
-                let third = try await CLI.run(extend, environment: environment)
+                // The same intent a third time: nothing is sent; the subscribers are checked again, and the
+                // report is a run's.
+                let reportPath = directory + "/extend-report.json"
+                let third = try await CLI.run(extend + ["--report", reportPath], environment: environment)
                 #expect(third.status == 0, "\(third.stdout)\n\(third.stderr)")
                 #expect(state.extensionRequests.count - before == 24)
                 #expect(third.stdout.contains("already_extended 24"), "\(third.stdout)")
+                let report = try #require(
+                    try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: reportPath)))
+                        as? [String: Any])
+                #expect(report["command"] as? String == "backfill" && report["checked"] as? Int == 24, "\(report)")
             }
         }
     }
