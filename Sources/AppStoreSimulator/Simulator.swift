@@ -17,53 +17,42 @@ public func buildSimulator(
 ) -> some ApplicationProtocol {
     let router = Router()
     let routes = SimulatorRoutes(configuration: configuration)
-    router.post("verifyReceipt") { request, _ in try await routes.verify(request, sandbox: false) }
-    router.post("sandbox/verifyReceipt") { request, _ in try await routes.verify(request, sandbox: true) }
-    router.get("inApps/v1/subscriptions/:id") { request, context in
-        try await routes.statuses(request, id: context.parameters.get("id") ?? "", sandbox: false)
+    /// Each of Apple's endpoints is served for production at `path` and for the sandbox at `sandbox/path`.
+    func apple(
+        _ method: HTTPRequest.Method, _ path: String,
+        _ handle: @escaping @Sendable (Request, BasicRequestContext, _ sandbox: Bool) async throws -> Response
+    ) {
+        for sandbox in [false, true] {
+            router.on(RouterPath(stringLiteral: (sandbox ? "sandbox/" : "") + path), method: method) {
+                request, context in try await handle(request, context, sandbox)
+            }
+        }
     }
-    router.get("sandbox/inApps/v1/subscriptions/:id") { request, context in
-        try await routes.statuses(request, id: context.parameters.get("id") ?? "", sandbox: true)
+    @Sendable func id(_ context: BasicRequestContext, _ name: String = "id") -> String {
+        context.parameters.get(name) ?? ""
     }
-    router.get("inApps/v2/history/:id") { request, context in
-        try await routes.transactionHistory(request, id: context.parameters.get("id") ?? "", sandbox: false)
+    apple(.post, "verifyReceipt") { request, _, sandbox in try await routes.verify(request, sandbox: sandbox) }
+    apple(.get, "inApps/v1/subscriptions/:id") { request, context, sandbox in
+        try await routes.statuses(request, id: id(context), sandbox: sandbox)
     }
-    router.get("sandbox/inApps/v2/history/:id") { request, context in
-        try await routes.transactionHistory(request, id: context.parameters.get("id") ?? "", sandbox: true)
+    apple(.get, "inApps/v2/history/:id") { request, context, sandbox in
+        try await routes.transactionHistory(request, id: id(context), sandbox: sandbox)
     }
-    router.post("inApps/v1/subscriptions/extend/mass") { request, _ in
-        try await routes.massExtend(request, sandbox: false)
+    apple(.post, "inApps/v1/subscriptions/extend/mass") { request, _, sandbox in
+        try await routes.massExtend(request, sandbox: sandbox)
     }
-    router.post("sandbox/inApps/v1/subscriptions/extend/mass") { request, _ in
-        try await routes.massExtend(request, sandbox: true)
-    }
-    router.get("inApps/v1/subscriptions/extend/mass/:product/:request") { request, context in
+    apple(.get, "inApps/v1/subscriptions/extend/mass/:product/:request") { request, context, sandbox in
         try await routes.massExtensionStatus(
-            request, productID: context.parameters.get("product") ?? "",
-            requestIdentifier: context.parameters.get("request") ?? "", sandbox: false)
+            request, productID: id(context, "product"), requestIdentifier: id(context, "request"), sandbox: sandbox)
     }
-    router.get("sandbox/inApps/v1/subscriptions/extend/mass/:product/:request") { request, context in
-        try await routes.massExtensionStatus(
-            request, productID: context.parameters.get("product") ?? "",
-            requestIdentifier: context.parameters.get("request") ?? "", sandbox: true)
+    apple(.put, "inApps/v1/subscriptions/extend/:id") { request, context, sandbox in
+        try await routes.extend(request, id: id(context), sandbox: sandbox)
     }
-    router.put("inApps/v1/subscriptions/extend/:id") { request, context in
-        try await routes.extend(request, id: context.parameters.get("id") ?? "", sandbox: false)
+    apple(.put, "inApps/v2/transactions/consumption/:id") { request, context, sandbox in
+        try await routes.consumption(request, id: id(context), sandbox: sandbox)
     }
-    router.put("sandbox/inApps/v1/subscriptions/extend/:id") { request, context in
-        try await routes.extend(request, id: context.parameters.get("id") ?? "", sandbox: true)
-    }
-    router.put("inApps/v2/transactions/consumption/:id") { request, context in
-        try await routes.consumption(request, id: context.parameters.get("id") ?? "", sandbox: false)
-    }
-    router.put("sandbox/inApps/v2/transactions/consumption/:id") { request, context in
-        try await routes.consumption(request, id: context.parameters.get("id") ?? "", sandbox: true)
-    }
-    router.post("inApps/v1/notifications/history") { request, _ in
-        try await routes.notificationHistory(request, sandbox: false)
-    }
-    router.post("sandbox/inApps/v1/notifications/history") { request, _ in
-        try await routes.notificationHistory(request, sandbox: true)
+    apple(.post, "inApps/v1/notifications/history") { request, _, sandbox in
+        try await routes.notificationHistory(request, sandbox: sandbox)
     }
     router.get("_simulator/feed") { _, _ in routes.feedSettings() }
     router.post("_simulator/feed") { request, _ in try await routes.changeFeed(request) }

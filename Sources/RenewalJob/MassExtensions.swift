@@ -8,8 +8,8 @@ import RenewalStorage
 /// at once. Apple carries the request out over hours, answers a repeated request identifier again without
 /// extending anyone twice, and says when it is done through its status endpoint and a `RENEWAL_EXTENSION`
 /// summary; later runs follow it (`MassExtensionFollowUp`) until it is complete.
-public struct MassExtensions: Sendable {
-    public struct Request: Sendable, Hashable {
+extension RenewalExtensions {
+    public struct MassRequest: Sendable, Hashable {
         public var intent: String
         public var days: Int
         public var reason: Int
@@ -26,8 +26,8 @@ public struct MassExtensions: Sendable {
         }
     }
 
-    /// Where the request stands after this invocation.
-    public enum Outcome: Sendable, Hashable {
+    /// Where a mass extension stands after this invocation.
+    public enum MassOutcome: Sendable, Hashable {
         /// Apple accepted it now; later runs follow it.
         case accepted
         /// Accepted earlier and still running: Apple's counts so far.
@@ -50,28 +50,10 @@ public struct MassExtensions: Sendable {
         }
     }
 
-    let store: any SubscriptionStore
-    let extenders: [String?: any MassRenewalDateExtending]
-    let now: @Sendable () -> Date
-    let logger: Logger
-    let newIdentifier: @Sendable () -> String
-
-    public init(
-        store: any SubscriptionStore, extenders: [String?: any MassRenewalDateExtending], logger: Logger,
-        now: @escaping @Sendable () -> Date = { Date() },
-        newIdentifier: @escaping @Sendable () -> String = { UUID().uuidString.lowercased() }
-    ) {
-        self.store = store
-        self.extenders = extenders
-        self.logger = logger
-        self.now = now
-        self.newIdentifier = newIdentifier
-    }
-
     /// The product's subscribers the database holds, a page at a time, as `--dry-run` lists them: who Apple
     /// would extend and who it would not, and why (those of other storefronts are left out).
     public func forEachSubscriber(
-        _ request: Request, _ body: (RenewalExtensions.Line, _ storefront: String?) throws -> Void
+        _ request: MassRequest, _ body: (Line, _ storefront: String?) throws -> Void
     ) async throws {
         var after: String?
         while true {
@@ -81,7 +63,7 @@ public struct MassExtensions: Sendable {
                 if !request.storefronts.isEmpty, let storefront, !request.storefronts.contains(storefront) { continue }
                 let why = RenewalExtension.ineligibility(of: candidate.subject)
                 try body(
-                    RenewalExtensions.Line(
+                    Line(
                         userID: candidate.userID, originalTransactionID: candidate.originalTransactionID,
                         productID: candidate.productID, outcome: why.map { .ineligible($0) } ?? .wouldExtend),
                     storefront)
@@ -92,7 +74,7 @@ public struct MassExtensions: Sendable {
     }
 
     /// Stores the request's identifier, then sends it unless Apple already accepted it.
-    public func run(_ request: Request) async throws -> Outcome {
+    public func runMass(_ request: MassRequest) async throws -> MassOutcome {
         let first = try await store.massExtensionCandidates(
             productID: request.productID, after: nil, limit: 1, now: now())
         let app = first.first?.candidate.bundleID
@@ -115,7 +97,8 @@ public struct MassExtensions: Sendable {
 /// and sends again (with the same identifier) each sent without a recorded answer.
 struct MassExtensionFollowUp {
     let store: any SubscriptionStore
-    let extenders: [String?: any MassRenewalDateExtending]
+    /// By bundle id; the nil key is the one app's.
+    let extenders: [String?: any OperatorActions]
     let now: @Sendable () -> Date
     let logger: Logger
 
@@ -170,7 +153,7 @@ struct MassExtensionFollowUp {
     static func send(
         _ stored: StoredMassExtension, with extender: any MassRenewalDateExtending, store: any SubscriptionStore,
         now: @Sendable () -> Date, logger: Logger
-    ) async throws -> MassExtensions.Outcome {
+    ) async throws -> RenewalExtensions.MassOutcome {
         try await store.markMassExtensionSending(stored.requestIdentifier, now: now())
         let answer = await extender.massExtendRenewalDates(
             productID: stored.productID, storefronts: stored.storefronts, days: stored.days, reason: stored.reason,

@@ -19,7 +19,7 @@ import RenewalStorage
 struct RefundRequestAnswers {
     let store: any SubscriptionStore
     /// By bundle id; the nil key is the one app's.
-    let sources: [String?: any RefundRequestAnswering]
+    let sources: [String?: any OperatorActions]
     let preference: RefundPreference?
     let runID: String?
     let now: @Sendable () -> Date
@@ -54,10 +54,9 @@ struct RefundRequestAnswers {
                 limit: 100, now: now(), claimedUntil: now().addingTimeInterval(Self.claimDuration))
             if claimed.isEmpty { break }
             for request in claimed {
-                // After an outage the rest wait for the next run (their claims lapse, their retry time stays).
+                // After an outage the rest wait for the next run, untried: their claims are given back.
                 if stopped {
-                    try await store.recordRefundRequest(
-                        request, result: .retry(reason: "not_tried", retryAt: now()), runID: runID)
+                    try await store.recordRefundRequest(request, result: .released, runID: runID)
                     continue
                 }
                 let result = await answer(request)
@@ -67,6 +66,7 @@ struct RefundRequestAnswers {
                 case .noConsent: outcome.unanswered += 1
                 case .rejected: outcome.rejected += 1
                 case .missed: outcome.missed += 1
+                case .released: break
                 case .retry(let reason, _):
                     outcome.retried += 1
                     stopped = reason != "no_key"
@@ -128,6 +128,7 @@ struct RefundRequestAnswers {
         case .retry(let reason, _):
             metadata[LogKey.reason] = "\(reason)"
             logger.warning("Refund request not answered yet; a later run tries again", metadata: metadata)
+        case .released: break
         case .missed(let reason, _):
             metadata[LogKey.reason] = "\(reason ?? "not_answered_in_time")"
             logger.error(

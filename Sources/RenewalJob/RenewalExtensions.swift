@@ -4,8 +4,9 @@ import RenewalAppleAPI
 import RenewalCore
 import RenewalStorage
 
-/// `renewal extend` for subscribers named by user id: each subscription judged (`RenewalExtension`), and
-/// each eligible one asked of Apple once per intent.
+/// `renewal extend`: for subscribers named by user id, each subscription judged (`RenewalExtension`) and each
+/// eligible one asked of Apple once per intent; for every subscriber of a product, one mass request
+/// (`MassExtensions.swift`).
 ///
 /// Each request's identifier is stored before anything is sent (`pending`), marked `sending` in its own
 /// committed write just before it is sent, and its answer recorded after. A second invocation of the same
@@ -89,13 +90,13 @@ public struct RenewalExtensions: Sendable {
 
     let store: any SubscriptionStore
     /// By bundle id; the nil key is the one app's.
-    let extenders: [String?: any RenewalDateExtending]
+    let extenders: [String?: any OperatorActions]
     let now: @Sendable () -> Date
     let logger: Logger
     let newIdentifier: @Sendable () -> String
 
     public init(
-        store: any SubscriptionStore, extenders: [String?: any RenewalDateExtending], logger: Logger,
+        store: any SubscriptionStore, extenders: [String?: any OperatorActions], logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() },
         newIdentifier: @escaping @Sendable () -> String = { UUID().uuidString.lowercased() }
     ) {

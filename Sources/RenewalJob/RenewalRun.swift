@@ -131,7 +131,7 @@ public struct RenewalRun: Sendable {
             do {
                 loop.counts.massExtensionsCompleted = try await MassExtensionFollowUp(
                     store: store,
-                    extenders: dependencies.operatorActionSources.mapValues { $0 as any MassRenewalDateExtending },
+                    extenders: dependencies.operatorActionSources,
                     now: now, logger: logger
                 ).run()
             } catch {
@@ -161,7 +161,7 @@ public struct RenewalRun: Sendable {
         do {
             let answers = try await RefundRequestAnswers(
                 store: store,
-                sources: dependencies.operatorActionSources.mapValues { $0 as any RefundRequestAnswering },
+                sources: dependencies.operatorActionSources,
                 preference: configuration.refundPreference, runID: runID, now: now, logger: logger
             ).run()
             answers.count(into: &counts)

@@ -92,6 +92,9 @@ extension SQLSubscriptionStore {
                 WHERE notification_uuid = $1
                 """
             values = [key, .text(reason), SQLValue(retryAt), SQLValue(runID)]
+        case .released:
+            sql = "UPDATE refund_requests SET claimed_until = NULL WHERE notification_uuid = $1"
+            values = [key]
         case .missed(let reason, _):
             sql = """
                 UPDATE refund_requests SET state = 'missed', last_error = COALESCE($2, last_error),

@@ -74,6 +74,8 @@ public enum RefundRequestResult: Sendable, Hashable {
     case retry(reason: String, retryAt: Date)
     /// The 12 hours passed before an answer could be sent.
     case missed(reason: String?, at: Date)
+    /// Not tried in this run (an outage stopped the answers before it): the claim is given back, nothing else.
+    case released
 }
 
 /// Where refund requests are kept: recorded from the change feed, claimed by one worker at a time,

@@ -173,19 +173,18 @@ private struct DemoScript {
     private func extensions(router: SourceRouter, serverAPI: ServerAPIClient) async throws {
         state.advance(by: 3_600)
         let now: @Sendable () -> Date = { [state] in state.now }
-        let single = RenewalExtensions(store: store, extenders: [nil: serverAPI], logger: logger, now: now)
-        let lines = try await single.run(
+        let extensions = RenewalExtensions(store: store, extenders: [nil: serverAPI], logger: logger, now: now)
+        let lines = try await extensions.run(
             RenewalExtensions.Request(intent: "outage-day-24", days: 3, reason: 3, userIDs: ["alice", "ivan"]),
             dryRun: false)
-        let mass = MassExtensions(store: store, extenders: [nil: serverAPI], logger: logger, now: now)
-        let yearly = MassExtensions.Request(
+        let yearly = RenewalExtensions.MassRequest(
             intent: "outage-day-24", days: 3, reason: 3, productID: "com.example.pro.yearly", storefronts: ["FRA"])
-        let accepted = try await mass.run(yearly)
+        let accepted = try await extensions.runMass(yearly)
         output.extensions(lines, mass: accepted)
         let outcome = try await run(
             9, "Day 24, three hours on: Apple's RENEWAL_EXTENDED and the mass extension's summary, through the feed",
             advanceDays: 0.125, verifier: router, feed: serverAPI, history: serverAPI, operatorActions: serverAPI)
-        output.afterExtensions(outcome, mass: try await mass.run(yearly))
+        output.afterExtensions(outcome, mass: try await extensions.runMass(yearly))
     }
 
     /// The analytics of the demo's days from the ledger the runs wrote: the daily series refreshed, the

@@ -124,7 +124,7 @@ struct DemoOutput {
     }
 
     /// The extensions sent after run 8.
-    func extensions(_ lines: [RenewalExtensions.Line], mass: MassExtensions.Outcome) {
+    func extensions(_ lines: [RenewalExtensions.Line], mass: RenewalExtensions.MassOutcome) {
         print("")
         print("An outage on day 24: renewal extend --days 3 --reason 3 --user alice --user ivan")
         for line in lines {
@@ -135,7 +135,7 @@ struct DemoOutput {
     }
 
     /// Run 9's view of the mass extension: `renewal extend` again says where it stands, sending nothing.
-    func afterExtensions(_ outcome: RenewalOutcome, mass: MassExtensions.Outcome) {
+    func afterExtensions(_ outcome: RenewalOutcome, mass: RenewalExtensions.MassOutcome) {
         if case .complete(let succeeded, let failed) = mass {
             print(
                 "  renewal extend --product again: the mass extension is complete, \(succeeded ?? 0) extended, "

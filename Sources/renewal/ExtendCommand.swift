@@ -126,17 +126,15 @@ struct ExtendCommand: AsyncParsableCommand {
                         APPSTORE_ISSUER_ID and APPSTORE_PRIVATE_KEY_FILE (or each app's key in the apps file).
                         """)
                 }
+                let extensions = RenewalExtensions(store: store, extenders: extenders, logger: logger, now: clock)
                 if let product {
-                    let mass = MassExtensions(
-                        store: store, extenders: extenders.mapValues { $0 as any MassRenewalDateExtending },
-                        logger: logger, now: clock)
-                    let massRequest = MassExtensions.Request(
+                    let massRequest = RenewalExtensions.MassRequest(
                         intent: intent, days: days, reason: reason, productID: product, storefronts: storefronts)
                     if options.dryRun {
                         // Streamed: a product may have millions of subscribers.
                         print("Renewal-date extension (dry run: nothing sent)")
                         var counts: [String: Int] = [:]
-                        try await mass.forEachSubscriber(massRequest) { line, _ in
+                        try await extensions.forEachSubscriber(massRequest) { line, _ in
                             print(Self.line(line))
                             counts[String(line.outcome.name.split(separator: ":")[0]), default: 0] += 1
                         }
@@ -146,7 +144,7 @@ struct ExtendCommand: AsyncParsableCommand {
                                     separator: ", "))
                         return []
                     }
-                    let outcome = try await mass.run(massRequest)
+                    let outcome = try await extensions.runMass(massRequest)
                     print(Self.massLine(product: product, storefronts: storefronts, outcome))
                     switch outcome {
                     case .notAccepted, .noKey, .rejected: unfinished = true
@@ -154,10 +152,7 @@ struct ExtendCommand: AsyncParsableCommand {
                     }
                     return []
                 }
-                return try await RenewalExtensions(
-                    store: store, extenders: extenders.mapValues { $0 as any RenewalDateExtending }, logger: logger,
-                    now: clock
-                ).run(request, dryRun: options.dryRun)
+                return try await extensions.run(request, dryRun: options.dryRun)
             }
             if product != nil { return }
             print(Self.table(lines, dryRun: options.dryRun))
@@ -177,7 +172,7 @@ struct ExtendCommand: AsyncParsableCommand {
     }
 
     /// Where a mass extension stands.
-    static func massLine(product: String, storefronts: [String], _ outcome: MassExtensions.Outcome) -> String {
+    static func massLine(product: String, storefronts: [String], _ outcome: RenewalExtensions.MassOutcome) -> String {
         let scope = product + (storefronts.isEmpty ? "" : " in " + storefronts.joined(separator: ", "))
         switch outcome {
         case .accepted:

@@ -139,9 +139,9 @@ struct RenewalExtensionTests {
                 _ = try await run()
                 let before = Dictionary(
                     uniqueKeysWithValues: try await h.status().map { ($0.userID, $0.expiresAt ?? .distantPast) })
-                let mass = MassExtensions(
+                let mass = RenewalExtensions(
                     store: h.store, extenders: [nil: client], logger: h.logger, now: { h.state.now })
-                let request = MassExtensions.Request(
+                let request = RenewalExtensions.MassRequest(
                     intent: "outage-mass", days: 5, reason: 3, productID: "com.example.pro.monthly",
                     storefronts: ["USA"])
                 var listed: [String: String] = [:]
@@ -153,9 +153,9 @@ struct RenewalExtensionTests {
                     ], "\(listed)")
                 #expect(h.state.massExtensions.isEmpty, "the dry run sends nothing")
 
-                #expect(try await mass.run(request) == .accepted)
+                #expect(try await mass.runMass(request) == .accepted)
                 #expect(h.state.massExtensions.count == 1)
-                guard case .inProgress = try await mass.run(request) else {
+                guard case .inProgress = try await mass.runMass(request) else {
                     Issue.record("a second invocation of the intent is not in progress")
                     return
                 }
