@@ -29,9 +29,26 @@ public struct SimulatedMassExtension: Sendable, Hashable {
 
 extension SimulatedReceipt {
     /// An Apple error a request body earns: its code and message.
-    struct RequestProblem: Sendable, Hashable {
+    struct RequestProblem: Error, Sendable, Hashable {
         var code: Int
         var message: String
+    }
+
+    /// The days and request identifier of an extension request's body (one subscriber or mass), or what
+    /// Apple refuses in it: days outside 1–90 (4000009), a reason outside 0–3 (4000010), a missing or
+    /// over-long request identifier (4000011).
+    static func extensionRequest(_ fields: [String: Any]?) -> Result<(days: Int, identifier: String), RequestProblem> {
+        guard let days = (fields?["extendByDays"] as? NSNumber)?.intValue, (1...90).contains(days) else {
+            return .failure(RequestProblem(code: 4_000_009, message: "Invalid extend by days value."))
+        }
+        guard let reason = (fields?["extendReasonCode"] as? NSNumber)?.intValue, (0...3).contains(reason) else {
+            return .failure(RequestProblem(code: 4_000_010, message: "Invalid extend reason code."))
+        }
+        guard let identifier = fields?["requestIdentifier"] as? String, !identifier.isEmpty, identifier.count <= 128
+        else {
+            return .failure(RequestProblem(code: 4_000_011, message: "Invalid request identifier."))
+        }
+        return .success((days, identifier))
     }
 
     /// What Apple refuses in a Send Consumption Information (V2) body, as it documents: consent other than

@@ -207,17 +207,12 @@ struct SimulatorRoutes: Sendable {
         case .refused(let response): return response
         case .authorized(let app, _): bundle = app
         }
-        let body = try await request.body.collect(upTo: 64 * 1024)
-        let fields = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any]
-        guard let days = (fields?["extendByDays"] as? NSNumber)?.intValue, (1...90).contains(days) else {
-            return serverAPIError(400, code: 4_000_009, message: "Invalid extend by days value.")
-        }
-        guard let reason = (fields?["extendReasonCode"] as? NSNumber)?.intValue, (0...3).contains(reason) else {
-            return serverAPIError(400, code: 4_000_010, message: "Invalid extend reason code.")
-        }
-        guard let identifier = fields?["requestIdentifier"] as? String, !identifier.isEmpty, identifier.count <= 128
-        else {
-            return serverAPIError(400, code: 4_000_011, message: "Invalid request identifier.")
+        let fields = try await jsonObject(request)
+        let days: Int
+        let identifier: String
+        switch SimulatedReceipt.extensionRequest(fields) {
+        case .failure(let problem): return serverAPIError(400, code: problem.code, message: problem.message)
+        case .success(let asked): (days, identifier) = asked
         }
         guard let product = fields?["productId"] as? String, !product.isEmpty else {
             return serverAPIError(400, code: 4_000_023, message: "Invalid product id.")
@@ -278,8 +273,7 @@ struct SimulatorRoutes: Sendable {
         case .refused(let response): return response
         case .admitted: break
         }
-        let body = try await request.body.collect(upTo: 64 * 1024)
-        let fields = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any]
+        let fields = try await jsonObject(request)
         switch SimulatedReceipt.consumptionProblem(fields) {
         case .some(let problem):
             state.recordConsumption(nil)
@@ -303,17 +297,12 @@ struct SimulatorRoutes: Sendable {
         case .refused(let response): return response
         case .admitted: break
         }
-        let body = try await request.body.collect(upTo: 64 * 1024)
-        let fields = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any]
-        guard let days = (fields?["extendByDays"] as? NSNumber)?.intValue, (1...90).contains(days) else {
-            return serverAPIError(400, code: 4_000_009, message: "Invalid extend by days value.")
-        }
-        guard let reason = (fields?["extendReasonCode"] as? NSNumber)?.intValue, (0...3).contains(reason) else {
-            return serverAPIError(400, code: 4_000_010, message: "Invalid extend reason code.")
-        }
-        guard let identifier = fields?["requestIdentifier"] as? String, !identifier.isEmpty, identifier.count <= 128
-        else {
-            return serverAPIError(400, code: 4_000_011, message: "Invalid request identifier.")
+        let fields = try await jsonObject(request)
+        let days: Int
+        let identifier: String
+        switch SimulatedReceipt.extensionRequest(fields) {
+        case .failure(let problem): return serverAPIError(400, code: problem.code, message: problem.message)
+        case .success(let asked): (days, identifier) = asked
         }
         let answer = state.extend(originalTransactionID: id, days: days, requestIdentifier: identifier)
         let delay = state.extensionAnswerDelay
@@ -435,6 +424,12 @@ struct SimulatorRoutes: Sendable {
             case account, generation, attempts
             case receiptData = "receipt_data"
         }
+    }
+
+    /// The request's body as a JSON object; nil when it is not one.
+    func jsonObject(_ request: Request) async throws -> [String: Any]? {
+        let body = try await request.body.collect(upTo: 64 << 10)
+        return (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any]
     }
 
     func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T? {
