@@ -75,25 +75,34 @@ struct AnalyticsCommand: AsyncParsableCommand {
             throw ValidationError(
                 "--html draws what --refresh-daily keeps: run the refresh first, then --html, as two commands.")
         }
+        _ = try window(now: Date())
+    }
+
+    /// `[--since, --until)`: --until (default now) and --since (default 28 days before it). A bad time or a
+    /// window that ends before it starts is a usage error naming both flags.
+    func window(now: Date) throws -> (start: Date, end: Date) {
         for (flag, value) in [("--since", since), ("--until", until)] {
-            if let value, ReportTime.parse(value, now: Date()) == nil {
+            if let value, ReportTime.parse(value, now: now) == nil {
                 throw ValidationError(
                     "\(flag) \(value) is not a time; give 2026-11-01, 2026-11-01T06:00:00Z, or an age such as 28d.")
             }
         }
+        let end = until.flatMap { ReportTime.parse($0, now: now) } ?? now
+        let start = since.flatMap { ReportTime.parse($0, now: now) } ?? end.addingTimeInterval(-28 * 86_400)
+        guard start < end else {
+            throw ValidationError(
+                """
+                --since \(Timestamp.string(start)) is not before --until \(Timestamp.string(end))\
+                \(until == nil ? " (now)" : ""); give a --since earlier than --until.
+                """)
+        }
+        return (start, end)
     }
 
     func run() async throws {
         try await ExitMapping.run {
             _ = logging.makeLogger()
-            let now = Date()
-            let end = until.flatMap { ReportTime.parse($0, now: now) } ?? now
-            let start = since.flatMap { ReportTime.parse($0, now: now) } ?? end.addingTimeInterval(-28 * 86_400)
-            guard start < end else {
-                throw ConfigurationError(
-                    "--since \(Timestamp.string(start)) is not before --until \(Timestamp.string(end)); give a window that is."
-                )
-            }
+            let (start, end) = try window(now: Date())
             let products =
                 try (catalogue ?? Environment.value("RENEWAL_CATALOGUE_FILE")).map(AnalyticsFiles.catalogue)
                 ?? ProductCatalogue()

@@ -19,6 +19,7 @@ import RenewalCore
 enum AnalyticsFiles {
     static func catalogue(path: String) throws -> ProductCatalogue {
         let root = try object(path: path, what: "catalogue file", setting: "RENEWAL_CATALOGUE_FILE / --catalogue")
+        try knownKeys(of: root, ["products"], place: "The catalogue file \(path)")
         guard let entries = root["products"] as? [Any] else {
             throw ConfigurationError(
                 """
@@ -34,6 +35,7 @@ enum AnalyticsFiles {
             else {
                 throw ConfigurationError("\(place) has no \"product_id\"; give each entry the product's identifier.")
             }
+            try knownKeys(of: entry, ["product_id", "period", "prices"], place: "\(place) (\(productID))")
             var product = ProductCatalogue.Product()
             if let period = entry["period"] {
                 guard let text = period as? String, let parsed = BillingPeriod(rawValue: text) else {
@@ -59,19 +61,44 @@ enum AnalyticsFiles {
 
     static func rates(path: String) throws -> ExchangeRates {
         let root = try object(path: path, what: "rates file", setting: "RENEWAL_RATES_FILE / --rates")
-        guard let currency = root["currency"] as? String, isCurrency(currency) else {
+        try knownKeys(of: root, ["currency", "rates"], place: "The rates file \(path)")
+        guard let named = root["currency"] else {
             throw ConfigurationError(
                 """
                 The rates file \(path) names no reporting currency; write {"currency": "USD", "rates": {"EUR": "1.08"}} \
                 (three capital letters, ISO 4217).
                 """)
         }
+        guard let currency = named as? String, isCurrency(currency) else {
+            throw ConfigurationError(
+                """
+                The rates file \(path) has "currency": \(named), which is not an ISO 4217 code; give three capital \
+                letters such as "USD" or "EUR".
+                """)
+        }
         let rates = try amounts(root["rates"] ?? [String: Any](), place: "The rates file \(path) \"rates\"")
+        if rates[currency] != nil {
+            throw ConfigurationError(
+                """
+                The rates file \(path) gives a rate for \(currency), the reporting currency itself, which is 1 by \
+                definition; remove \(currency) from "rates".
+                """)
+        }
         return ExchangeRates(reportingCurrency: currency, rates: rates)
     }
 
     static func isCurrency(_ text: String) -> Bool {
         text.count == 3 && text.allSatisfy { $0.isASCII && $0.isUppercase }
+    }
+
+    /// Refuses a key the file's format does not have (a misspelt one would otherwise be ignored).
+    private static func knownKeys(of object: [String: Any], _ known: [String], place: String) throws {
+        guard let unknown = object.keys.filter({ !known.contains($0) }).sorted().first else { return }
+        throw ConfigurationError(
+            """
+            \(place) has the unknown key "\(unknown)"; the keys are \(known.map { "\"\($0)\"" }.joined(separator: ", ")) \
+            (docs/analytics.md); rename or remove it.
+            """)
     }
 
     private static func object(path: String, what: String, setting: String) throws -> [String: Any] {

@@ -81,11 +81,17 @@ struct AnalyticsWork {
                 + (app.map { " --app \($0)" } ?? "")
         }
         let page = report.html(days: AnalyticsReport.daySeries(rows, names: names), missing: missing, refresh: refresh)
+        // Owner-only like every file the job writes, and replaced whole: a temporary file renamed into place.
+        var output: ReportOutput?
         do {
-            try Data(page.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+            let file = try ReportOutput(path: path)
+            output = file
+            try await file.write(page)
+            try await file.finish()
         } catch {
-            throw ConfigurationError(
-                "\(flag) \(path) cannot be written (\((error as NSError).localizedDescription)); give a writable path.")
+            await output?.discard()
+            let detail = (error as? ReportFileError)?.detail ?? "\(error)"
+            throw ConfigurationError("\(flag) \(path) cannot be written (\(detail)); give a writable path.")
         }
     }
 }

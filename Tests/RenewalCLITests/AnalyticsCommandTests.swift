@@ -125,6 +125,23 @@ struct AnalyticsCommandTests {
             ),
             ("rates.json", #"{"rates": {"EUR": 1.1}}"#, "--rates", "names no reporting currency"),
             ("rates.json", "not json", "--rates", "is not a JSON object"),
+            // A misspelt key is refused rather than ignored, in either file and in a catalogue entry.
+            ("rates.json", #"{"currency": "USD", "ratez": {"EUR": "1.08"}}"#, "--rates", #"unknown key "ratez""#),
+            ("catalogue.json", #"{"product": []}"#, "--catalogue", #"unknown key "product""#),
+            (
+                "catalogue.json", #"{"products": [{"product_id": "pro.monthly", "price": {"USD": "9.99"}}]}"#,
+                "--catalogue", #"entry 1 (pro.monthly) has the unknown key "price""#
+            ),
+            // A reporting currency that is not a code is named as such, not as missing.
+            (
+                "rates.json", #"{"currency": "euro", "rates": {}}"#, "--rates",
+                #""currency": euro, which is not an ISO 4217"#
+            ),
+            ("rates.json", #"{"currency": "USD", "rates": {"usd": "1"}}"#, "--rates", "three-letter ISO 4217 code"),
+            (
+                "rates.json", #"{"currency": "USD", "rates": {"USD": "1", "EUR": "1.08"}}"#, "--rates",
+                "the reporting currency itself, which is 1 by definition"
+            ),
         ]
         for item in cases {
             let path = directory + "/" + item.file
@@ -132,13 +149,34 @@ struct AnalyticsCommandTests {
             let result = try await CLI.run(["analytics", "--database", database, item.flag, path])
             #expect(result.status == 78, "\(item.text): \(result.status) \(result.stderr)")
             #expect(result.stderr.contains(path) && result.stderr.contains(item.says), "\(result.stderr)")
+            #expect(!item.says.contains("ISO 4217 code") || !result.stderr.contains("names no reporting currency"))
         }
+        // A window that ends before it starts is a usage error, like a time that does not parse.
         let backwards = try await CLI.run([
             "analytics", "--database", database, "--since", "2025-12-15", "--until", "2025-12-01",
         ])
-        #expect(backwards.status == 78 && backwards.stderr.contains("is not before --until"), "\(backwards.stderr)")
+        #expect(backwards.status == 64 && backwards.stderr.contains("is not before --until"), "\(backwards.stderr)")
+        let future = try await CLI.run(["analytics", "--database", database, "--since", "2999-01-01"])
+        #expect(future.status == 64 && future.stderr.contains("--until"), "\(future.stderr)")
+        let garbled = try await CLI.run(["analytics", "--database", database, "--since", "yesterday"])
+        #expect(garbled.status == 64 && garbled.stderr.contains("--since yesterday"), "\(garbled.stderr)")
         let missing = try await CLI.run(["analytics", "--database", database, "--rates", directory + "/none.json"])
         #expect(missing.status == 78 && missing.stderr.contains("cannot be read"), "\(missing.stderr)")
+    }
+
+    @Test("--html writes the page readable by its owner only, like every other file the job writes")
+    func htmlPageOwnerOnly() async throws {
+        let directory = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let database = try await Self.database(in: directory)
+        let html = directory + "/analytics.html"
+        let result = try await CLI.run([
+            "analytics", "--database", database, "--since", "2025-12-01", "--until", "2025-12-15", "--html", html,
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: html)[.posixPermissions] as? NSNumber)
+        #expect(mode.intValue & 0o077 == 0, "the page has mode \(String(mode.intValue & 0o777, radix: 8))")
+        #expect(try String(contentsOfFile: html, encoding: .utf8).contains("</html>"))
     }
 
     @Test(
