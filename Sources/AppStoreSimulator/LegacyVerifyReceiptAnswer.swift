@@ -74,14 +74,14 @@ struct LegacyVerifyReceiptAnswer: Encodable, Sendable {
 }
 
 extension SimulatedReceipt {
-    /// One period `[s, s+p)`: status 0 inside it, 21006 after it.
+    /// One period `[s, s+p)` (its end moved by any extension): status 0 inside it, 21006 after it.
     func legacyAnswer(at now: Date) -> LegacyVerifyReceiptAnswer {
         let originalID = SimulatedIdentifier.id(account)
         let transaction = LegacyVerifyReceiptAnswer.Transaction(
             bundleID: bundleIdentifier, productID: productID, transactionID: originalID,
             originalTransactionID: originalID, webOrderLineItemID: SimulatedIdentifier.id(account, "line", "", "0"),
-            purchaseDate: start, originalPurchaseDate: start, expiresDate: start.addingTimeInterval(period))
-        let expired = now >= start.addingTimeInterval(period)
+            purchaseDate: start, originalPurchaseDate: start, expiresDate: extendedFirstEnd(until: now))
+        let expired = now >= extendedFirstEnd(until: now)
         return LegacyVerifyReceiptAnswer(
             status: expired ? .validButExpired : .valid,
             receipt: transaction,

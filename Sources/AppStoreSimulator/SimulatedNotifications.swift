@@ -68,15 +68,21 @@ extension SimulatedReceipt {
             guard at <= until else { return }
             events.append((at, type, subtype, id ?? originalID))
         }
-        /// Renewals every period from `origin` (the first at `origin + period`).
+        /// Renewals every period from `origin` (the first at `origin + period`), at the extended dates.
         func renewals(from origin: Date) {
-            var at = origin.addingTimeInterval(period)
-            while at <= until {
-                add(at, "DID_RENEW")
-                at = at.addingTimeInterval(period)
+            guard grantedExtensions(until: until).contains(where: { $0.at >= origin }) else {
+                var at = origin.addingTimeInterval(period)
+                while at <= until {
+                    add(at, "DID_RENEW")
+                    at = at.addingTimeInterval(period)
+                }
+                return
             }
+            for renewal in extendedPeriods(from: origin, until: until).dropFirst() { add(renewal.start, "DID_RENEW") }
         }
-        let firstEnd = start.addingTimeInterval(period)
+        // The end of a one-period subscription, moved by the extensions Apple granted.
+        let grace = scenario == .gracePeriod ? Self.graceDays * Self.day : 0
+        let firstEnd = extendedFirstEnd(until: until, grace: grace)
         switch scenario {
         case .accountNotFound, .notAuthentic, .malformed, .outage, .html200:
             return []
@@ -92,7 +98,7 @@ extension SimulatedReceipt {
             add(firstEnd.addingTimeInterval(60 * Self.day), "EXPIRED", "BILLING_RETRY")
         case .gracePeriod:
             add(firstEnd, "DID_FAIL_TO_RENEW", "GRACE_PERIOD")
-            add(firstEnd.addingTimeInterval(16 * Self.day), "GRACE_PERIOD_EXPIRED")
+            add(firstEnd.addingTimeInterval(grace), "GRACE_PERIOD_EXPIRED")
             add(firstEnd.addingTimeInterval(60 * Self.day), "EXPIRED", "BILLING_RETRY")
         case .billingRecovery:
             let recovery = firstEnd.addingTimeInterval(3 * Self.day)
@@ -122,16 +128,14 @@ extension SimulatedReceipt {
             let addonID = SimulatedIdentifier.id(account, "addon")
             add(start, "SUBSCRIBED", "INITIAL_BUY", id: addonID)
             add(start.addingTimeInterval(3_600), "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED", id: addonID)
-            add(firstEnd, "EXPIRED", "VOLUNTARY", id: addonID)
+            add(extendedFirstEnd(until: until, of: addonID), "EXPIRED", "VOLUNTARY", id: addonID)
             renewals(from: start)
         default:
-            if let extensions, !extensions.isEmpty {
-                // Renewals at the extended dates, and each extension as Apple notifies it.
-                for renewal in extendedPeriods(until: until).dropFirst() { add(renewal.start, "DID_RENEW") }
-                for granted in extensions { add(granted.at, "RENEWAL_EXTENDED") }
-            } else {
-                renewals(from: start)
-            }
+            renewals(from: start)
+        }
+        // Each extension Apple carried out, as it notifies it.
+        for granted in extensions ?? [] {
+            add(granted.at, "RENEWAL_EXTENDED", id: granted.originalTransactionID ?? originalID)
         }
         return events.sorted { ($0.0, $0.1) < ($1.0, $1.1) }.map { at, type, subtype, id in
             SimulatedNotification(

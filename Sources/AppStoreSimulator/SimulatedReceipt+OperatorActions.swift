@@ -91,19 +91,29 @@ extension SimulatedReceipt {
     func extensionAnswer(originalTransactionID: String, days: Int, requestIdentifier: String, at now: Date)
         -> ServerAPIAnswer
     {
+        // Apple holds no subscription of an account it does not answer for.
+        if [.accountNotFound, .notAuthentic, .malformed, .outage, .html200].contains(scenario) { return .notFound }
         if scenario == .familyShared {
             return .error(
                 httpStatus: 403, code: 4_030_007, message: "Family shared subscriptions are not eligible for extension."
             )
         }
-        let recent = (extensions ?? []).filter { $0.at > now.addingTimeInterval(-365 * Self.day) }
+        let recent = grantedExtensions(until: now, of: originalTransactionID).filter {
+            $0.at > now.addingTimeInterval(-365 * Self.day)
+        }
         if recent.count >= 2 {
             return .error(httpStatus: 403, code: 4_030_005, message: "Subscription has reached the maximum extensions.")
         }
-        let current = response(at: now).latestReceiptInfo.first { $0.originalTransactionID == originalTransactionID }
+        // The subscription's latest period (after an upgrade, the new product's, not the one it replaced).
+        let current = response(at: now).latestReceiptInfo.filter { $0.originalTransactionID == originalTransactionID }
+            .max { ($0.expiresDate ?? .distantPast) < ($1.expiresDate ?? .distantPast) }
+        // Active, or in a billing grace period not yet past (Apple extends those too).
+        let graceEnd =
+            scenario == .gracePeriod ? current?.expiresDate?.addingTimeInterval(Self.graceDays * Self.day) : nil
         let active =
             current.map { row in
-                row.cancellationDate == nil && (row.expiresDate ?? .distantPast) > now && row.isTrialPeriod != true
+                row.cancellationDate == nil && max(row.expiresDate ?? .distantPast, graceEnd ?? .distantPast) > now
+                    && row.isTrialPeriod != true
             } ?? false
         guard active, scenario != .assignedSeat else {
             return .error(httpStatus: 403, code: 4_030_004, message: "Subscription is not eligible for extension.")

@@ -61,6 +61,8 @@ extension SimulatedReceipt {
     /// The bundle id of every simulated receipt.
     public static let bundleID = "com.example.app"
     static let day: TimeInterval = 86_400
+    /// The billing grace period of `grace_period`, in days.
+    static let graceDays: TimeInterval = 16
 
     /// The answer to one request at simulator time `now`.
     /// - Parameters:
@@ -91,13 +93,20 @@ extension SimulatedReceipt {
         if withHistory, [.renewal, .trial, .familyShared, .sandbox].contains(scenario), let current = periods.first,
             current.salt.isEmpty, current.index > 0
         {
+            // At their extended dates, when Apple extended any.
+            let bounds =
+                grantedExtensions(until: now).isEmpty
+                ? (0..<current.index).map { index in
+                    let periodStart = start.addingTimeInterval(Double(index) * period)
+                    return (index: index, start: periodStart, end: periodStart.addingTimeInterval(period))
+                } : Array(extendedPeriods(until: now).prefix(current.index))
             periods =
-                (0..<current.index).map { index in
+                bounds.map { bounds in
                     var earlier = current
-                    earlier.index = index
-                    earlier.start = start.addingTimeInterval(Double(index) * period)
-                    earlier.end = earlier.start.addingTimeInterval(period)
-                    earlier.trial = scenario == .trial && index == 0
+                    earlier.index = bounds.index
+                    earlier.start = bounds.start
+                    earlier.end = bounds.end
+                    earlier.trial = scenario == .trial && bounds.index == 0
                     return earlier
                 } + periods
         }
@@ -127,7 +136,8 @@ extension SimulatedReceipt {
     private func timeline(at now: Date) -> Timeline {
         let originalID = SimulatedIdentifier.id(account)
         let elapsed = now.timeIntervalSince(start)
-        let retryStart = start.addingTimeInterval(period)
+        // A one-period subscription's end, moved by the extensions Apple granted before it (or in its grace).
+        let retryStart = extendedFirstEnd(until: now, grace: scenario == .gracePeriod ? Self.graceDays * Self.day : 0)
         let first = SimulatedPeriod(
             index: 0, start: start, end: retryStart, productID: productID, originalTransactionID: originalID, salt: "")
         switch scenario {
@@ -172,14 +182,9 @@ extension SimulatedReceipt {
         case .multipleSubscriptions:
             return multipleSubscriptionsTimeline(now: now)
         default:
-            // renewal, sandbox, family_shared, trial, transient_21005, truncated_json, slow,
-            // and refund/upgrade before their event; extended renewal dates move the periods.
+            // renewal, sandbox, family_shared, trial, transient_21005, truncated_json, slow, multiseat,
+            // refund_request, and refund/upgrade before their event; extended renewal dates move the periods.
             var current = renewing(productID, from: start, firstIndex: 0, salt: "", now: now)
-            if let bounds = extendedPeriods(until: now).last, !(extensions ?? []).isEmpty {
-                current.index = bounds.index
-                current.start = bounds.start
-                current.end = bounds.end
-            }
             current.trial = scenario == .trial && current.index == 0
             return Timeline(
                 periods: [current],
@@ -188,15 +193,36 @@ extension SimulatedReceipt {
         }
     }
 
-    /// The periods of a renewing subscription whose renewal dates were extended, up to the one `now` falls
-    /// in: each extension moves the end of the period it was granted in (and so every later period) by its
-    /// days.
-    func extendedPeriods(until now: Date) -> [(index: Int, start: Date, end: Date)] {
-        // An extension Apple has not carried out yet (a mass extension in progress) moves nothing.
-        var pending = (extensions ?? []).filter { $0.at <= now }.sorted { $0.at < $1.at }[...]
+    /// The extensions of the subscription `originalTransactionID` (nil: the main one) Apple carried out by
+    /// `now`, oldest first: one Apple has not carried out yet (a mass extension in progress) moves nothing.
+    func grantedExtensions(until now: Date, of originalTransactionID: String? = nil) -> [SimulatedExtension] {
+        let main = SimulatedIdentifier.id(account)
+        let wanted = originalTransactionID ?? main
+        return (extensions ?? []).filter { ($0.originalTransactionID ?? main) == wanted && $0.at <= now }
+            .sorted { $0.at < $1.at }
+    }
+
+    /// The end of the first period of a subscription that does not renew on its own (auto-renew off, a
+    /// billing failure), with the extensions Apple granted by `now`: each granted before that end, or
+    /// `grace` after it (a billing grace period), moves it by its days.
+    func extendedFirstEnd(until now: Date, grace: TimeInterval = 0, of originalTransactionID: String? = nil) -> Date {
+        var end = start.addingTimeInterval(period)
+        for granted in grantedExtensions(until: now, of: originalTransactionID)
+        where granted.at < end.addingTimeInterval(grace) {
+            end = end.addingTimeInterval(Double(granted.days) * Self.day)
+        }
+        return end
+    }
+
+    /// The periods of a subscription renewing every `period` from `origin`, up to the one `now` falls in:
+    /// each extension moves the end of the period it was granted in (and so every later period) by its
+    /// days; those granted before `origin` belong to an earlier subscription and move nothing.
+    func extendedPeriods(from origin: Date? = nil, until now: Date) -> [(index: Int, start: Date, end: Date)] {
+        let origin = origin ?? start
+        var pending = grantedExtensions(until: now).filter { $0.at >= origin }[...]
         var periods: [(index: Int, start: Date, end: Date)] = []
-        var periodStart = start
-        var periodEnd = start.addingTimeInterval(period)
+        var periodStart = origin
+        var periodEnd = origin.addingTimeInterval(period)
         for index in 0..<10_000 {
             while let next = pending.first, next.at < periodEnd {
                 periodEnd = periodEnd.addingTimeInterval(Double(next.days) * Self.day)
@@ -210,14 +236,21 @@ extension SimulatedReceipt {
         return periods
     }
 
-    /// The period of a subscription renewing every `period` since `origin` that `now` falls in.
+    /// The period of a subscription renewing every `period` since `origin` that `now` falls in, its renewal
+    /// dates moved by the extensions Apple granted since `origin`.
     private func renewing(_ product: String, from origin: Date, firstIndex: Int, salt: String, now: Date)
         -> SimulatedPeriod
     {
         let k = max(0, Int((now.timeIntervalSince(origin) / period).rounded(.down)))
-        let periodStart = origin.addingTimeInterval(Double(k) * period)
+        var current = (index: k, start: origin.addingTimeInterval(Double(k) * period), end: Date())
+        current.end = current.start.addingTimeInterval(period)
+        if now >= origin, grantedExtensions(until: now).contains(where: { $0.at >= origin }),
+            let extended = extendedPeriods(from: origin, until: now).last
+        {
+            current = extended
+        }
         return SimulatedPeriod(
-            index: firstIndex + k, start: periodStart, end: periodStart.addingTimeInterval(period),
+            index: firstIndex + current.index, start: current.start, end: current.end,
             productID: product, originalTransactionID: SimulatedIdentifier.id(account), salt: salt)
     }
 
@@ -244,33 +277,33 @@ extension SimulatedReceipt {
     /// A renewing subscription and an add-on that expired after its first period.
     private func multipleSubscriptionsTimeline(now: Date) -> Timeline {
         let originalID = SimulatedIdentifier.id(account)
-        let retryStart = start.addingTimeInterval(period)
         let current = renewing(productID, from: start, firstIndex: 0, salt: "", now: now)
         let addonID = SimulatedIdentifier.id(account, "addon")
         let addon = productID + ".addon"
+        let addonEnd = extendedFirstEnd(until: now, of: addonID)
         return Timeline(
             periods: [
                 current,
                 SimulatedPeriod(
-                    index: 0, start: start, end: retryStart, productID: addon, originalTransactionID: addonID,
+                    index: 0, start: start, end: addonEnd, productID: addon, originalTransactionID: addonID,
                     salt: "addon"),
             ],
             pending: [
                 .init(originalTransactionID: originalID, productID: productID, autoRenewStatus: true),
                 .init(
                     originalTransactionID: addonID, productID: addon, autoRenewStatus: false,
-                    expirationIntent: now >= retryStart ? "1" : nil),
+                    expirationIntent: now >= addonEnd ? "1" : nil),
             ],
             renewals: current.index)
     }
 
     private func billingRetryPending(originalID: String, now: Date) -> PendingRenewalInfo {
-        let retryStart = start.addingTimeInterval(period)
+        let retryStart = extendedFirstEnd(until: now, grace: scenario == .gracePeriod ? Self.graceDays * Self.day : 0)
         guard now >= retryStart else {
             return .init(originalTransactionID: originalID, productID: productID, autoRenewStatus: true)
         }
         let retrying = now < retryStart.addingTimeInterval(60 * Self.day)
-        let grace = scenario == .gracePeriod ? retryStart.addingTimeInterval(16 * Self.day) : nil
+        let grace = scenario == .gracePeriod ? retryStart.addingTimeInterval(Self.graceDays * Self.day) : nil
         return .init(
             originalTransactionID: originalID, productID: productID, autoRenewStatus: true,
             expirationIntent: "2", isInBillingRetryPeriod: retrying, gracePeriodExpiresDate: grace)

@@ -5,11 +5,14 @@ public struct SimulatedExtension: Codable, Sendable, Hashable {
     public var at: Date
     public var days: Int
     public var requestIdentifier: String
+    /// The subscription extended, when the customer has several (`multiple_subscriptions`); nil for the main one.
+    public var originalTransactionID: String?
 
-    public init(at: Date, days: Int, requestIdentifier: String) {
+    public init(at: Date, days: Int, requestIdentifier: String, originalTransactionID: String? = nil) {
         self.at = at
         self.days = days
         self.requestIdentifier = requestIdentifier
+        self.originalTransactionID = originalTransactionID
     }
 }
 

@@ -295,7 +295,11 @@ public final class SimulatorState: Sendable {
             if case .json = answer {
                 receipt.extensions =
                     (receipt.extensions ?? [])
-                    + [SimulatedExtension(at: now, days: days, requestIdentifier: requestIdentifier)]
+                    + [
+                        SimulatedExtension(
+                            at: now, days: days, requestIdentifier: requestIdentifier,
+                            originalTransactionID: originalTransactionID)
+                    ]
                 for id in receipt.originalTransactionIDs { storage.registry[id] = receipt }
             }
             storage.extensionAnswers[requestIdentifier] = answer
