@@ -50,15 +50,59 @@ extension RenewalExtensions {
         }
     }
 
-    /// The product's subscribers the database holds, a page at a time, as `--dry-run` lists them: who Apple
-    /// would extend and who it would not, and why (those of other storefronts are left out).
+    /// The mass extension `request` makes, before anything is stored or sent: the environment it goes to
+    /// (production, unless the database holds only sandbox subscriptions of the product: Apple extends the
+    /// subscribers of one environment), the app, and the request stored for its intent, if any.
+    func massPlan(_ request: MassRequest) async throws -> (intent: MassExtensionIntent, stored: StoredMassExtension?) {
+        let environment: AppStoreEnvironment =
+            try await store.holdsProductionSubscription(productID: request.productID) ? .production : .sandbox
+        let first = try await store.massExtensionCandidates(
+            productID: request.productID, environment: environment, after: nil, limit: 1, now: now())
+        let intent = MassExtensionIntent(
+            intent: request.intent, productID: request.productID, storefronts: request.storefronts,
+            bundleID: first.first?.candidate.bundleID, environment: environment, days: request.days,
+            reason: request.reason)
+        return (intent, try await store.storedMassExtension(intent))
+    }
+
+    /// What becomes of a mass extension without a request sent, as the dry run and the real call both judge
+    /// it: the request stored for this intent as it stands, a missing key; nil when it would be sent.
+    func judgeMass(_ stored: StoredMassExtension?, bundleID: String?) -> MassOutcome? {
+        switch stored?.state {
+        case .accepted?: return .inProgress(succeeded: stored?.succeededCount, failed: stored?.failedCount)
+        case .complete?: return .complete(succeeded: stored?.succeededCount, failed: stored?.failedCount)
+        case .rejected?: return .rejected(code: nil, reason: stored?.lastError ?? "rejected")
+        case .pending?, .sending?, nil: break
+        }
+        return extenders[stored?.bundleID ?? bundleID] ?? extenders[nil] == nil ? .noKey : nil
+    }
+
+    /// `--dry-run --product`: what the real call would do. When it would send nothing (Apple accepted this
+    /// intent's request before, or there is no key), that outcome; otherwise nil, after `body` heard each of
+    /// the product's subscribers in the request's environment, a page at a time: who Apple would extend and
+    /// who it would not, and why (those of other storefronts are left out).
+    public func dryRunMass(_ request: MassRequest, _ body: (Line, _ storefront: String?) throws -> Void)
+        async throws -> MassOutcome?
+    {
+        let plan = try await massPlan(request)
+        if let outcome = judgeMass(plan.stored, bundleID: plan.intent.bundleID) { return outcome }
+        try await forEachSubscriber(request, environment: plan.intent.environment, body)
+        return nil
+    }
+
+    /// The product's subscribers in `environment` (by default the one the request goes to), a page at a time,
+    /// each judged as Apple would (those of other storefronts are left out).
     public func forEachSubscriber(
-        _ request: MassRequest, _ body: (Line, _ storefront: String?) throws -> Void
+        _ request: MassRequest, environment: AppStoreEnvironment? = nil,
+        _ body: (Line, _ storefront: String?) throws -> Void
     ) async throws {
+        var resolved = environment
+        if resolved == nil { resolved = try await massPlan(request).intent.environment }
         var after: String?
         while true {
             let page = try await store.massExtensionCandidates(
-                productID: request.productID, after: after, limit: 500, now: now())
+                productID: request.productID, environment: resolved ?? .production, after: after, limit: 500,
+                now: now())
             for (candidate, storefront) in page {
                 if !request.storefronts.isEmpty, let storefront, !request.storefronts.contains(storefront) { continue }
                 let why = RenewalExtension.ineligibility(of: candidate.subject)
@@ -75,19 +119,11 @@ extension RenewalExtensions {
 
     /// Stores the request's identifier, then sends it unless Apple already accepted it.
     public func runMass(_ request: MassRequest) async throws -> MassOutcome {
-        let first = try await store.massExtensionCandidates(
-            productID: request.productID, after: nil, limit: 1, now: now())
-        let app = first.first?.candidate.bundleID
-        let intent = MassExtensionIntent(
-            intent: request.intent, productID: request.productID, storefronts: request.storefronts, bundleID: app,
-            environment: first.first?.candidate.environment ?? .production, days: request.days, reason: request.reason)
-        let stored = try await store.storeMassExtension(intent, requestIdentifier: newIdentifier(), now: now())
-        switch stored.state {
-        case .accepted: return .inProgress(succeeded: stored.succeededCount, failed: stored.failedCount)
-        case .complete: return .complete(succeeded: stored.succeededCount, failed: stored.failedCount)
-        case .rejected: return .rejected(code: nil, reason: stored.lastError ?? "rejected")
-        case .pending, .sending: break
-        }
+        let plan = try await massPlan(request)
+        if let outcome = judgeMass(plan.stored, bundleID: plan.intent.bundleID) { return outcome }
+        let stored = try await store.storeMassExtension(plan.intent, requestIdentifier: newIdentifier(), now: now())
+        // Another invocation may have sent it since it was judged.
+        if let outcome = judgeMass(stored, bundleID: stored.bundleID) { return outcome }
         guard let extender = extenders[stored.bundleID] ?? extenders[nil] else { return .noKey }
         return try await MassExtensionFollowUp.send(stored, with: extender, store: store, now: now, logger: logger)
     }
@@ -107,13 +143,18 @@ struct MassExtensionFollowUp {
     /// A request sent this long ago without a recorded answer is sent again.
     static let resendAfter: TimeInterval = 600
 
-    /// The mass extensions Apple reported complete in this run.
-    func run() async throws -> Int {
+    /// The mass extensions Apple reported complete in this run, and those it could not follow (Apple gave
+    /// no status, or did not accept a request sent again).
+    func run() async throws -> (completed: Int, failed: Int) {
         var completed = 0
+        var failed = 0
         for stored in try await store.dueMassExtensions(now: now(), resendAfter: Self.resendAfter) {
             guard let extender = extenders[stored.bundleID] ?? extenders[nil] else { continue }
             if stored.state == .sending {
-                _ = try await Self.send(stored, with: extender, store: store, now: now, logger: logger)
+                switch try await Self.send(stored, with: extender, store: store, now: now, logger: logger) {
+                case .accepted: break
+                default: failed += 1
+                }
                 continue
             }
             switch await extender.massExtensionStatus(
@@ -144,9 +185,10 @@ struct MassExtensionFollowUp {
                 logger.warning(
                     "Mass renewal-date extension status not read; the next run asks again",
                     metadata: [LogKey.productID: "\(stored.productID)", LogKey.reason: "\(error.reason)"])
+                failed += 1
             }
         }
-        return completed
+        return (completed, failed)
     }
 
     /// Marks `stored` as being sent, sends it and records Apple's answer.

@@ -107,10 +107,12 @@ public struct RenewalExtensions: Sendable {
         self.newIdentifier = newIdentifier
     }
 
-    /// Judges every subscription of the request's users and, unless `dryRun`, sends each eligible one's
-    /// extension once. Lines come in user order.
+    /// Judges every subscription of the request's users and, unless `dryRun`, sends each one `judge` lets
+    /// through once. A dry run judges exactly as the real call does. Lines come in user order.
     public func run(_ request: Request, dryRun: Bool) async throws -> [Line] {
         let candidates = try await store.extensionCandidates(userIDs: request.userIDs, now: now())
+        let stored = try await store.storedExtensions(
+            intent: request.intent, originalTransactionIDs: candidates.map(\.originalTransactionID))
         var lines: [Line] = []
         for user in request.userIDs {
             let theirs = candidates.filter { $0.userID == user }
@@ -118,10 +120,9 @@ public struct RenewalExtensions: Sendable {
             for candidate in theirs {
                 var line = Line(
                     userID: user, originalTransactionID: candidate.originalTransactionID,
-                    productID: candidate.productID, outcome: .wouldExtend)
-                if let why = RenewalExtension.ineligibility(of: candidate.subject) {
-                    line.outcome = .ineligible(why)
-                } else if !dryRun {
+                    productID: candidate.productID,
+                    outcome: judge(candidate, stored: stored[candidate.originalTransactionID]) ?? .wouldExtend)
+                if line.outcome == .wouldExtend, !dryRun {
                     line.outcome = try await extend(candidate, request)
                 }
                 log(line)
@@ -131,16 +132,31 @@ public struct RenewalExtensions: Sendable {
         return lines
     }
 
+    /// What becomes of `candidate` without a request sent, as the dry run and the real call both judge it: the
+    /// request stored for this intent as it ended, Apple's rules, a missing key; nil when it would be sent.
+    func judge(_ candidate: ExtensionCandidate, stored: StoredExtension?) -> Outcome? {
+        if let stored, let ended = Self.outcome(of: stored) { return ended }
+        if let why = RenewalExtension.ineligibility(of: candidate.subject) { return .ineligible(why) }
+        if extenders[candidate.bundleID] ?? extenders[nil] == nil { return .noKey }
+        return nil
+    }
+
+    /// A stored request's outcome; nil for one never sent (`pending`), which is sent with its identifier.
+    static func outcome(of stored: StoredExtension) -> Outcome? {
+        switch stored.state {
+        case .succeeded: .alreadyExtended
+        case .rejected: .rejected(code: stored.appleErrorCode, reason: stored.lastError ?? "rejected")
+        case .sending: .unconfirmed
+        case .pending: nil
+        }
+    }
+
     private func extend(_ candidate: ExtensionCandidate, _ request: Request) async throws -> Outcome {
         let intent = ExtensionIntent(
             intent: request.intent, candidate: candidate, days: request.days, reason: request.reason)
         let stored = try await store.storeExtensionIntent(intent, requestIdentifier: newIdentifier(), now: now())
-        switch stored.state {
-        case .succeeded: return .alreadyExtended
-        case .rejected: return .rejected(code: stored.appleErrorCode, reason: stored.lastError ?? "rejected")
-        case .sending: return .unconfirmed
-        case .pending: break
-        }
+        // Another invocation may have stored and sent it since it was judged.
+        if let ended = Self.outcome(of: stored) { return ended }
         guard let extender = extenders[candidate.bundleID] ?? extenders[nil] else { return .noKey }
         // Committed before the request leaves: from here on it is never sent again.
         guard try await store.markExtensionSending(stored.requestIdentifier, now: now()) else { return .unconfirmed }

@@ -39,11 +39,44 @@ extension SQLSubscriptionStore {
                 ownershipType: try row.optionalText("ownership_type"), recentExtensions: try row.int("recent")))
     }
 
+    /// The key a request is stored under: one per intent and subscription.
+    private static func intentKey(_ intent: String, _ originalTransactionID: String) -> String {
+        intent + "\n" + originalTransactionID
+    }
+
+    private static func storedExtension(_ row: SQLRow) throws -> StoredExtension {
+        StoredExtension(
+            requestIdentifier: try row.text("request_identifier"),
+            state: ExtensionState(rawValue: try row.text("state")) ?? .sending,
+            effectiveAt: try row.optionalDate("effective_at"),
+            appleErrorCode: try row.optionalInt("apple_error_code"),
+            lastError: try row.optionalText("last_error"))
+    }
+
+    public func storedExtensions(intent: String, originalTransactionIDs: [String]) async throws
+        -> [String: StoredExtension]
+    {
+        guard !originalTransactionIDs.isEmpty else { return [:] }
+        return try await onConnection { connection in
+            var stored: [String: StoredExtension] = [:]
+            for chunk in originalTransactionIDs.chunked(by: Self.chunkSize) {
+                var binds = SQLBinds()
+                let list = chunk.map { binds.add(.text(Self.intentKey(intent, $0))) }.joined(separator: ", ")
+                for row in try connection.execute(
+                    "SELECT * FROM renewal_extensions WHERE intent_key IN (\(list))", binds.values)
+                {
+                    stored[try row.text("original_transaction_id")] = try Self.storedExtension(row)
+                }
+            }
+            return stored
+        }
+    }
+
     public func storeExtensionIntent(_ intent: ExtensionIntent, requestIdentifier: String, now: Date) async throws
         -> StoredExtension
     {
         let candidate = intent.candidate
-        let key = intent.intent + "\n" + candidate.originalTransactionID
+        let key = Self.intentKey(intent.intent, candidate.originalTransactionID)
         return try await inTransaction { connection in
             _ = try connection.execute(
                 """
@@ -63,12 +96,7 @@ extension SQLSubscriptionStore {
                     "SELECT * FROM renewal_extensions WHERE intent_key = $1", [.text(key)]
                 ).first
             else { throw SubscriptionStoreError.query("renewal_extensions lost the row just written") }
-            return StoredExtension(
-                requestIdentifier: try row.text("request_identifier"),
-                state: ExtensionState(rawValue: try row.text("state")) ?? .sending,
-                effectiveAt: try row.optionalDate("effective_at"),
-                appleErrorCode: try row.optionalInt("apple_error_code"),
-                lastError: try row.optionalText("last_error"))
+            return try Self.storedExtension(row)
         }
     }
 
@@ -127,10 +155,11 @@ extension SQLSubscriptionStore {
             """, [.text(id), SQLValue(notification.signedAt)])
     }
 
-    public func massExtensionCandidates(productID: String, after afterID: String?, limit: Int, now: Date) async throws
-        -> [(candidate: ExtensionCandidate, storefront: String?)]
-    {
-        try await onConnection { connection in
+    public func massExtensionCandidates(
+        productID: String, environment: AppStoreEnvironment, after afterID: String?, limit: Int, now: Date
+    ) async throws -> [(candidate: ExtensionCandidate, storefront: String?)] {
+        let sandbox = environment == .sandbox
+        return try await onConnection { connection in
             let rows = try connection.execute(
                 """
                 SELECT s.user_id, s.original_transaction_id, s.product_id, s.state, s.is_trial, s.ownership_type,
@@ -143,6 +172,7 @@ extension SQLSubscriptionStore {
                         ORDER BY t.purchased_at DESC LIMIT 1) AS storefront
                 FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
                 WHERE s.product_id = $1 AND s.original_transaction_id > $2
+                    AND COALESCE(s.environment, 'Production') \(sandbox ? "=" : "<>") 'Sandbox'
                 ORDER BY s.original_transaction_id LIMIT $3
                 """,
                 [
@@ -153,11 +183,35 @@ extension SQLSubscriptionStore {
         }
     }
 
+    public func holdsProductionSubscription(productID: String) async throws -> Bool {
+        try await onConnection { connection in
+            !(try connection.execute(
+                """
+                SELECT 1 AS found FROM subscriptions
+                WHERE product_id = $1 AND COALESCE(environment, 'Production') <> 'Sandbox' LIMIT 1
+                """, [.text(productID)]
+            ).isEmpty)
+        }
+    }
+
+    /// The key a mass extension is stored under: one per intent, product and storefronts.
+    private static func massIntentKey(_ intent: MassExtensionIntent) -> String {
+        intent.intent + "\nproduct:" + intent.productID + "/" + intent.storefronts.sorted().joined(separator: ",")
+    }
+
+    public func storedMassExtension(_ intent: MassExtensionIntent) async throws -> StoredMassExtension? {
+        try await onConnection { connection in
+            try connection.execute(
+                "SELECT * FROM renewal_mass_extensions WHERE intent_key = $1", [.text(Self.massIntentKey(intent))]
+            ).first.map(Self.massExtension)
+        }
+    }
+
     public func storeMassExtension(_ intent: MassExtensionIntent, requestIdentifier: String, now: Date) async throws
         -> StoredMassExtension
     {
         let storefronts = intent.storefronts.sorted().joined(separator: ",")
-        let key = intent.intent + "\nproduct:" + intent.productID + "/" + storefronts
+        let key = Self.massIntentKey(intent)
         return try await inTransaction { connection in
             _ = try connection.execute(
                 """

@@ -182,6 +182,10 @@ public protocol RenewalExtensionStore: Sendable {
     func storeExtensionIntent(_ intent: ExtensionIntent, requestIdentifier: String, now: Date) async throws
         -> StoredExtension
 
+    /// The requests stored for `intent` about the subscriptions `originalTransactionIDs`, by original
+    /// transaction id; stores nothing (what a dry run judges by).
+    func storedExtensions(intent: String, originalTransactionIDs: [String]) async throws -> [String: StoredExtension]
+
     /// Marks a pending request as being sent, committed before it is; false when it is not pending (another
     /// invocation took it).
     func markExtensionSending(_ requestIdentifier: String, now: Date) async throws -> Bool
@@ -189,10 +193,18 @@ public protocol RenewalExtensionStore: Sendable {
     /// Records what became of sending it.
     func recordExtension(_ requestIdentifier: String, result: ExtensionResult) async throws
 
-    /// Up to `limit` subscriptions of `productID` after `afterID` (original transaction id order), with the
-    /// storefront of their latest transaction in the ledger (nil when unknown): who a mass extension reaches.
-    func massExtensionCandidates(productID: String, after afterID: String?, limit: Int, now: Date) async throws
-        -> [(candidate: ExtensionCandidate, storefront: String?)]
+    /// Up to `limit` subscriptions of `productID` in `environment` (unknown counts as production) after
+    /// `afterID` (original transaction id order), with the storefront of their latest transaction in the
+    /// ledger (nil when unknown): who a mass extension reaches.
+    func massExtensionCandidates(
+        productID: String, environment: AppStoreEnvironment, after afterID: String?, limit: Int, now: Date
+    ) async throws -> [(candidate: ExtensionCandidate, storefront: String?)]
+
+    /// Whether the database holds a production subscription of `productID` (or one of unknown environment).
+    func holdsProductionSubscription(productID: String) async throws -> Bool
+
+    /// The mass extension stored for `intent`'s intent, product and storefronts; nil when none is. Stores nothing.
+    func storedMassExtension(_ intent: MassExtensionIntent) async throws -> StoredMassExtension?
 
     /// Stores `requestIdentifier` for `intent` unless one is stored for the same intent; returns the stored one.
     func storeMassExtension(_ intent: MassExtensionIntent, requestIdentifier: String, now: Date) async throws

@@ -127,11 +127,10 @@ struct AppleSetup {
         verifier: any ReceiptVerifier, feed: (any NotificationFeed)?, history: (any TransactionHistory)?,
         operatorActions: (any OperatorActions)?, catalogue: AppCatalogue?
     ) {
+        let serverAPIClients = serverAPIClients(transport: transport, budget: budget)
         guard let apps else {
             let client = AppStoreClient(transport: transport, configuration: verifyReceipt)
-            let serverAPIClient = serverAPI.map {
-                ServerAPIClient(transport: transport, configuration: $0, budget: budget)
-            }
+            let serverAPIClient = serverAPIClients[nil]
             let router = SourceRouter(mode: mode, verifyReceipt: client, serverAPI: serverAPIClient)
             // The change feed comes with the Server API; verify-receipt asks only verifyReceipt.
             let serverAPIReader = mode == .verifyReceipt ? nil : serverAPIClient
@@ -140,9 +139,7 @@ struct AppleSetup {
         let catalogue = AppCatalogue(
             apps: apps.map { app in
                 let client = AppStoreClient(transport: transport, configuration: app.verifyReceipt)
-                let serverAPIClient = app.serverAPI.map {
-                    ServerAPIClient(transport: transport, configuration: $0, budget: budget)
-                }
+                let serverAPIClient = serverAPIClients[app.identity.bundleID]
                 return AppCatalogue.App(
                     identity: app.identity,
                     verifier: SourceRouter(mode: mode, verifyReceipt: client, serverAPI: serverAPIClient),

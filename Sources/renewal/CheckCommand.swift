@@ -15,7 +15,8 @@ struct CheckCommand: AsyncParsableCommand {
         abstract: "Validate the configuration and test the database and Apple connections; changes nothing.",
         discussion: """
             Apple checks the shared secret only for a receipt it can read, so `check` sends one receipt \
-            stored in the database (read-only: nothing is written). With no stored receipt it can only \
+            stored in the database (nothing is written but, on PostgreSQL, the request budget's slots its \
+            Server API requests take, as every command's do). With no stored receipt it can only \
             prove that Apple answers, and says so. With an apps file, each app is checked with its own \
             credentials against one of its own stored receipts. Exit 0 when all is well, 78 on a configuration \
             problem (database, shared secret rejected with 21004, another app's receipt), 4 when Apple cannot be \
@@ -70,7 +71,10 @@ struct CheckCommand: AsyncParsableCommand {
                 }
             }
             if let serverAPIConfiguration {
-                try await Self.checkServerAPI(serverAPIConfiguration, store: store, logger: logger)
+                try await Self.checkServerAPI(
+                    serverAPIConfiguration, store: store,
+                    budget: AppleSetup.requestBudget(serverAPI: serverAPI, store: store, logger: logger), logger: logger
+                )
                 // A team that finished migrating may have no shared secret any more.
                 guard SharedSecret.isSet else {
                     print(
@@ -136,7 +140,10 @@ struct CheckCommand: AsyncParsableCommand {
             do {
                 if var configuration = app.serverAPI {
                     configuration.maxAttempts = 1
-                    try await Self.checkServerAPI(configuration, store: store, app: bundleID, logger: logger)
+                    try await Self.checkServerAPI(
+                        configuration, store: store, app: bundleID,
+                        budget: AppleSetup.requestBudget(serverAPI: serverAPI, store: store, logger: logger),
+                        logger: logger)
                 }
                 guard let secret = app.verifyReceipt.sharedSecret else {
                     print("shared secret: none in the apps file; verifyReceipt is not used for this app")
@@ -179,7 +186,7 @@ struct CheckCommand: AsyncParsableCommand {
     /// there is one (and reports what Apple says of it), else by a made-up id Apple answers 404.
     static func checkServerAPI(
         _ configuration: ServerAPIClient.Configuration, store: any SubscriptionStore, app: String? = nil,
-        logger: Logger
+        budget: any RequestBudget, logger: Logger
     ) async throws {
         print(
             """
@@ -196,7 +203,7 @@ struct CheckCommand: AsyncParsableCommand {
                 ))
         }
         let now = Date()
-        let (answer, feed, sandboxFeed) = try await ServerAPIClient.withServerAPIClient(configuration: configuration) {
+        let (answer, feed, sandboxFeed) = try await AppleSetup.withServerAPIClient(configuration, budget: budget) {
             client in
             (
                 await client.statuses(transactionID: id ?? "0", preferring: sample?.environment, logger: logger),

@@ -6,6 +6,7 @@ import RenewalCore
 import RenewalJob
 import RenewalServerAPI
 import RenewalStorage
+import Synchronization
 
 struct ExtendCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -14,7 +15,9 @@ struct ExtendCommand: AsyncParsableCommand {
         discussion: """
             Asks Apple's Extend a Subscription Renewal Date for every subscription of each --user that Apple \
             can extend (paid and active, not in a free trial, not family-shared or a multiseat member, extended \
-            fewer than twice in 365 days); --dry-run lists who would be extended and who cannot be, and why. \
+            fewer than twice in 365 days); --dry-run lists who would be extended and who cannot be, and why, \
+            judged as the real call judges them, and sends nothing. Requests are sent under the run lock: while \
+            another run holds it (SQLite), extend exits 75 and sends nothing. \
             Apple cannot undo an extension and e-mails every customer, so each request's identifier is stored \
             before it is sent: a second invocation of the same intent (--intent, by default the days, the \
             reason and today's UTC date), a crash or a kill -9 never sends a second one. A request sent without \
@@ -67,7 +70,7 @@ struct ExtendCommand: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var appStore: AppStoreOptions
     @OptionGroup var serverAPI: ServerAPIOptions
-    @OptionGroup var options: RunOptions
+    @OptionGroup var options: ExtendOptions
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -95,80 +98,116 @@ struct ExtendCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var unfinished = false
+        let runOptions = try options.runOptions()
+        let clock = runOptions.clock
+        let intent = self.intent ?? "days=\(days) reason=\(reason) \(Timestamp.string(clock()).prefix(10))"
+        let logger = logging.makeLogger()
         var checked: [String] = []
         try await ExitMapping.run {
-            let logger = logging.makeLogger()
             let apple = try AppleSetup.resolve(
-                appStore: appStore, serverAPI: serverAPI, concurrency: options.concurrency, logger: logger)
+                appStore: appStore, serverAPI: serverAPI, concurrency: runOptions.concurrency, logger: logger)
+            guard apple.serverAPI != nil || (apple.apps ?? []).contains(where: { $0.serverAPI != nil }) else {
+                throw ConfigurationError(
+                    """
+                    renewal extend needs App Store Server API credentials: set APPSTORE_KEY_ID, \
+                    APPSTORE_ISSUER_ID and APPSTORE_PRIVATE_KEY_FILE (or each app's key in the apps file).
+                    """)
+            }
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
-            let clock = options.clock
-            let intent = self.intent ?? "days=\(days) reason=\(reason) \(Timestamp.string(clock()).prefix(10))"
+            if let product {
+                let request = RenewalExtensions.MassRequest(
+                    intent: intent, days: days, reason: reason, productID: product, storefronts: storefronts)
+                return try await extendProduct(request, apple: apple, store: store, clock: clock, logger: logger)
+            }
             let request = RenewalExtensions.Request(intent: intent, days: days, reason: reason, userIDs: users)
-            let lines: [RenewalExtensions.Line] = try await AppleTransport.withAppleTransport(
-                requestTimeout: .milliseconds(Int64(appStore.timeout * 1000)), connectionsPerHost: 4
-            ) { transport in
-                var extenders: [String?: any OperatorActions] = [:]
-                if let configuration = apple.serverAPI {
-                    extenders[nil] = ServerAPIClient(transport: transport, configuration: configuration)
+            if options.dryRun {
+                let lines = try await withExtensions(apple: apple, store: store, clock: clock, logger: logger) {
+                    try await $0.run(request, dryRun: true)
                 }
-                for app in apple.apps ?? [] {
-                    if let configuration = app.serverAPI {
-                        extenders[app.identity.bundleID] = ServerAPIClient(
-                            transport: transport, configuration: configuration)
-                    }
-                }
-                guard !extenders.isEmpty else {
-                    throw ConfigurationError(
-                        """
-                        renewal extend needs App Store Server API credentials: set APPSTORE_KEY_ID, \
-                        APPSTORE_ISSUER_ID and APPSTORE_PRIVATE_KEY_FILE (or each app's key in the apps file).
-                        """)
-                }
-                let extensions = RenewalExtensions(store: store, extenders: extenders, logger: logger, now: clock)
-                if let product {
-                    let massRequest = RenewalExtensions.MassRequest(
-                        intent: intent, days: days, reason: reason, productID: product, storefronts: storefronts)
-                    if options.dryRun {
-                        // Streamed: a product may have millions of subscribers.
-                        print("Renewal-date extension (dry run: nothing sent)")
-                        var counts: [String: Int] = [:]
-                        try await extensions.forEachSubscriber(massRequest) { line, _ in
-                            print(Self.line(line))
-                            counts[String(line.outcome.name.split(separator: ":")[0]), default: 0] += 1
-                        }
-                        print(
-                            "  "
-                                + counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(
-                                    separator: ", "))
-                        return []
-                    }
-                    let outcome = try await extensions.runMass(massRequest)
-                    print(Self.massLine(product: product, storefronts: storefronts, outcome))
-                    switch outcome {
-                    case .notAccepted, .noKey, .rejected: unfinished = true
-                    default: break
-                    }
-                    return []
-                }
-                return try await extensions.run(request, dryRun: options.dryRun)
+                print(Self.table(lines, dryRun: true))
+                if lines.contains(where: { $0.outcome.isUnfinished }) { throw ExitCode(3) }
+                return
             }
-            if product != nil { return }
-            print(Self.table(lines, dryRun: options.dryRun))
-            unfinished = unfinished || lines.contains { $0.outcome.isUnfinished }
-            if !options.dryRun {
-                checked = lines.compactMap { $0.outcome == .noSubscription ? nil : $0.userID }
+            checked = try await store.extensionCandidates(userIDs: users, now: clock()).map(\.userID)
+            if checked.isEmpty {
+                // Nobody to extend or check: said so, under the lock all the same.
+                let lines = try await store.withRunLock(owner: "extend-\(ProcessInfo.processInfo.processIdentifier)") {
+                    try await withExtensions(apple: apple, store: store, clock: clock, logger: logger) {
+                        try await $0.run(request, dryRun: false)
+                    }
+                }
+                print(Self.table(lines, dryRun: false))
             }
         }
-        if !checked.isEmpty {
-            // The named subscribers are checked again: the new renewal dates enter the database through the
-            // same decision as any answer, and the run writes its report and exit code as `run` does.
-            try await JobRunner(
-                database: database, appStore: appStore, serverAPI: serverAPI, options: options, logging: logging
-            ).execute(.backfill(BackfillSelector(userIDs: Array(Set(checked)).sorted())))
+        guard !checked.isEmpty else { return }
+        // The extensions are sent under the run lock, just before the named subscribers are checked again: the
+        // new renewal dates enter the database through the same decision as any answer, and the run writes
+        // its report and exit code as `run` does.
+        let unfinished = UnfinishedFlag()
+        let request = RenewalExtensions.Request(intent: intent, days: days, reason: reason, userIDs: users)
+        var runner = JobRunner(
+            database: database, appStore: appStore, serverAPI: serverAPI, options: runOptions, logging: logging)
+        runner.beforeRun = { store, clients in
+            let extensions = RenewalExtensions(
+                store: store, extenders: clients.mapValues { $0 as any OperatorActions }, logger: logger, now: clock)
+            let lines = try await extensions.run(request, dryRun: false)
+            print(Self.table(lines, dryRun: false))
+            unfinished.value.withLock { $0 = lines.contains { $0.outcome.isUnfinished } }
         }
-        if unfinished { throw ExitCode(3) }
+        try await runner.execute(.backfill(BackfillSelector(userIDs: Array(Set(checked)).sorted())))
+        if unfinished.value.withLock({ $0 }) { throw ExitCode(3) }
+    }
+
+    /// `--product`: the dry run says what the real call would do; the real call is sent under the run lock.
+    private func extendProduct(
+        _ request: RenewalExtensions.MassRequest, apple: AppleSetup, store: any RenewalStore,
+        clock: @escaping @Sendable () -> Date, logger: Logger
+    ) async throws {
+        if options.dryRun {
+            // Streamed: a product may have millions of subscribers.
+            print("Renewal-date extension (dry run: nothing sent)")
+            var counts: [String: Int] = [:]
+            let outcome = try await withExtensions(apple: apple, store: store, clock: clock, logger: logger) {
+                try await $0.dryRunMass(request) { line, _ in
+                    print(Self.line(line))
+                    counts[String(line.outcome.name.split(separator: ":")[0]), default: 0] += 1
+                }
+            }
+            if let outcome {
+                print(Self.massLine(product: request.productID, storefronts: request.storefronts, outcome))
+            } else {
+                print("  " + counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+            }
+            return
+        }
+        let outcome = try await store.withRunLock(owner: "extend-\(ProcessInfo.processInfo.processIdentifier)") {
+            try await withExtensions(apple: apple, store: store, clock: clock, logger: logger) {
+                try await $0.runMass(request)
+            }
+        }
+        print(Self.massLine(product: request.productID, storefronts: request.storefronts, outcome))
+        switch outcome {
+        case .notAccepted, .noKey, .rejected: throw ExitCode(3)
+        default: break
+        }
+    }
+
+    /// Runs `body` with the extensions over every app's Server API client, spending the request budget.
+    private func withExtensions<T: Sendable>(
+        apple: AppleSetup, store: any RenewalStore, clock: @escaping @Sendable () -> Date, logger: Logger,
+        _ body: (RenewalExtensions) async throws -> T
+    ) async throws -> T {
+        try await AppleTransport.withAppleTransport(
+            requestTimeout: .milliseconds(Int64(appStore.timeout * 1000)), connectionsPerHost: 4
+        ) { transport in
+            let budget = AppleSetup.requestBudget(serverAPI: serverAPI, store: store, logger: logger)
+            let clients = apple.serverAPIClients(transport: transport, budget: budget)
+            return try await body(
+                RenewalExtensions(
+                    store: store, extenders: clients.mapValues { $0 as any OperatorActions }, logger: logger,
+                    now: clock))
+        }
     }
 
     /// Where a mass extension stands.
@@ -218,4 +257,52 @@ struct ExtendCommand: AsyncParsableCommand {
         return "  \(line.userID.padding(toLength: max(12, line.userID.count), withPad: " ", startingAt: 0)) "
             + "\(line.originalTransactionID ?? "-")  \(line.productID ?? "-")  \(outcome)"
     }
+}
+
+/// `renewal extend`'s own options besides the extension's: the dry run, and the check of the extended
+/// subscribers that follows a real call.
+struct ExtendOptions: ParsableArguments {
+    @Flag(
+        name: .long,
+        help: """
+            List who would be extended and who would not, and why, judged as the real call judges them (an \
+            intent already sent, a mass extension in progress, the environment); send and store nothing.
+            """)
+    var dryRun = false
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Write the JSON report of the check of the extended subscribers to this file (a .html file: the page).",
+            valueName: "file"))
+    var report: String?
+
+    @Flag(name: .long, help: "No progress line on standard error while the extended subscribers are checked.")
+    var quiet = false
+
+    @Option(name: .long, help: .hidden)
+    var now: String?
+
+    @OptionGroup var webhook: WebhookOptions
+
+    func validate() throws {
+        if let now, Timestamp.date(now) == nil {
+            throw ValidationError("--now must be an RFC 3339 time like 2026-01-31T12:00:00Z.")
+        }
+    }
+
+    /// The options of the check that follows the extensions, as a `backfill --user` takes them.
+    func runOptions() throws -> RunOptions {
+        var options = try RunOptions.parse([])
+        options.report = report
+        options.quiet = quiet
+        options.now = now
+        options.webhook = webhook
+        return options
+    }
+}
+
+/// Whether some extension sent under the run lock is left unfinished (exit 3 after the check).
+private final class UnfinishedFlag: Sendable {
+    let value = Mutex(false)
 }

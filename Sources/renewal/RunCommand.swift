@@ -46,6 +46,12 @@ struct JobRunner {
     var serverAPI: ServerAPIOptions
     var options: RunOptions
     var logging: LoggingOptions
+    /// Work done under the run lock just before the run, with the run's Server API clients (its request
+    /// budget): `renewal extend` sends its extensions there, so nothing is sent while another run holds the
+    /// lock, and the run after checks what was extended.
+    var beforeRun:
+        (@Sendable (_ store: any RenewalStore, _ clients: [String?: ServerAPIClient]) async throws -> Void)? =
+            nil
 
     func execute(_ command: RenewalRun.Command) async throws {
         try await ExitMapping.run {
@@ -75,9 +81,7 @@ struct JobRunner {
     ) async throws -> RenewalOutcome {
         let command = configuration.command
         let clock = options.clock
-        let budget = FleetRequestBudget(rates: serverAPI.rates, logger: logger) { bucket, interval in
-            try await store.reserveRequestSlot(bucket: bucket, interval: interval)
-        }
+        let budget = AppleSetup.requestBudget(serverAPI: serverAPI, store: store, logger: logger)
         let metricsOutput = options.metrics.output(host: configuration.host)
         let metrics =
             metricsOutput.isEnabled
@@ -107,8 +111,11 @@ struct JobRunner {
                         dependencies.metrics = metrics
                         dependencies.progress = progress
                         let run = RenewalRun(configuration: configuration, dependencies: dependencies)
-                        return try await store.withRunLock(owner: configuration.workerID) {
-                            try await run.runUntilDone()
+                        let clients =
+                            beforeRun == nil ? [:] : apple.serverAPIClients(transport: transport, budget: budget)
+                        return try await store.withRunLock(owner: configuration.workerID) { [beforeRun] in
+                            try await beforeRun?(store, clients)
+                            return try await run.runUntilDone()
                         }
                     }
                 }
