@@ -32,7 +32,7 @@ extension SQLSubscriptionStore {
             for index in receipts.indices {
                 receipts[index].subscriptions = subscriptions[receipts[index].id] ?? []
             }
-            try Self.markLackingHistory(&receipts, on: connection)
+            try Self.readLedger(&receipts, on: connection)
             return receipts
         }
         return lease == nil ? try await onConnection(work) : try await inTransaction(work)
@@ -134,21 +134,28 @@ extension SQLSubscriptionStore {
         return conditions
     }
 
-    /// Marks the receipts (with a receipt to send verifyReceipt) whose subscriptions' purchases the
-    /// ledger lacks: a subscription's purchase is the transaction whose id is its original transaction
-    /// id. A receipt never verified lacks them all; one known to hold no subscription lacks none.
-    static func markLackingHistory(_ receipts: inout [StoredReceipt], on connection: any SQLConnection) throws {
-        let ids = receipts.filter { $0.latestReceipt != nil }.flatMap {
-            $0.subscriptions.map(\.snapshot.originalTransactionID)
+    /// Reads the ledger's rows of the receipts' subscriptions (their purchases and latest transactions,
+    /// for receipts with a receipt to send verifyReceipt) into `recordedTransactions`, and marks those
+    /// whose subscriptions' purchases the ledger lacks: a subscription's purchase is the transaction
+    /// whose id is its original transaction id. A receipt never verified lacks them all; one known to
+    /// hold no subscription lacks none.
+    static func readLedger(_ receipts: inout [StoredReceipt], on connection: any SQLConnection) throws {
+        var ids: Set<String> = []
+        for receipt in receipts where receipt.latestReceipt != nil {
+            for subscription in receipt.subscriptions {
+                ids.insert(subscription.snapshot.originalTransactionID)
+                if let latest = subscription.snapshot.latestTransactionID { ids.insert(latest) }
+            }
         }
-        var recorded: Set<String> = []
-        for chunk in ids.chunked(by: chunkSize) where !chunk.isEmpty {
+        var recorded: [String: LedgerTransaction] = [:]
+        for chunk in ids.sorted().chunked(by: chunkSize) where !chunk.isEmpty {
             var binds = SQLBinds()
             let list = binds.list(chunk.map { .text($0) })
             for row in try connection.execute(
-                "SELECT transaction_id FROM transactions WHERE transaction_id IN (\(list))", binds.values)
+                "SELECT \(SaveSQL.recordedColumns) FROM transactions WHERE transaction_id IN (\(list))", binds.values)
             {
-                recorded.insert(try row.text("transaction_id"))
+                let transaction = try SaveSQL.recordedTransaction(from: row)
+                recorded[transaction.transactionID] = transaction
             }
         }
         for index in receipts.indices where receipts[index].latestReceipt != nil {
@@ -156,7 +163,12 @@ extension SQLSubscriptionStore {
             receipts[index].lacksTransactionHistory =
                 receipt.subscriptions.isEmpty
                 ? receipt.noSubscriptionSince == nil
-                : receipt.subscriptions.contains { !recorded.contains($0.snapshot.originalTransactionID) }
+                : receipt.subscriptions.contains { recorded[$0.snapshot.originalTransactionID] == nil }
+            for subscription in receipt.subscriptions {
+                for id in [subscription.snapshot.originalTransactionID, subscription.snapshot.latestTransactionID] {
+                    if let id, let transaction = recorded[id] { receipts[index].recordedTransactions[id] = transaction }
+                }
+            }
         }
     }
 

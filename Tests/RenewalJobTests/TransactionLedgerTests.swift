@@ -109,6 +109,58 @@ struct TransactionLedgerTests {
 
     @Test(
         """
+        A check whose answer shows a transaction exactly as the ledger holds it does not write it again (its \
+        updated_at stays); a transaction Apple changed since (refunded) is written again
+        """,
+        arguments: Backend.available)
+    func unchangedTransactionsNotRewritten(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            // Bought 35 days ago on a 30-day period and renewed at day 30; the renewal is refunded at day 45
+            // (the simulator lists only the current period of this scenario).
+            try await h.importReceipts([("kept", h.receipt("tl-kept", .refund, daysAgo: 35))])
+            func rows() async throws -> [String: (updated: Int?, revoked: Bool)] {
+                let rows = try await DashboardViewsTests.query(
+                    h, "SELECT transaction_id, updated_at, revoked_at FROM transactions WHERE user_id = 'kept'")
+                return Dictionary(
+                    rows.map {
+                        (
+                            DashboardViewsTests.text($0, "transaction_id") ?? "",
+                            (
+                                DashboardViewsTests.int($0, "updated_at"),
+                                DashboardViewsTests.int($0, "revoked_at") != nil
+                            )
+                        )
+                    }, uniquingKeysWith: { first, _ in first })
+            }
+            let all = BackfillSelector(all: true)
+            _ = try await h.run(.backfill(all))
+            let first = try await rows()
+            #expect(first.count == 1, "the renewal: \(first)")
+            #expect(first.values.allSatisfy { !$0.revoked })
+
+            h.state.advance(by: 3_600)
+            _ = try await h.run(.backfill(all))
+            let again = try await rows()
+            #expect(again.count == 1)
+            for (id, row) in again {
+                #expect(row.updated == first[id]?.updated, "\(id) is unchanged and not written again")
+            }
+
+            // Day 46: the renewal is refunded.
+            h.state.advance(by: 11 * Self.day)
+            _ = try await h.run(.backfill(all))
+            let refunded = try await rows()
+            #expect(refunded.count == 1)
+            let changed = refunded.filter { $0.value.revoked }
+            #expect(changed.count == 1, "the refunded renewal: \(refunded)")
+            for (id, row) in changed {
+                #expect(row.updated != nil && row.updated != again[id]?.updated, "\(id) is written again")
+            }
+        }
+    }
+
+    @Test(
+        """
         With the Server API, each subscription's earlier transactions are completed with Get Transaction History \
         (ascending, resuming from the stored revision) after the due work, within the run's request allowance; \
         once complete a subscription is never asked again

@@ -85,7 +85,8 @@ extension EntitlementDecision {
         var pollingChecks: [Date] = []
         /// When a feed outage must check each subscription (`SchedulePolicy.outageCheck`).
         var outageChecks: [Date] = []
-        /// The transactions of the subscriptions written (not of conflicts or of older partial evidence).
+        /// The transactions of the subscriptions written (not of conflicts or of older partial evidence),
+        /// less those the ledger already holds as the answer shows them.
         var transactions: [LedgerTransaction] = []
         /// The subscriptions the answer speaks for (partial evidence older than what is stored does not).
         private var listed: Set<String> = []
@@ -120,7 +121,9 @@ extension EntitlementDecision {
                             productID: subscription.productID))
                     continue
                 }
-                transactions += subscription.transactions
+                transactions += subscription.transactions.filter { shown in
+                    receipt.recordedTransactions[shown.transactionID].map(shown.changes) ?? true
+                }
                 var derived = SubscriptionSnapshot(evidence: subscription, now: now)
                 if derived.state == .expired, previous?.snapshot.state == .active,
                     subscription.basis == .latestTransactions,

@@ -31,6 +31,10 @@ public struct StoredReceipt: Sendable, Hashable {
     /// (a receipt never verified, or verified before the ledger): its next verifyReceipt check asks for
     /// every transaction. Read with the receipt's page.
     public var lacksTransactionHistory = false
+    /// The ledger's rows of its subscriptions' purchases and latest transactions, by transaction id,
+    /// read with the receipt's page: a transaction an answer shows exactly as recorded here is not
+    /// written again. Empty when not read (every transaction shown is then written).
+    public var recordedTransactions: [String: LedgerTransaction] = [:]
 
     public init(
         id: Int64, userID: String, latestReceipt: String?, importedProductID: String?, status: ReceiptStatus,

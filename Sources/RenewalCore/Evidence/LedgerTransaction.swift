@@ -95,6 +95,35 @@ public struct LedgerTransaction: Sendable, Hashable {
 }
 
 extension LedgerTransaction {
+    /// Whether writing this version of the transaction over `recorded` (the ledger's row of it) would
+    /// change the row: what the ledger's upsert would set differs from what it holds. A version signed
+    /// before the recorded one changes nothing; a price, currency or storefront this version lacks
+    /// keeps the recorded one; seats come from signed versions only.
+    public func changes(_ recorded: LedgerTransaction) -> Bool {
+        if let signedAt, let recordedSignedAt = recorded.signedAt, signedAt < recordedSignedAt { return false }
+        func differ(_ a: Date?, _ b: Date?) -> Bool {
+            a.map(AppleDateFormat.milliseconds) != b.map(AppleDateFormat.milliseconds)
+        }
+        if differ(expiresAt, recorded.expiresAt) || differ(revokedAt, recorded.revokedAt)
+            || revocationReason != recorded.revocationReason || revocationType != recorded.revocationType
+            || revocationPercentage != recorded.revocationPercentage || isUpgraded != recorded.isUpgraded
+        {
+            return true
+        }
+        if priceMilliunits.map({ $0 != recorded.priceMilliunits }) ?? false
+            || currency.map({ $0 != recorded.currency }) ?? false
+            || storefront.map({ $0 != recorded.storefront }) ?? false
+        {
+            return true
+        }
+        guard signedAt != nil else { return false }
+        return differ(signedAt, recorded.signedAt) || quantity != recorded.quantity
+            || revokedSeatQuantity != recorded.revokedSeatQuantity
+            || (revokedSeatQuantity == nil) != (recorded.seatsRevokedAt == nil)
+    }
+}
+
+extension LedgerTransaction {
     /// A verifyReceipt row as a ledger transaction; nil without a transaction id.
     init?(row: LatestReceiptInfo, originalTransactionID: String) {
         guard let id = row.transactionID else { return nil }
