@@ -72,6 +72,8 @@ package enum LogKey {
     package static let productID = "subscription.product_id"
     package static let reason = "renewal.failure_reason"
     package static let receiptID = "receipt.id"
+    /// Receipts whose check changed at least one entitlement (`renewal.changed` counts the changes).
+    package static let receiptsChanged = "renewal.receipts_changed"
     package static let recoveredLeases = "renewal.recovered_leases"
     /// Size of the request body in bytes.
     package static let requestBytes = "http.request_bytes"

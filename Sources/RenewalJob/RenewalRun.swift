@@ -307,7 +307,8 @@ public struct RenewalRun: Sendable {
             "Run finished",
             metadata: [
                 LogKey.status: "\(status.rawValue)", LogKey.checked: "\(counts.checked)",
-                LogKey.changed: "\(counts.changed)", LogKey.unchanged: "\(counts.unchanged)",
+                LogKey.changed: "\(counts.changed)", LogKey.receiptsChanged: "\(counts.receiptsChanged)",
+                LogKey.unchanged: "\(counts.unchanged)",
                 LogKey.failed: "\(counts.failed)", LogKey.invalid: "\(counts.invalid)",
                 LogKey.conflicts: "\(counts.conflicts)", LogKey.skipped: "\(counts.skipped)",
                 LogKey.leaseLost: "\(counts.leaseLost)", LogKey.recoveredLeases: "\(counts.recoveredLeases)",

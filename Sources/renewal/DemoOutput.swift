@@ -77,12 +77,12 @@ struct DemoOutput {
         }
     }
 
-    /// Receipts first (they add up to the receipts checked), then the events they made: one receipt
-    /// can make several (a refund and auto-renew turned off).
+    /// Receipts first (they add up to the receipts checked), then the entitlement changes they made
+    /// (the report's `changed`): one receipt can make several (a refund and auto-renew turned off).
     static func countsLine(_ outcome: RenewalOutcome) -> String {
         let c = outcome.counts
-        return "checked \(c.checked) receipts: \(c.receiptsChanged) changed, \(c.unchanged) unchanged, "
-            + "\(c.failed) failed; \(c.changed) \(c.changed == 1 ? "event" : "events"); \(c.conflicts) "
+        return "checked \(c.checked) receipts: \(c.receiptsChanged) with changes, \(c.unchanged) unchanged, "
+            + "\(c.failed) failed; changed \(c.changed); \(c.conflicts) "
             + "\(c.conflicts == 1 ? "conflict" : "conflicts") -> exit code \(outcome.status.exitCode) "
             + "(\(outcome.status.rawValue))"
     }

@@ -211,10 +211,11 @@ struct JobRunner {
 
     static func summary(_ outcome: RenewalOutcome, dryRun: Bool, html: String? = nil) -> String {
         let c = outcome.counts
-        // Receipts first (changed + unchanged + failed = checked), then the events they made.
+        // Each count under its report key. Receipts first (receipts_changed + unchanged + failed =
+        // checked), then the entitlement changes they made (`changed`, the entries of `changes`).
         var line = "\(dryRun ? "dry run" : "run") \(outcome.runID): \(outcome.status.rawValue); checked \(c.checked), "
-        line += "receipts changed \(c.receiptsChanged), unchanged \(c.unchanged), failed \(c.failed); "
-        line += "invalid \(c.invalid), events \(c.changed), conflicts \(c.conflicts), skipped \(c.skipped)"
+        line += "receipts_changed \(c.receiptsChanged), unchanged \(c.unchanged), failed \(c.failed); "
+        line += "changed \(c.changed), invalid \(c.invalid), conflicts \(c.conflicts), skipped \(c.skipped)"
         if c.migrated > 0 { line += ", migrated \(c.migrated)" }
         if let stopped = c.appsStopped { line += ", apps stopped \(stopped.keys.sorted().joined(separator: ","))" }
         if let report = outcome.reportPath { line += "; report: \(report)" }

@@ -290,6 +290,21 @@ struct ReportFormatTests {
             let numbers = line.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
             #expect(numbers.count >= 4 && numbers[0] == numbers[1] + numbers[2] + numbers[3], "\(line)")
         }
+        // Each run's line and `renewal report --format table` of that run name the same numbers the same way
+        // (the table's `changed` once showed 22 where the demo's line said "21 changed").
+        for (index, line) in countLines.enumerated() {
+            let report = try CountWordsTests.object(
+                try #require(FileManager.default.contents(atPath: dir + "/demo/report-run-\(index + 1).json")))
+            let runID = try #require(report["run_id"] as? String)
+            let table = try await CLI.run([
+                "report", "--run", runID, "--format", "table", "--database", dir + "/demo/renewal.sqlite",
+            ])
+            let row = try CountWordsTests.tableRow(table.stdout)
+            #expect(
+                CountWordsTests.number(after: "changed", in: String(line)) == row["changed"], "\(line)\n\(table.stdout)")
+            #expect(
+                CountWordsTests.number(after: "checked", in: String(line)) == row["checked"], "\(line)\n\(table.stdout)")
+        }
         // One state move per receipt: the refund shows it, auto-renew turned off with it does not again.
         let runTwo = (demo.stdout.components(separatedBy: "Run 2:").last ?? "").components(separatedBy: "Run 3:")[0]
         let frank = runTwo.split(separator: "\n").filter { $0.contains("frank") }
