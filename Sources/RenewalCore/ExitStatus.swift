@@ -20,7 +20,8 @@ public enum ExitStatus: Int32, Sendable, Hashable, CaseIterable {
         switch self {
         case .success: "all due work done"
         case .someFailed:
-            "finished, but some receipts could not be verified (they keep their state and are retried later)"
+            "finished, but some work failed: receipts not verified (they keep their state), refund answers, "
+                + "history reads or mass-extension follow-ups; retried later"
         case .appleUnavailable: "aborted because Apple was unavailable"
         case .appsStopped: "several apps: some but not all were stopped (their receipts left as they were)"
         case .usage: "usage error (a secret given as a flag among them)"

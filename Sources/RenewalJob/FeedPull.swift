@@ -62,6 +62,8 @@ struct FeedPull: Sendable {
         var changed: [AppliedNotification] = []
         var byType: [String: Int] = [:]
         var refused: [FailureReason] = []
+        /// Verified notifications whose `data` could not be decoded (among `refused`): failures of the run.
+        var undecodable = 0
         /// Feeds whose pull failed (the cursor stays; the next run reads the window again).
         var failed: [FeedStream: FailureReason] = [:]
         /// Feeds whose cursor was older than Apple keeps history: notifications were lost.
@@ -82,6 +84,7 @@ struct FeedPull: Sendable {
             changed += other.changed
             byType.merge(other.byType, uniquingKeysWith: +)
             refused += other.refused
+            undecodable += other.undecodable
             failed.merge(other.failed) { first, _ in first }
             gaps.formUnion(other.gaps)
             leftToOthers.formUnion(other.leftToOthers)
@@ -192,7 +195,13 @@ struct FeedPull: Sendable {
             case .success(let page):
                 pages += 1
                 outcome.refused += page.refused
-                for reason in page.refused {
+                for reason in page.refused where reason == .notificationDataUnreadable {
+                    outcome.undecodable += 1
+                    logger.error(
+                        "A verified notification from the change feed has data the job cannot decode; it changes nothing",
+                        metadata: [LogKey.appStoreEnvironment: "\(environment.rawValue)", LogKey.reason: "\(reason)"])
+                }
+                for reason in page.refused where reason != .notificationDataUnreadable {
                     logger.warning(
                         "A notification from the change feed failed verification and changes nothing",
                         metadata: [LogKey.appStoreEnvironment: "\(environment.rawValue)", LogKey.reason: "\(reason)"])

@@ -20,6 +20,8 @@ struct HistoryBackfill {
         var requests = 0
         var transactions = 0
         var completed = 0
+        /// Reads that failed: a page Apple did not give (an outage, a rate limit) or refused in part.
+        var failed = 0
         /// Why the backfill stopped early (an outage, a rate limit), for the log.
         var stoppedBy: AppleAPIError?
     }
@@ -99,6 +101,7 @@ struct HistoryBackfill {
                     "Transaction history not read; the next run resumes where this one stopped",
                     metadata: [LogKey.reason: "\(error.reason)"])
                 outcome.stoppedBy = error
+                outcome.failed += 1
                 return .unfinished
             }
             guard page.refused.isEmpty else {
@@ -106,6 +109,7 @@ struct HistoryBackfill {
                 logger.warning(
                     "Transaction history page refused; its subscription is asked again in a later run",
                     metadata: [LogKey.reason: "\(page.refused.map(\.rawValue).joined(separator: ","))"])
+                outcome.failed += 1
                 return .held
             }
             let completedAt = page.hasMore ? nil : now()

@@ -13,9 +13,10 @@ import RenewalStorage
 /// later run after the shared backoff; Apple refusing the answer is recorded; a request whose 12 hours
 /// pass unanswered is recorded as missed and alerted on (an error in the log, the run's count).
 ///
-/// Each request is claimed before it is sent and its result written after, so two workers never answer
-/// one request, and a request answered is never sent again. A worker killed between sending and writing
-/// leaves the claim to lapse, and a later run sends the same answer once more (Apple keeps the last).
+/// Each request is claimed right before it is sent, one at a time, and its result written after, so two
+/// workers never answer one request, and a request answered is never sent again. A worker killed between
+/// sending and writing leaves that one claim, which the next run takes at once once it knows the worker
+/// is dead (`claimRefundRequests`), and sends the same answer once more (Apple keeps the last).
 struct RefundRequestAnswers {
     let store: any SubscriptionStore
     /// By bundle id; the nil key is the one app's.
@@ -37,6 +38,7 @@ struct RefundRequestAnswers {
             counts.refundRequestsAnswered = answered
             counts.refundRequestsUnanswered = unanswered
             counts.refundRequestsMissed = missed
+            counts.refundRequestsFailed = rejected + retried
         }
     }
 
@@ -48,30 +50,27 @@ struct RefundRequestAnswers {
 
     func run() async throws -> Outcome {
         var outcome = Outcome()
-        var stopped = false
-        while !stopped, !Task.isCancelled {
-            let claimed = try await store.claimRefundRequests(
-                limit: 100, now: now(), claimedUntil: now().addingTimeInterval(Self.claimDuration))
-            if claimed.isEmpty { break }
-            for request in claimed {
-                // After an outage the rest wait for the next run, untried: their claims are given back.
-                if stopped {
-                    try await store.recordRefundRequest(request, result: .released, runID: runID)
-                    continue
-                }
-                let result = await answer(request)
-                try await store.recordRefundRequest(request, result: result, runID: runID)
-                switch result {
-                case .answered: outcome.answered += 1
-                case .noConsent: outcome.unanswered += 1
-                case .rejected: outcome.rejected += 1
-                case .missed: outcome.missed += 1
-                case .released: break
-                case .retry(let reason, _):
-                    outcome.retried += 1
-                    stopped = reason != "no_key"
-                }
-                log(request, result)
+        // One request claimed at a time, the one about to be sent: a run killed while answering holds
+        // only that one, and the other workers answer the rest meanwhile. After an outage the rest wait
+        // for the next run, unclaimed.
+        while !Task.isCancelled {
+            guard
+                let request = try await store.claimRefundRequests(
+                    limit: 1, now: now(), claimedUntil: now().addingTimeInterval(Self.claimDuration), runID: runID
+                ).first
+            else { break }
+            let result = await answer(request)
+            try await store.recordRefundRequest(request, result: result, runID: runID)
+            log(request, result)
+            switch result {
+            case .answered: outcome.answered += 1
+            case .noConsent: outcome.unanswered += 1
+            case .rejected: outcome.rejected += 1
+            case .missed: outcome.missed += 1
+            case .released: break
+            case .retry(let reason, _):
+                outcome.retried += 1
+                if reason != "no_key" { return outcome }
             }
         }
         return outcome

@@ -98,7 +98,7 @@ public struct RenewalRun: Sendable {
         }
         dependencies.progress?.started(total: dueAtStart.map { min($0, configuration.limit ?? $0) })
         defer { dependencies.progress?.finished() }
-        let status: RenewalOutcome.Status
+        var status: RenewalOutcome.Status
         do {
             status = try await loop.process()
         } catch {
@@ -110,34 +110,9 @@ public struct RenewalRun: Sendable {
             throw error
         }
 
-        if case .run = configuration.command, !configuration.dryRun,
-            [.completed, .completedWithFailures].contains(status)
-        {
-            // The due work is done: the run's history allowance completes the ledger's earlier periods.
-            // What it could not record is asked again next run; the run's own results stand.
-            do {
-                let history = try await HistoryBackfill(
-                    store: store, sources: dependencies.historySources,
-                    requests: configuration.historyRequestsPerRun, now: now, logger: logger
-                ).run()
-                loop.counts.historyTransactions = history.transactions
-                loop.counts.historyCompleted = history.completed
-            } catch {
-                logger.warning("Transaction history not recorded", metadata: ["error": "\(error)"])
-            }
-        }
-        if case .run = configuration.command, !configuration.dryRun {
-            // Mass renewal-date extensions in progress: Apple's status, until complete.
-            do {
-                loop.counts.massExtensionsCompleted = try await MassExtensionFollowUp(
-                    store: store,
-                    extenders: dependencies.operatorActionSources,
-                    now: now, logger: logger
-                ).run()
-            } catch {
-                logger.warning("Mass renewal-date extensions not followed", metadata: ["error": "\(error)"])
-            }
-        }
+        // The ledger's history and the mass extensions in progress; a failure there, in the refund answers
+        // or in the feed's notifications is work the operator must know about: the run ends with exit 3.
+        status = await followUp(after: status, counts: &loop.counts, logger: logger)
         if let webhooks = dependencies.webhooks, case .run = configuration.command, !configuration.dryRun {
             // The changes just written go out now, within the delivery's own time budget and breaker.
             let delivery = await webhooks.deliverForRun(logger: logger, metrics: dependencies.metrics)
@@ -153,25 +128,6 @@ public struct RenewalRun: Sendable {
         return RenewalOutcome(
             runID: runID, status: status, counts: counts, startedAt: startedAt, finishedAt: finishedAt,
             reportPath: configuration.reportPath)
-    }
-
-    /// Answers the refund requests still open (`RefundRequestAnswers`) and sets the metrics that watch them;
-    /// a failure is logged and left to the next run.
-    private func answerRefundRequests(into counts: inout RenewalCounts, runID: String, logger: Logger) async {
-        do {
-            let answers = try await RefundRequestAnswers(
-                store: store,
-                sources: dependencies.operatorActionSources,
-                preference: configuration.refundPreference, runID: runID, now: now, logger: logger
-            ).run()
-            answers.count(into: &counts)
-            let backlog = try await store.refundRequestBacklog(now: now())
-            dependencies.metrics?.refundRequests(
-                answered: answers.answered, unanswered: answers.unanswered, missed: answers.missed,
-                open: backlog.open, missedLastDay: backlog.missedLastDay)
-        } catch {
-            logger.warning("Refund requests not answered", metadata: ["error": "\(error)"])
-        }
     }
 
     private func logStart(logger: Logger) {
@@ -211,6 +167,7 @@ public struct RenewalRun: Sendable {
             counts.changed += outcome?.changes ?? 0
             counts.migrated += outcome?.migrated ?? 0
             counts.refundRequests = outcome?.refundRequests ?? 0
+            counts.notificationsFailed = outcome?.undecodable ?? 0
             counts.feedLagSeconds = health?.lagSeconds
             counts.feedFallback = health.map(\.fallbackNames)
         }

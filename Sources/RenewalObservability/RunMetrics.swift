@@ -219,6 +219,20 @@ public final class RunMetrics: AppStoreObserver, Sendable {
         ).set(to: Double(missedLastDay))
     }
 
+    /// Failures of a run's work besides the receipt checks, by step (`refund_requests`: answers Apple refused
+    /// or that must be tried again; `transaction_history`: history reads; `mass_extensions`: follow-ups;
+    /// `notifications`: verified notifications whose data could not be decoded). Any ends the run with exit 3.
+    package func otherWorkFailed(_ failures: [String: Int]) {
+        for (step, count) in failures.sorted(by: { $0.key < $1.key }) {
+            registry.makeCounter(
+                descriptor: Self.name(
+                    "work_failures", "total",
+                    "Failures of a run's work besides the receipt checks, by step (the run then exits 3)."),
+                labels: [("command", command), ("step", step)]
+            ).increment(by: Int64(count))
+        }
+    }
+
     /// How long the oldest change not yet delivered has waited (0 when the outbox is empty).
     public func webhookOutbox(oldestUndeliveredSeconds: Double) {
         registry.makeGauge(

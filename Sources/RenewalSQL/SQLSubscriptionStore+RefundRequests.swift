@@ -3,21 +3,26 @@ import RenewalCore
 import RenewalStorage
 
 extension SQLSubscriptionStore {
-    public func claimRefundRequests(limit: Int, now: Date, claimedUntil: Date) async throws -> [RefundRequest] {
+    public func claimRefundRequests(limit: Int, now: Date, claimedUntil: Date, runID: String?) async throws
+        -> [RefundRequest]
+    {
         guard limit > 0 else { return [] }
         // On the partial index of the requests still to answer; PostgreSQL skips the rows another worker is
-        // claiming at this moment, SQLite has one writer.
+        // claiming at this moment, SQLite has one writer. A claim whose run is no longer `running` (it
+        // ended, or a later run proved it dead and marked it `abandoned`) is taken at once.
         let claim = """
-            UPDATE refund_requests SET claimed_until = $2
+            UPDATE refund_requests SET claimed_until = $2, run_id = $4
             WHERE notification_uuid IN (
-                SELECT notification_uuid FROM refund_requests
-                WHERE state = 'pending' AND next_attempt_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1)
-                ORDER BY answer_by, notification_uuid LIMIT $3 \(database.dialect.lockingClause))
+                SELECT q.notification_uuid FROM refund_requests q
+                WHERE q.state = 'pending' AND q.next_attempt_at <= $1
+                    AND (q.claimed_until IS NULL OR q.claimed_until <= $1
+                        OR EXISTS (SELECT 1 FROM runs r WHERE r.id = q.run_id AND r.status <> 'running'))
+                ORDER BY q.answer_by, q.notification_uuid LIMIT $3 \(database.dialect.lockingClause))
             RETURNING notification_uuid
             """
         return try await inTransaction { connection in
             let claimed = try connection.execute(
-                claim, [SQLValue(now), SQLValue(claimedUntil), .int64(Int64(limit))]
+                claim, [SQLValue(now), SQLValue(claimedUntil), .int64(Int64(limit)), SQLValue(runID)]
             ).map { try $0.text("notification_uuid") }
             return try claimed.compactMap { uuid in
                 try connection.execute(Self.refundRequestQuery, [.text(uuid)]).first.map(Self.refundRequest)

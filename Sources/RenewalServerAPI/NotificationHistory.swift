@@ -72,6 +72,8 @@ struct NotificationPayload: SignedPayload {
     var signedDate: Date?
     var data: Data?
     var summary: Summary?
+    /// `data` was sent but is not an object the job can read.
+    var dataUnreadable = false
 
     /// Where the notification is from: `data.environment` (notifications without `data`, such as
     /// summaries, name none).
@@ -88,6 +90,7 @@ struct NotificationPayload: SignedPayload {
         notificationUUID = c.flexibleString(.notificationUUID)
         signedDate = c.milliseconds(.signedDate)
         data = try? c.decodeIfPresent(Data.self, forKey: .data)
+        dataUnreadable = data == nil && c.contains(.data) && (try? c.decodeNil(forKey: .data)) != true
         summary = try? c.decodeIfPresent(Summary.self, forKey: .summary)
     }
 }
@@ -114,6 +117,9 @@ public struct VerifiedNotification: Sendable, Hashable {
     public var consumptionRequestReason: String?
     /// `summary`, of a mass extension's `RENEWAL_EXTENSION` `SUMMARY`.
     public var extensionSummary: ExtensionSummary?
+    /// Apple sent `data` but it is not an object the job can read: the notification is a failure, not one
+    /// about no subscription.
+    public var dataUnreadable = false
 
     /// The notification in the decision's terms, with the subscription's signed state when it carries
     /// a transaction of an auto-renewable subscription and its renewal info.
@@ -160,7 +166,7 @@ extension SignedDataVerifier {
         if let signed = payload.data?.signedRenewalInfo {
             renewal = try await renewalInfo(signed, environment: environment)
         }
-        return VerifiedNotification(
+        var verified = VerifiedNotification(
             uuid: uuid, type: type, subtype: payload.subtype, signedDate: signedDate,
             originalTransactionID: transaction?.originalTransactionId, transaction: transaction, renewal: renewal,
             status: payload.data?.status, bundleID: payload.data?.bundleId,
@@ -172,6 +178,8 @@ extension SignedDataVerifier {
                 return ExtensionSummary(
                     requestIdentifier: id, succeeded: summary.succeededCount, failed: summary.failedCount)
             })
+        verified.dataUnreadable = payload.dataUnreadable
+        return verified
     }
 }
 
@@ -246,6 +254,10 @@ extension ServerAPIClient: NotificationFeed {
             }
             do {
                 let verified = try await verifier.notification(signed, environment: environment.rawValue)
+                guard !verified.dataUnreadable else {
+                    refused.append(.notificationDataUnreadable)
+                    continue
+                }
                 let isSubscription =
                     verified.transaction.map { $0.type == nil || $0.type == "Auto-Renewable Subscription" } ?? false
                 var notification = FeedNotification(

@@ -82,8 +82,11 @@ public enum RefundRequestResult: Sendable, Hashable {
 /// and each attempt's result written before the next.
 public protocol RefundRequestStore: Sendable {
     /// Claims up to `limit` requests still to answer whose next attempt is due at `now` and that no
-    /// other worker holds (a claim lapses at `claimedUntil`), oldest deadline first.
-    func claimRefundRequests(limit: Int, now: Date, claimedUntil: Date) async throws -> [RefundRequest]
+    /// other live run holds, oldest deadline first, for `runID` until `claimedUntil`. A claim is free once
+    /// it lapses, or at once when the run that made it is over: ended, or found dead (`abandoned` by
+    /// `recoverAbandonedWork`, which proves it through the SQLite run lock or PostgreSQL's liveness lock).
+    func claimRefundRequests(limit: Int, now: Date, claimedUntil: Date, runID: String?) async throws
+        -> [RefundRequest]
 
     /// Records what became of `request`'s attempt and gives back its claim.
     func recordRefundRequest(_ request: RefundRequest, result: RefundRequestResult, runID: String?) async throws

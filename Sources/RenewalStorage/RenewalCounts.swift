@@ -72,6 +72,24 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
     public var refundRequestsMissed = 0
     /// Mass renewal-date extensions (`renewal extend --product`) Apple reported complete to this run.
     public var massExtensionsCompleted = 0
+    /// Refund request answers this run tried that failed: Apple refused them (a 4xx, recorded, not sent
+    /// again), or an outage, a rate limit or a missing key left them for a later run.
+    public var refundRequestsFailed = 0
+    /// Get Transaction History reads that failed in this run (Apple failed or refused a page); the next run
+    /// resumes where each stopped.
+    public var historyFailed = 0
+    /// Mass renewal-date extensions this run could not follow (Apple did not give their status, or did not
+    /// accept a request sent again); the next run asks again.
+    public var massExtensionsFailed = 0
+    /// Verified notifications from the change feed whose `data` could not be decoded: they changed nothing.
+    public var notificationsFailed = 0
+
+    /// Failures of the run's work besides the receipt checks (refund answers failed or missed, history
+    /// reads, mass-extension follow-ups, undecodable notifications): any ends the run
+    /// `completed_with_failures`.
+    public var otherFailures: Int {
+        refundRequestsFailed + refundRequestsMissed + historyFailed + massExtensionsFailed + notificationsFailed
+    }
 
     public init() {}
 
@@ -98,6 +116,10 @@ public struct RenewalCounts: Sendable, Hashable, Codable {
         case refundRequestsUnanswered = "refund_requests_unanswered"
         case refundRequestsMissed = "refund_requests_missed"
         case massExtensionsCompleted = "mass_extensions_completed"
+        case refundRequestsFailed = "refund_requests_failed"
+        case historyFailed = "history_failed"
+        case massExtensionsFailed = "mass_extensions_failed"
+        case notificationsFailed = "notifications_failed"
     }
 }
 

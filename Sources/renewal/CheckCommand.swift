@@ -113,6 +113,16 @@ struct CheckCommand: AsyncParsableCommand {
             await client.verify(receipt: Data("renewal-check".utf8).base64EncodedString(), logger: logger)
         }
         if case .transient(let failure, let isOutage) = answer {
+            if failure.reason == .environmentLoop {
+                // The sandbox URL answers as production does (21007) or sends the receipt back (21008).
+                throw ConfigurationError(
+                    """
+                    The sandbox verifyReceipt URL \(configuration.sandboxURL) answered a made-up receipt with \
+                    21007/21008, as if it were the other environment's endpoint. Set \
+                    APPSTORE_SANDBOX_VERIFY_RECEIPT_URL (--sandbox-url) to the sandbox endpoint \
+                    (https://sandbox.itunes.apple.com/verifyReceipt).
+                    """)
+            }
             FileHandle.standardError.write(
                 Data("renewal: apple sandbox (\(configuration.sandboxURL)): \(failure.message)\n".utf8))
             throw ExitCode(isOutage ? ExitStatus.appleUnavailable.rawValue : ExitStatus.internalError.rawValue)

@@ -34,6 +34,8 @@ public struct FailureReason: OpenVocabulary, Codable {
     }
     /// 21007/21008 bounced between the endpoints.
     public static let environmentLoop: FailureReason = "environment_loop"
+    /// A verified notification whose `data` could not be decoded: it changes nothing, and is a failure.
+    public static let notificationDataUnreadable: FailureReason = "notification_data_unreadable"
 
     // The App Store Server API.
     /// HTTP 401: the API token was refused.
