@@ -24,9 +24,10 @@ public func withLoopbackServer<T>(
 /// the callback it was given (when it listens) and gets what it passed. Afterwards the service shuts
 /// down gracefully and is waited for (its error, if any, is thrown), or with `abandonInFlight` it is
 /// cancelled after the graceful shutdown starts. If it stops before listening, its error, else
-/// `SimulatorStartupError(stoppedEarly)`, is thrown.
+/// `SimulatorStartupError(stoppedEarly)`, is thrown; `failedToListen` may put the error in clearer words.
 func withListeningService<Started: Sendable, T>(
     logger: Logger, abandonInFlight: Bool, stoppedEarly: @autoclosure () -> String,
+    failedToListen: (any Error) -> any Error = { $0 },
     _ make: (@escaping @Sendable (Started) -> Void) -> any Service,
     _ body: (Started) async throws -> T
 ) async throws -> T {
@@ -43,7 +44,7 @@ func withListeningService<Started: Sendable, T>(
         }
         var iterator = listening.makeAsyncIterator()
         guard let started = await iterator.next() else {
-            try await group.waitForAll()
+            do { try await group.waitForAll() } catch { throw failedToListen(error) }
             throw SimulatorStartupError(description: stoppedEarly())
         }
         func stop() async throws {

@@ -47,7 +47,7 @@ public struct RenewalRun: Sendable {
     ///
     /// Throws only when the whole run fails (database errors, an unwritable report).
     public func run() async throws -> RenewalOutcome {
-        let runID = UUID().uuidString.lowercased()
+        let runID = RunIdentifier.next()
         var logger = self.logger
         logger[metadataKey: LogKey.runID] = "\(runID)"
         logger[metadataKey: LogKey.backend] = "\(store.backendName)"

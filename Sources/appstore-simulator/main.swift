@@ -121,7 +121,13 @@ extension AppStoreSimulatorCommand {
                 }
                 FileHandle.standardOutput.write(Data(lines.utf8))
             }
-            try await application.runService()  // SIGTERM and SIGINT shut it down gracefully
+            do {
+                try await application.runService()  // SIGTERM and SIGINT shut it down gracefully
+            } catch {
+                throw SimulatorStartupError.listening(
+                    on: host, port: port, failedWith: error,
+                    fix: "stop what holds it, or give another --port (0: any free port)")
+            }
         }
 
         /// The receipts of an import file; lines that hold none are skipped.

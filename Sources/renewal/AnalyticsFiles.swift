@@ -96,7 +96,8 @@ enum AnalyticsFiles {
         guard let unknown = object.keys.filter({ !known.contains($0) }).sorted().first else { return }
         throw ConfigurationError(
             """
-            \(place) has the unknown key "\(unknown)"; the keys are \(known.map { "\"\($0)\"" }.joined(separator: ", ")) \
+            \(place) has the unknown key "\(unknown)"; the keys are \
+            \(known.map { "\"\($0)\"" }.joined(separator: ", ")) \
             (docs/analytics.md); rename or remove it.
             """)
     }

@@ -149,7 +149,7 @@ struct LoggingOptions: ParsableArguments {
         help: ArgumentHelp(
             """
             text (one readable line per entry) or json (one JSON object per line: timestamp, level, message, \
-            metadata). Env: RENEWAL_LOG_FORMAT. Default: text.
+            label, source, metadata; metadata only when the entry has any). Env: RENEWAL_LOG_FORMAT. Default: text.
             """,
             valueName: "format"))
     var logFormat: String?

@@ -20,8 +20,10 @@ struct StatusCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print JSON (the stable contract) instead of a table.")
     var json = false
 
-    @Option(name: .long, help: ArgumentHelp("Only this user.", valueName: "id"))
-    var user: String?
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Only this user; repeat it for several (`--user 42 --user 43`).", valueName: "id"))
+    var user: [String] = []
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
@@ -31,15 +33,46 @@ struct StatusCommand: AsyncParsableCommand {
             _ = logging.makeLogger()
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
-            var output = StatusOutput(json: json, user: user)
+            // Each user named once, in the order given; nil for every user.
+            var seen = Set<String>()
+            let users: [String?] = user.isEmpty ? [nil] : user.filter { seen.insert($0).inserted }
+            // The table's columns fit their widest value: one pass measures, a second prints, so memory
+            // stays flat however many rows there are.
+            var widths: [Int]?
+            if !json {
+                var measured = StatusOutput.headings.map(\.count)
+                try await Self.forEachPage(of: store, users: users) { _, page in
+                    for row in page {
+                        for (index, value) in StatusOutput.cells(row).enumerated() {
+                            measured[index] = max(measured[index], value.count)
+                        }
+                    }
+                }
+                widths = measured
+            }
+            var output = StatusOutput(json: json, widths: widths)
+            var missing: [String] = []
+            try await Self.forEachPage(of: store, users: users) { user, page in
+                if page.isEmpty, let user { missing.append(user) }
+                try await output.write(page)
+            }
+            try await output.finish(missing: missing)
+        }
+    }
+
+    /// Calls `body` with each page of each user's rows (of every row for a nil user); a user without
+    /// rows gets one empty page.
+    private static func forEachPage(
+        of store: any RenewalStore, users: [String?], _ body: (String?, [StatusRow]) async throws -> Void
+    ) async throws {
+        for user in users {
             var cursor: StatusCursor?
             while true {
                 let page = try await store.statusPage(userID: user, after: cursor, limit: 500)
-                try await output.write(page)
+                if !page.isEmpty || cursor == nil { try await body(user, page) }
                 guard page.count == 500, let last = page.last else { break }
                 cursor = last.cursor
             }
-            try await output.finish()
         }
     }
 }
@@ -47,9 +80,13 @@ struct StatusCommand: AsyncParsableCommand {
 /// Streams status rows to standard output as a JSON array or an aligned table (through
 /// `ReportOutput`, so a reader that stops reading never holds an event loop).
 struct StatusOutput {
+    static let headings = [
+        "USER", "ORIGINAL_TRANSACTION_ID", "PRODUCT", "STATE", "ENTITLED", "EXPIRES_AT", "ENV", "NEXT_CHECK_AT", "APP",
+    ]
+
     let json: Bool
-    /// The one user asked for, if any: an empty answer then says that user has no receipt.
-    let user: String?
+    /// Each table column's width: its widest value or heading.
+    let widths: [Int]
     private let sink = ReportOutput()
     private var count = 0
     private let encoder: JSONEncoder = {
@@ -58,9 +95,18 @@ struct StatusOutput {
         return encoder
     }()
 
-    init(json: Bool, user: String? = nil) {
+    init(json: Bool, widths: [Int]? = nil) {
         self.json = json
-        self.user = user
+        self.widths = widths ?? Self.headings.map(\.count)
+    }
+
+    /// A row's table cells, in the order of `headings`.
+    static func cells(_ row: StatusRow) -> [String] {
+        [
+            row.userID, row.originalTransactionID ?? "-", row.productID ?? "-", row.state.rawValue,
+            row.entitled ? "yes" : "no", row.expiresAt.map(Timestamp.string) ?? "-",
+            row.environment?.rawValue ?? "-", row.nextCheckAt.map(Timestamp.string) ?? "-", row.bundleID ?? "-",
+        ]
     }
 
     /// Writes one page of rows in one call.
@@ -71,41 +117,34 @@ struct StatusOutput {
                 text += count == 0 ? "[\n" : ",\n"
                 text += (try? encoder.encode(StatusJSON(row: row))).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
             } else {
-                if count == 0 {
-                    text += Self.columns([
-                        "USER", "ORIGINAL_TRANSACTION_ID", "PRODUCT", "STATE", "ENTITLED", "EXPIRES_AT", "ENV",
-                        "NEXT_CHECK_AT", "APP",
-                    ])
-                    text += "\n"
-                }
-                text += Self.columns([
-                    row.userID, row.originalTransactionID ?? "-", row.productID ?? "-", row.state.rawValue,
-                    row.entitled ? "yes" : "no", row.expiresAt.map(Timestamp.string) ?? "-",
-                    row.environment?.rawValue ?? "-", row.nextCheckAt.map(Timestamp.string) ?? "-",
-                    row.bundleID ?? "-",
-                ])
-                text += "\n"
+                if count == 0 { text += line(Self.headings) + "\n" }
+                text += line(Self.cells(row)) + "\n"
             }
             count += 1
         }
         try await sink.write(text)
     }
 
-    func finish() async throws {
+    /// Ends the output; in the table, says which of the users asked for (`missing`) have no receipt.
+    func finish(missing: [String] = []) async throws {
         if json {
             try await sink.write(count == 0 ? "[]\n" : "\n]\n")
-        } else if count == 0, let user {
-            try await sink.write(
-                "User \(user) has no receipt in this database (user ids match exactly; `renewal status` lists them all).\n"
-            )
-        } else if count == 0 {
-            try await sink.write("No receipts. Load some with `renewal import FILE`.\n")
+        } else {
+            for user in missing {
+                try await sink.write(
+                    "User \(user) has no receipt in this database (user ids match exactly; `renewal status` lists them all).\n"
+                )
+            }
+            if count == 0 && missing.isEmpty {
+                try await sink.write("No receipts. Load some with `renewal import FILE`.\n")
+            }
         }
         try await sink.finish()
     }
 
-    private static func columns(_ values: [String]) -> String {
-        TextColumns.line(values, widths: [20, 24, 28, 14, 9, 25, 11, 25, 0])
+    /// Two spaces between columns; the last column unpadded.
+    private func line(_ values: [String]) -> String {
+        TextColumns.line(values, widths: widths.dropLast().map { $0 + 2 } + [0])
     }
 }
 

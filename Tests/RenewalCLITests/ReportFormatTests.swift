@@ -275,7 +275,8 @@ struct ReportFormatTests {
             encoding: .utf8)
         #expect(analyticsPage.contains("data-figure=\"mrr\"") && !analyticsPage.contains("--refresh-daily"))
         let pageMode = try FileManager.default.attributesOfItem(atPath: dir + "/demo/analytics.html")[.posixPermissions]
-        #expect((pageMode as? NSNumber).map { $0.intValue & 0o077 } == 0, "analytics.html is owner-only: \(pageMode ?? "")")
+        #expect(
+            (pageMode as? NSNumber).map { $0.intValue & 0o077 } == 0, "analytics.html is owner-only: \(pageMode ?? "")")
         let status = try await CLI.run([
             "status", "--json", "--user", "mac-uma", "--database", dir + "/demo/renewal.sqlite",
         ])
