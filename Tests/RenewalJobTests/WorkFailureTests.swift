@@ -88,4 +88,36 @@ struct WorkFailureTests {
             #expect(!without.dataUnreadable, "a notification without data (a test notification) is not a failure")
         }
     }
+
+    @Test(
+        """
+        A Transaction History page Apple fails (503 after the client's retries) makes the run end \
+        completed_with_failures (exit 3), with history_failed counted; the next run reads it and exits 0
+        """,
+        arguments: Backend.available)
+    func failedHistoryPage(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            try await h.importReceipts([("history", h.receipt("wf-history", .renewal, daysAgo: 140))])
+            try await h.withServerAPIClient { client in
+                let router = SourceRouter(mode: .serverAPI, verifyReceipt: h.client, serverAPI: client)
+                func run(allowance: Int) async throws -> RenewalOutcome {
+                    try await h.run(.run, verifier: router) {
+                        $0.history = client
+                        $0.historyRequestsPerRun = allowance
+                    }
+                }
+                let first = try await run(allowance: 0)
+                #expect(first.status == .completed, "\(first.counts)")
+                h.state.fault = .outage
+                let failed = try await run(allowance: 2)
+                h.state.fault = .none
+                #expect(failed.counts.checked == 0, "nothing was due: \(failed.counts)")
+                #expect(failed.counts.historyFailed == 1, "\(failed.counts)")
+                #expect(failed.status == .completedWithFailures, "\(failed.status) \(failed.counts)")
+                let again = try await run(allowance: 2)
+                #expect(again.counts.historyFailed == 0 && again.counts.historyTransactions > 0, "\(again.counts)")
+                #expect(again.status == .completed, "\(again.status) \(again.counts)")
+            }
+        }
+    }
 }
