@@ -83,6 +83,23 @@ struct NewUserDetailsTests {
         }
     }
 
+    @Test("the simulator started in-process on a port in use fails naming the address and port")
+    func inProcessSimulatorPortInUse() async throws {
+        let quiet = Logger(label: "listener", factory: { _ in SwiftLogNoOpLogHandler() })
+        try await withLoopbackServer(Router(), logger: quiet) { port in
+            let configuration = SimulatorConfiguration(port: port)
+            do {
+                try await withAppStoreSimulator(configuration: configuration, logger: quiet) { _ in
+                    Issue.record("the simulator listened on a port in use")
+                }
+            } catch {
+                let message = "\(error)"
+                #expect(message.contains("127.0.0.1:\(port)") && message.contains("in use"), "\(message)")
+                #expect(message.filter { $0 == "(" }.count == message.filter { $0 == ")" }.count, "\(message)")
+            }
+        }
+    }
+
     @Test("--log-format's help names exactly the keys a JSON log line has")
     func logFormatHelpNamesTheKeys() async throws {
         let help = try await CLI.run(["migrate", "--help"])
