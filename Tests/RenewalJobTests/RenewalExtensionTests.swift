@@ -193,4 +193,60 @@ struct RenewalExtensionTests {
             }
         }
     }
+
+    @Test(
+        """
+        A mass extension is judged as it is sent: one environment (production, unless the product has only \
+        sandbox subscriptions), and the dry run after Apple accepted the intent's request says it is in progress \
+        instead of listing; a subscriber's dry run after its extension says already_extended
+        """,
+        arguments: Backend.available)
+    func dryRunJudgesAsTheRealCall(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            let receipts: [(String, SimulatedReceipt)] = [
+                ("ana", h.receipt("judge-ana", .renewal, daysAgo: 5)),
+                ("tester", h.receipt("judge-tester", .sandbox, daysAgo: 5)),
+                (
+                    "beta",
+                    SimulatedReceipt(
+                        account: "judge-beta", scenario: .sandbox, start: h.state.now.addingTimeInterval(-5 * Self.day),
+                        productID: "com.example.pro.beta")
+                ),
+            ]
+            try await h.importReceipts(receipts)
+            try await h.withServerAPIClient { client in
+                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
+                _ = try await h.run(.run, verifier: router) { $0.feed = client }
+                let extensions = RenewalExtensions(
+                    store: h.store, extenders: [nil: client], logger: h.logger, now: { h.state.now })
+                let monthly = RenewalExtensions.MassRequest(
+                    intent: "judge", days: 3, reason: 3, productID: "com.example.pro.monthly", storefronts: [])
+                var listed: [String] = []
+                #expect(try await extensions.dryRunMass(monthly) { line, _ in listed.append(line.userID) } == nil)
+                #expect(listed == ["ana"], "production only: \(listed)")
+                var beta: [String] = []
+                let betaRequest = RenewalExtensions.MassRequest(
+                    intent: "judge", days: 3, reason: 3, productID: "com.example.pro.beta", storefronts: [])
+                try await extensions.forEachSubscriber(betaRequest) { line, _ in beta.append(line.userID) }
+                #expect(beta == ["beta"], "a product with sandbox subscriptions only goes to the sandbox: \(beta)")
+
+                #expect(try await extensions.runMass(monthly) == .accepted)
+                listed = []
+                let again = try await extensions.dryRunMass(monthly) { line, _ in listed.append(line.userID) }
+                guard case .inProgress = again else {
+                    Issue.record("the dry run after an accepted request: \(String(describing: again))")
+                    return
+                }
+                #expect(listed.isEmpty, "\(listed)")
+
+                let request = RenewalExtensions.Request(intent: "one", days: 2, reason: 3, userIDs: ["ana"])
+                guard case .extended = try await extensions.run(request, dryRun: false).first?.outcome else {
+                    Issue.record("ana was not extended")
+                    return
+                }
+                let dry = try await extensions.run(request, dryRun: true)
+                #expect(dry.first?.outcome == .alreadyExtended, "\(dry)")
+            }
+        }
+    }
 }
