@@ -120,4 +120,39 @@ struct WorkFailureTests {
             }
         }
     }
+
+    @Test(
+        """
+        A mass extension whose status Apple does not give (503 after the client's retries) is counted as \
+        mass_extensions_failed and ends the run completed_with_failures; the next run follows it again
+        """,
+        arguments: Backend.available)
+    func failedMassExtensionFollowUp(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            try await h.importReceipts([("mass", h.receipt("wf-mass", .renewal, daysAgo: 5))])
+            try await h.withServerAPIClient { client in
+                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
+                func run() async throws -> RenewalOutcome {
+                    try await h.run(.run, verifier: router) { $0.operatorActions = client }
+                }
+                _ = try await run()
+                let mass = RenewalExtensions(
+                    store: h.store, extenders: [nil: client], logger: h.logger, now: { h.state.now })
+                let request = RenewalExtensions.MassRequest(
+                    intent: "wf-mass", days: 5, reason: 3, productID: "com.example.pro.monthly", storefronts: [])
+                #expect(try await mass.runMass(request) == .accepted)
+                h.state.advance(by: 40 * 60)
+                h.state.fault = .outage
+                let failed = try await run()
+                h.state.fault = .none
+                #expect(failed.counts.checked == 0, "nothing was due: \(failed.counts)")
+                #expect(failed.counts.massExtensionsFailed == 1, "\(failed.counts)")
+                #expect(failed.status == .completedWithFailures, "\(failed.status) \(failed.counts)")
+                h.state.advance(by: 60)
+                let again = try await run()
+                #expect(again.counts.massExtensionsFailed == 0, "\(again.counts)")
+                #expect(again.status == .completed, "\(again.status) \(again.counts)")
+            }
+        }
+    }
 }
