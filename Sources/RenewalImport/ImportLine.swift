@@ -33,9 +33,9 @@ package enum ImportLine {
             let signedTransaction = try signedTransaction(fields[4], user: userID)
             let appAccountToken = try appAccountToken(fields[5], user: userID)
             let bundleID = try bundleID(fields[6], user: userID)
-            let consent = try consumptionConsent(fields[7], user: userID)
-            let deliveryStatus = try consumptionDeliveryStatus(fields[8], user: userID)
-            let share = try consumptionPercentage(fields[9], user: userID)
+            let consent = try consumptionConsent(fields.given(7), user: userID)
+            let deliveryStatus = try consumptionDeliveryStatus(fields.given(8), user: userID)
+            let share = try consumptionPercentage(fields.given(9), user: userID)
             guard receipt != nil || transactionID != nil || signedTransaction != nil else {
                 throw LineProblem(
                     """
@@ -193,7 +193,8 @@ package enum ImportLine {
     }
 
     private static func consumptionConsent(_ value: JSONValue?, user userID: String) throws(LineProblem) -> Bool? {
-        guard let value, value.kind != .null else { return nil }
+        guard let value else { return nil }
+        try refuseNull(value, "consumption_consent", user: userID, give: "true or false")
         switch value.kind {
         case .true: return true
         case .false: return false
@@ -209,7 +210,8 @@ package enum ImportLine {
     private static func consumptionDeliveryStatus(_ value: JSONValue?, user userID: String) throws(LineProblem)
         -> String?
     {
-        guard let value, value.kind != .null else { return nil }
+        guard let value else { return nil }
+        try refuseNull(value, "consumption_delivery_status", user: userID, give: "one of Apple's delivery statuses")
         guard value.kind == .string, let text = value.string, ConsumptionInformation.deliveryStatuses.contains(text)
         else {
             throw LineProblem(
@@ -222,7 +224,8 @@ package enum ImportLine {
     }
 
     private static func consumptionPercentage(_ value: JSONValue?, user userID: String) throws(LineProblem) -> Int? {
-        guard let value, value.kind != .null else { return nil }
+        guard let value else { return nil }
+        try refuseNull(value, "consumption_percentage", user: userID, give: "a whole number from 0 to 100000")
         guard value.kind == .number, let share = value.integer, (0...100_000).contains(share) else {
             throw LineProblem(
                 """
@@ -231,6 +234,18 @@ package enum ImportLine {
                 """)
         }
         return Int(share)
+    }
+
+    /// The consumption fields change what is stored for the user when given: an explicit null would say
+    /// neither "keep" nor "clear", so it is refused rather than read as either.
+    private static func refuseNull(_ value: JSONValue, _ field: String, user userID: String, give: String)
+        throws(LineProblem)
+    {
+        guard value.kind == .null else { return }
+        throw LineProblem(
+            """
+            \(field) is null (user \(userID)): give \(give), or leave \(field) out to keep what is stored
+            """)
     }
 
     private static func bundleID(_ value: JSONValue?, user userID: String) throws(LineProblem) -> String? {

@@ -25,12 +25,27 @@ struct LineReader {
     private var finished = false
     /// Bytes of the current over-long line already thrown away.
     private var skipped = 0
+    /// Whether the start of the input is still to be looked at for a byte order mark.
+    private var atStart = true
+    /// The UTF-8 byte order mark some editors and exports put before the first line: not part of it.
+    static let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
 
     init(handle: FileHandle) {
         self.handle = handle
     }
 
     mutating func next() async throws -> ImportLineBytes? {
+        while atStart {
+            if buffer.count < Self.byteOrderMark.count, !finished {
+                try await read()
+                continue
+            }
+            atStart = false
+            if buffer.prefix(Self.byteOrderMark.count).elementsEqual(Self.byteOrderMark) {
+                start = Self.byteOrderMark.count
+                scanned = start
+            }
+        }
         while true {
             let found = buffer.withUnsafeBytes { bytes -> Int? in
                 guard scanned < bytes.count, let base = bytes.baseAddress,
@@ -65,13 +80,18 @@ struct LineReader {
             }
             start = 0
             scanned = buffer.count
-            let handle = handle
-            let chunk = try await reads.run { try handle.read(upToCount: 1 << 20) ?? Data() }
-            if chunk.isEmpty {
-                finished = true
-            } else {
-                buffer.append(chunk)
-            }
+            try await read()
+        }
+    }
+
+    /// Appends the next chunk of the input to the buffer, or marks the input finished.
+    private mutating func read() async throws {
+        let handle = handle
+        let chunk = try await reads.run { try handle.read(upToCount: 1 << 20) ?? Data() }
+        if chunk.isEmpty {
+            finished = true
+        } else {
+            buffer.append(chunk)
         }
     }
 }

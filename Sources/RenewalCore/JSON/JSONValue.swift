@@ -158,6 +158,12 @@ package struct JSONMembers: Sendable {
         let value = JSONValue(document: document, index: index)
         return value.kind == .null ? nil : value
     }
+
+    /// The value of the key at `position`, an explicit `null` included; nil only when absent.
+    package func given(_ position: Int) -> JSONValue? {
+        let index = slots[position]
+        return index >= 0 ? JSONValue(document: document, index: index) : nil
+    }
 }
 
 package enum JSONMemberError: Error, Sendable, Hashable {
