@@ -13,13 +13,16 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     /// The URL with its password replaced, for messages.
     let redactedURL: String
     /// Set when the server went away; the next use tries one reconnect first.
-    private(set) var isBroken = false
+    var isBroken = false
     /// Whether the last failed statement was rolled back by the server as a deadlock victim or a
     /// serialization failure (SQLSTATE class 40): running the same work again is what the server asks.
     var lastFailureRolledBack = false
     /// The worker id whose liveness lock this session holds (`PostgresDatabase.withRunLock`); taken
     /// again after a reconnect.
-    private var livenessOwner: String?
+    var livenessOwner: String?
+    /// How many times this session holds the writers' shared lock (`PostgresDatabase.withWriterLock`);
+    /// taken again after a reconnect.
+    var writerLocks = 0
 
     /// Client-side defaults, each overridden by the URL or the matching `PG*` variable: give up
     /// connecting after 10 s, and notice a dead server or a lost network within about a minute
@@ -84,47 +87,6 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
             guard case .text("0")? = current.first?["value"] else { continue }
             _ = try execute("SELECT set_config($1, $2, false)", [.text(option.setting), .text(option.value)])
         }
-    }
-
-    // MARK: - Worker liveness
-
-    /// Takes `owner`'s liveness lock (a session-level advisory lock keyed by a 64-bit hash of the
-    /// schema and the id, so deployments in separate schemas of one database never meet) and keeps it for the session's
-    /// life, taking it again after a reconnect.
-    ///
-    /// - Throws: `SubscriptionStoreError.locked` when another session holds it (the id is in use).
-    func holdLiveness(of owner: String) throws {
-        guard try tryLock(owner) else {
-            throw SubscriptionStoreError.locked("worker id \(owner) is in use by another live session")
-        }
-        livenessOwner = owner
-    }
-
-    /// Releases the liveness lock taken by `holdLiveness(of:)`.
-    func releaseLiveness() {
-        guard let owner = livenessOwner else { return }
-        livenessOwner = nil
-        unlock(owner)
-    }
-
-    /// Whether some session holds `owner`'s liveness lock. The probe takes the lock when it is free
-    /// and gives it straight back; a dead worker's session is gone, and its lock with it.
-    func livenessIsHeld(by owner: String) throws -> Bool {
-        guard try tryLock(owner) else { return true }
-        unlock(owner)
-        return false
-    }
-
-    /// Takes the session-level advisory lock keyed by the schema and `name`, if no session holds it.
-    func tryLock(_ name: String) throws -> Bool {
-        let rows = try execute(
-            "SELECT pg_try_advisory_lock(hashtextextended(current_schema() || '/' || $1, 0)) AS taken", [.text(name)])
-        return rows.first?["taken"] == .int64(1)
-    }
-
-    /// Gives back the lock `tryLock(_:)` took (a lost session has given it back already).
-    func unlock(_ name: String) {
-        _ = try? execute("SELECT pg_advisory_unlock(hashtextextended(current_schema() || '/' || $1, 0))", [.text(name)])
     }
 
     deinit {
@@ -248,18 +210,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
         isBroken = false
         try applySessionDefaults()
-        if let owner = livenessOwner {
-            // The old session's lock went with it. A probe holds it for an instant at most.
-            var taken = try tryLock(owner)
-            for _ in 0..<20 where !taken {
-                usleep(50_000)
-                taken = try tryLock(owner)
-            }
-            guard taken else {
-                livenessOwner = nil
-                throw lostConnection(detail: "could not take back this worker's liveness lock after reconnecting")
-            }
-        }
+        try takeBackWriterLocks()
+        try takeBackLiveness()
     }
 
     // MARK: - Errors
@@ -295,7 +247,7 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         }
     }
 
-    private func lostConnection(detail: String) -> SubscriptionStoreError {
+    func lostConnection(detail: String) -> SubscriptionStoreError {
         .unavailable(
             """
             Lost the connection to PostgreSQL at \(redactedURL) (\(detail)); the rows this worker leased are \

@@ -98,6 +98,45 @@ public final class PostgresDatabase: SQLDatabase {
         }
     }
 
+    /// Runs `body` while this session holds the writers' lock shared (a session-level advisory lock in
+    /// the current schema, taken again after a reconnect).
+    ///
+    /// - Throws: `SubscriptionStoreError.copying` while `renewal copy-database` copies this schema.
+    public func withWriterLock<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        try await withPostgresConnection { try $0.holdWriterLock() }
+        do {
+            let result = try await body()
+            try? await withPostgresConnection { $0.releaseWriterLock() }
+            return result
+        } catch {
+            try? await withPostgresConnection { $0.releaseWriterLock() }
+            throw error
+        }
+    }
+
+    /// Runs `body` while this session holds the writers' lock exclusively: no other session writes to
+    /// this schema through renewal meanwhile. Not taken back after a reconnect: the copy's snapshot
+    /// went with the session, and the copy stops.
+    ///
+    /// - Throws: `SubscriptionStoreError.locked` when a writer holds it now.
+    public func withCopyLock<T: Sendable>(owner: String, _ body: @Sendable () async throws -> T) async throws -> T {
+        guard try await withPostgresConnection({ try $0.tryCopyLock() }) else {
+            throw SubscriptionStoreError.locked(
+                """
+                a renewal command that writes (run, import, extend, deliver) is using \(redactedURL); stop the \
+                timer and the workers, let it finish, then copy
+                """)
+        }
+        do {
+            let result = try await body()
+            try? await withPostgresConnection { $0.releaseCopyLock() }
+            return result
+        } catch {
+            try? await withPostgresConnection { $0.releaseCopyLock() }
+            throw error
+        }
+    }
+
     public func workerIsAlive(_ workerID: String, on connection: any SQLConnection) throws -> Bool {
         guard let connection = connection as? PostgresConnection else {
             throw SubscriptionStoreError.query("a PostgreSQL liveness probe needs a PostgreSQL connection")

@@ -70,6 +70,16 @@ public protocol SQLDatabase: Sendable {
     /// other workers probe with `workerIsAlive`.
     func withRunLock<T: Sendable>(owner: String, _ body: @Sendable () async throws -> T) async throws -> T
 
+    /// Runs `body` as one of the commands that write to this database, which share this lock (SQLite: a
+    /// shared `flock` on `<path>.copy-lock`; PostgreSQL: a shared session advisory lock in the schema).
+    /// Throws `SubscriptionStoreError.copying` at once, before `body` writes anything, while
+    /// `renewal copy-database` copies the database (`withCopyLock`).
+    func withWriterLock<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T
+
+    /// Runs `body` while no command that writes holds `withWriterLock` (`renewal copy-database`: no row
+    /// is written behind the copy's back); throws `SubscriptionStoreError.locked` at once when one does.
+    func withCopyLock<T: Sendable>(owner: String, _ body: @Sendable () async throws -> T) async throws -> T
+
     /// True where the run lock admits one run at a time (SQLite): whoever holds it owns every lease,
     /// so any other lease found belongs to a dead process.
     var runLockOwnsEveryLease: Bool { get }

@@ -319,8 +319,16 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
 
     // MARK: - Run lock
 
+    /// The run lock, inside the writers' lock: a run started while `renewal copy-database` copies the
+    /// database is refused before it writes anything.
     public func withRunLock<T: Sendable>(owner: String, _ body: @Sendable () async throws -> T) async throws -> T {
-        try await database.withRunLock(owner: owner, body)
+        try await database.withWriterLock {
+            try await database.withRunLock(owner: owner, body)
+        }
+    }
+
+    public func withWriterLock<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        try await database.withWriterLock(body)
     }
 
     // MARK: - Helpers

@@ -66,6 +66,36 @@ public final class SQLiteDatabase: SQLDatabase {
         defer { lock.release() }
         return try await body()
     }
+
+    /// The lock every command that writes holds shared, and `renewal copy-database` exclusively.
+    var copyLockPath: String { path + ".copy-lock" }
+
+    /// Holds a shared, non-blocking `flock` on `<path>.copy-lock` while `body` runs (any number of
+    /// writers share it).
+    ///
+    /// - Throws: `SubscriptionStoreError.copying("held by pid N on HOST since …")` while
+    ///   `renewal copy-database` copies this file.
+    public func withWriterLock<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        let lock = try SQLiteRunLock.acquire(path: copyLockPath, owner: nil) { .copying($0) }
+        defer { lock.release() }
+        return try await body()
+    }
+
+    /// Holds an exclusive, non-blocking `flock` on `<path>.copy-lock` while `body` runs.
+    ///
+    /// - Throws: `SubscriptionStoreError.locked` while a command that writes holds it shared.
+    public func withCopyLock<T: Sendable>(owner: String, _ body: @Sendable () async throws -> T) async throws -> T {
+        let path = path
+        let lock = try SQLiteRunLock.acquire(path: copyLockPath, owner: owner) { _ in
+            .locked(
+                """
+                a renewal command that writes (run, import, extend, deliver) is using \(path); stop the timer, \
+                let it finish, then copy
+                """)
+        }
+        defer { lock.release() }
+        return try await body()
+    }
 }
 
 extension SQLiteDatabase {

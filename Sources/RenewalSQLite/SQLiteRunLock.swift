@@ -9,26 +9,37 @@ import RenewalStorage
     import Darwin
 #endif
 
-/// An exclusive `flock` on a lock file next to the database. `flock` locks belong to the open file,
-/// so two stores in one process exclude each other too, and the kernel drops the lock with the process.
+/// An exclusive (or shared) `flock` on a lock file next to the database. `flock` locks belong to the
+/// open file, so two stores in one process exclude each other too, and the kernel drops the lock with
+/// the process.
 struct SQLiteRunLock: Sendable {
     private let descriptor: Int32
 
     /// Takes the lock without waiting and writes who holds it into the file.
     static func acquire(path: String, owner: String) throws -> SQLiteRunLock {
+        try acquire(path: path, owner: owner) { .locked($0) }
+    }
+
+    /// Takes the lock on `path` without waiting: exclusively with an `owner`, whose holder is written
+    /// into the file; shared without one (its holders write nothing). Another process's lock in the way
+    /// throws `refusal` of the holder as the file describes it.
+    static func acquire(
+        path: String, owner: String?, refusal: (String) -> SubscriptionStoreError
+    ) throws -> SQLiteRunLock {
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, OwnerOnlyFile.mode)
         guard descriptor >= 0 else {
             throw SubscriptionStoreError.unavailable(
                 "cannot open the run lock file \(path): \(errnoText()). Make the database's directory (or that file) "
                     + "writable by the user running renewal.")
         }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+        guard flock(descriptor, (owner == nil ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0 else {
             let code = errno
             let holder = holderDescription(descriptor)
             close(descriptor)
-            if code == EWOULDBLOCK { throw SubscriptionStoreError.locked(holder) }
+            if code == EWOULDBLOCK { throw refusal(holder) }
             throw SubscriptionStoreError.unavailable("cannot lock \(path): \(String(cString: strerror(code)))")
         }
+        guard let owner else { return SQLiteRunLock(descriptor: descriptor) }
         let since = ISO8601DateFormatter().string(from: Date())
         let text = "\(getpid())\n\(hostName())\n\(since)\n\(owner)\n"
         _ = ftruncate(descriptor, 0)

@@ -140,6 +140,11 @@ public protocol SubscriptionStore: TransactionHistoryStore, RefundRequestStore, 
     /// session dies, so other workers can prove this one dead.
     func withRunLock<T: Sendable>(owner: String, _ body: @Sendable () async throws -> T) async throws -> T
 
+    /// Runs `body` as one of the commands that write (`withRunLock` holds this too): refused with
+    /// `SubscriptionStoreError.copying`, before anything is written, while `renewal copy-database`
+    /// copies this database. Any number of writers hold it at once.
+    func withWriterLock<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T
+
     /// A short name for logs: `sqlite` or `postgres`.
     var backendName: String { get }
 }

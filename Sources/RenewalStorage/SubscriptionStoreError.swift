@@ -9,6 +9,9 @@ public enum SubscriptionStoreError: Error, Sendable, CustomStringConvertible {
     case schemaTooNew(found: Int, expected: Int)
     /// Another run holds the lock.
     case locked(String)
+    /// `renewal copy-database` is copying this database (`detail` says which process): a command that
+    /// writes is refused before it writes anything, so no row lands behind the copy's back.
+    case copying(String)
     /// Another process holds a write transaction on the database longer than the busy timeout.
     case busy(String)
     /// A statement failed.
@@ -27,6 +30,12 @@ public enum SubscriptionStoreError: Error, Sendable, CustomStringConvertible {
         case .schemaTooNew(let found, let expected):
             return "Database schema is at version \(found), newer than this build's \(expected). Upgrade renewal."
         case .locked(let detail): return "Another renewal run holds the lock (\(detail)). Try again when it ends."
+        case .copying(let detail):
+            return
+                """
+                renewal copy-database is copying this database (\(detail)); nothing was written. Try again when \
+                the copy has ended (and point renewal at the copy if the database has moved).
+                """
         case .busy(let detail): return "Database busy: \(detail)"
         case .query(let detail): return "Database error: \(detail)"
         case .corruptRow(let detail): return "Unreadable stored row: \(detail)"

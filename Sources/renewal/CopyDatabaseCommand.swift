@@ -18,7 +18,8 @@ struct CopyDatabaseCommand: AsyncParsableCommand {
             cursors and notifications, the webhook outbox and the request budget are copied as they are, so the \
             next run on TO continues where FROM stopped; PostgreSQL's dashboard summaries are rebuilt. Rows are \
             read and written a batch at a time, in one transaction on TO: a copy that fails leaves TO without \
-            receipts, to be run again. Stop the cron job or workers first; on SQLite the copy holds the run lock. \
+            receipts, to be run again. Stop the cron job or workers first: the copy exits 75 while a command writes \
+            to FROM or TO, and while it copies, run, import, extend and deliver on either exit 75 and write nothing. \
             Give passwords through PGPASSWORD or ~/.pgpass.
             """ + EnvironmentHelp.text(.database))
 

@@ -84,10 +84,14 @@ struct DeliverCommand: AsyncParsableCommand {
                 logger.warning("Metrics not delivered", metadata: ["error": "\($0)"])
             }
             let startedAt = Date()
+            let delivery = configuration
             let exitCode: Int32
             do {
                 exitCode = try await metricsOutput.around(runMetrics, warn: warn) {
-                    try await deliver(configuration, outbox: outbox, owner: owner, metrics: runMetrics, logger: logger)
+                    // Refused (exit 75) before anything is sent while copy-database copies the database.
+                    try await store.withWriterLock {
+                        try await deliver(delivery, outbox: outbox, owner: owner, metrics: runMetrics, logger: logger)
+                    }
                 }
             } catch {
                 if let runMetrics {

@@ -43,6 +43,10 @@ struct ImportCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard batchSize >= 1 else { throw ValidationError("--batch-size must be at least 1.") }
+        var isDirectory: ObjCBool = false
+        if file != "-", FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw ValidationError("\(file) is a directory; give a JSON Lines file or -")
+        }
         if file != "-", !FileManager.default.isReadableFile(atPath: file) {
             throw ValidationError("Cannot read \(file). Give a readable JSON Lines file, or - for standard input.")
         }
@@ -59,8 +63,11 @@ struct ImportCommand: AsyncParsableCommand {
             let importer = ReceiptImporter(batchSize: batchSize) {
                 SignedTransactionImport(roots: try ServerAPIOptions.trustedRoots(), bundleID: bundleID)
             }
-            let summary = try await importer.run(handle, into: store, now: Date()) { line, problem in
-                FileHandle.standardError.write(Data("renewal import: line \(line): \(problem)\n".utf8))
+            // Refused (exit 75) before the first line is written while copy-database copies the database.
+            let summary = try await store.withWriterLock {
+                try await importer.run(handle, into: store, now: Date()) { line, problem in
+                    FileHandle.standardError.write(Data("renewal import: line \(line): \(problem)\n".utf8))
+                }
             }
             print(
                 """

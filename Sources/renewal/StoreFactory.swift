@@ -61,7 +61,7 @@ protocol SubscriptionStoreErrorDescribing {
 extension SubscriptionStoreError: SubscriptionStoreErrorDescribing {
     var exitCode: Int32 {
         switch self {
-        case .busy, .locked: return ExitStatus.locked.rawValue
+        case .busy, .locked, .copying: return ExitStatus.locked.rawValue
         case .unavailable, .notMigrated, .schemaTooNew: return ExitStatus.configuration.rawValue
         case .query, .corruptRow, .leaseLost: return ExitStatus.internalError.rawValue
         }
