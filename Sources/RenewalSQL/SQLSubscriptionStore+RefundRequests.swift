@@ -10,14 +10,18 @@ extension SQLSubscriptionStore {
         // On the partial index of the requests still to answer; PostgreSQL skips the rows another worker is
         // claiming at this moment, SQLite has one writer. A claim whose run is no longer `running` (it
         // ended, or a later run proved it dead and marked it `abandoned`) is taken at once.
+        // The pick is a materialized CTE, evaluated once: as a plain `IN (SELECT … LIMIT … SKIP LOCKED)`,
+        // PostgreSQL may plan the subquery on the inner side of a semi-join and rescan it per row, and each
+        // rescan skips the row this same statement just updated, so a claim of one took every pending request.
         let claim = """
-            UPDATE refund_requests SET claimed_until = $2, run_id = $4
-            WHERE notification_uuid IN (
+            WITH picked AS MATERIALIZED (
                 SELECT q.notification_uuid FROM refund_requests q
                 WHERE q.state = 'pending' AND q.next_attempt_at <= $1
                     AND (q.claimed_until IS NULL OR q.claimed_until <= $1
                         OR EXISTS (SELECT 1 FROM runs r WHERE r.id = q.run_id AND r.status <> 'running'))
                 ORDER BY q.answer_by, q.notification_uuid LIMIT $3 \(database.dialect.lockingClause))
+            UPDATE refund_requests SET claimed_until = $2, run_id = $4
+            WHERE notification_uuid IN (SELECT notification_uuid FROM picked)
             RETURNING notification_uuid
             """
         return try await inTransaction { connection in
