@@ -124,11 +124,15 @@ struct SQLiteSubscriptionStoreTests {
         try await withTemporaryDatabase { path in
             let store = try SQLiteSubscriptionStore.open(path: path, create: true)
             try await store.database.withConnection { _ = try $0.execute("CREATE TABLE probe (x INTEGER)", []) }
-            // Given another connection holding the write lock, released from a Dispatch thread in 2 s
+            // Given another connection holding the write lock, released from a Dispatch thread as soon as the
+            // probe task below has run, or after 4 s (inside busy_timeout) if it never gets a thread: on a
+            // loaded machine the probe may start late, and a fixed delay then failed for the wrong reason
             let locker = try SQLiteConnection(path: path, create: false)
             _ = try locker.execute("BEGIN IMMEDIATE", [])
             let releasedAt = Mutex<ContinuousClock.Instant?>(nil)
-            DispatchQueue.global().asyncAfter(deadline: .now() + 2) {
+            let probeRan = DispatchSemaphore(value: 0)
+            DispatchQueue.global().async {
+                _ = probeRan.wait(timeout: .now() + 4)
                 _ = try? locker.execute("ROLLBACK", [])
                 releasedAt.withLock { $0 = .now }
             }
@@ -141,7 +145,11 @@ struct SQLiteSubscriptionStoreTests {
                 }
             }
             // Then a task started after them still runs while the lock is held
-            let tickedAt = await Task { ContinuousClock.now }.value
+            let tickedAt = await Task {
+                let now = ContinuousClock.now
+                probeRan.signal()
+                return now
+            }.value
             for writer in writers { try await writer.value }
             let released = try #require(releasedAt.withLock { $0 })
             #expect(
