@@ -141,10 +141,9 @@ extension SQLSubscriptionStore {
         try await inTransaction { connection in _ = try connection.execute(sql, values) }
     }
 
-    /// Apple's `RENEWAL_EXTENDED` about a subscription confirms the requests sent for it before: one whose
-    /// answer was never recorded (`sending`) succeeded.
-    static func confirmExtensions(_ notification: FeedNotificationRecord, on connection: any SQLConnection) throws {
-        guard let id = notification.originalTransactionID else { return }
+    /// Apple's `RENEWAL_EXTENDED` about a subscription, signed `at`, confirms the requests sent for it
+    /// before: one whose answer was never recorded (`sending`) succeeded.
+    static func confirmExtensions(of id: String, at: Date, on connection: any SQLConnection) throws {
         _ = try connection.execute(
             """
             UPDATE renewal_extensions SET confirmed_at = $2,
@@ -152,7 +151,7 @@ extension SQLSubscriptionStore {
                 answered_at = COALESCE(answered_at, $2)
             WHERE original_transaction_id = $1 AND state IN ('sending', 'succeeded') AND confirmed_at IS NULL
                 AND sent_at <= $2
-            """, [.text(id), SQLValue(notification.signedAt)])
+            """, [.text(id), SQLValue(at)])
     }
 
     public func massExtensionCandidates(
@@ -307,9 +306,11 @@ extension SQLSubscriptionStore {
         }
     }
 
-    /// Apple's `RENEWAL_EXTENSION` summary: the mass extension it names is complete, with Apple's counts.
-    static func completeMassExtension(_ notification: FeedNotificationRecord, on connection: any SQLConnection) throws {
-        guard let summary = notification.extensionSummary else { return }
+    /// Apple's `RENEWAL_EXTENSION` summary, signed `at`: the mass extension it names is complete, with
+    /// Apple's counts.
+    static func completeMassExtension(_ summary: ExtensionSummary, at: Date, on connection: any SQLConnection)
+        throws
+    {
         _ = try connection.execute(
             """
             UPDATE renewal_mass_extensions SET state = 'complete', completed_at = $2, next_status_at = NULL,
@@ -317,7 +318,7 @@ extension SQLSubscriptionStore {
             WHERE request_identifier = $1 AND state IN ('accepted', 'sending')
             """,
             [
-                .text(summary.requestIdentifier), SQLValue(notification.signedAt), SQLValue(summary.succeeded),
+                .text(summary.requestIdentifier), SQLValue(at), SQLValue(summary.succeeded),
                 SQLValue(summary.failed),
             ])
     }

@@ -17,56 +17,43 @@ extension SQLSubscriptionStore {
     ) async throws -> FeedRecordResult {
         guard !notifications.isEmpty else { return FeedRecordResult() }
         let dialect = database.dialect
-        // Apple's order: when Apple signed each one's data, whatever the page's order.
-        let ordered = notifications.sorted {
-            ($0.evidence?.signedAt ?? $0.signedAt, $0.uuid) < ($1.evidence?.signedAt ?? $1.signedAt, $1.uuid)
-        }
+        let ordered = notifications.map { ($0, $0.facts) }.sorted { $0.1.precedes($1.1) }
         return try await inTransaction { connection in
             var result = FeedRecordResult()
-            for notification in ordered {
+            for (notification, facts) in ordered {
                 let receiptID = try Self.receiptID(holding: notification.originalTransactionID, on: connection)
                 guard try Self.insert(notification, receiptID: receiptID, runID: runID, now: now, on: connection)
                 else { continue }
                 result.new += 1
                 result.newByType[notification.type, default: 0] += 1
-                if notification.type == "CONSUMPTION_REQUEST", let transactionID = notification.transactionID {
-                    // A refund request changes no entitlement: it is recorded to be answered.
-                    try Self.recordRefundRequest(
-                        notification, transactionID: transactionID, receiptID: receiptID, runID: runID, now: now,
-                        on: connection)
-                    result.refundRequests += 1
+                // Core decides what the notification means; this only reads what it asks and writes the plan.
+                let plan = FeedNotificationPlan(for: facts, heldBy: receiptID, applying: context, now: now)
+                if let record = plan.record {
+                    try Self.perform(
+                        record, of: notification, receiptID: receiptID, runID: runID, now: now, on: connection)
+                    if case .refundRequest = record { result.refundRequests += 1 }
+                }
+                switch plan.entitlement {
+                case .changesNoEntitlement, .namesNoSubscription:
                     continue
-                }
-                if notification.type == "RENEWAL_EXTENDED" {
-                    try Self.confirmExtensions(notification, on: connection)
-                }
-                if notification.type == "RENEWAL_EXTENSION", notification.subtype == "SUMMARY" {
-                    try Self.completeMassExtension(notification, on: connection)
-                }
-                if ["REFUND", "REFUND_DECLINED"].contains(notification.type),
-                    let transactionID = notification.transactionID
-                {
-                    try Self.recordRefundOutcome(notification, transactionID: transactionID, on: connection)
-                }
-                guard let receiptID else {
-                    if notification.originalTransactionID != nil { result.unmatched.append(notification) }
-                    continue
-                }
-                if let context, let evidence = notification.evidence {
-                    let application = try Self.apply(
-                        evidence, toReceipt: receiptID, context: context, on: connection, dialect: dialect)
-                    switch application {
-                    case .applied(let applied):
-                        result.applied.append(applied)
-                        continue
+                case .unmatched:
+                    result.unmatched.append(notification)
+                case .makeDue(let receiptID, let due):
+                    result.madeDue += try Self.makeDue(receiptID, due, on: connection, dialect: dialect)
+                case .weigh(let receiptID, let evidence, let context):
+                    let (stored, leasedUntil) = try Self.receiptForFeed(receiptID, on: connection, dialect: dialect)
+                    switch FeedNotificationPlan.weigh(
+                        evidence, of: facts, stored: stored, leasedUntil: leasedUntil, context: context, now: now)
+                    {
+                    case .decide(let request):
+                        result.applied.append(try Self.decide(request, on: connection, dialect: dialect))
                     case .known:
                         result.known += 1
-                        continue
-                    case .recheck(let reason):
+                    case .recheck(let reason, let due):
                         result.rechecked[reason, default: 0] += 1
+                        result.madeDue += try Self.makeDue(receiptID, due, on: connection, dialect: dialect)
                     }
                 }
-                result.madeDue += try Self.makeDue(receiptID, by: notification, now: now, on: connection)
             }
             return result
         }
@@ -110,62 +97,68 @@ extension SQLSubscriptionStore {
         return !inserted.isEmpty
     }
 
-    /// Makes the receipt due now, unless it was verified well after Apple signed the notification
-    /// (it then already shows the change). Returns 1 when it was made due.
+    /// Writes the operator action a notification settles (`FeedNotificationPlan.Record`).
+    private static func perform(
+        _ record: FeedNotificationPlan.Record, of notification: FeedNotificationRecord, receiptID: Int64?,
+        runID: String?, now: Date, on connection: any SQLConnection
+    ) throws {
+        switch record {
+        case .refundRequest(let transactionID, let requestedAt, let answerBy):
+            try recordRefundRequest(
+                notification, transactionID: transactionID, requestedAt: requestedAt, answerBy: answerBy,
+                receiptID: receiptID, runID: runID, now: now, on: connection)
+        case .extensionsConfirmed(let originalTransactionID, let at):
+            try confirmExtensions(of: originalTransactionID, at: at, on: connection)
+        case .massExtensionComplete(let summary, let at):
+            try completeMassExtension(summary, at: at, on: connection)
+        case .refundOutcome(let outcome):
+            try recordRefundOutcome(outcome, on: connection)
+        }
+    }
+
+    /// Makes the receipt due as `due` says (`MakeDue.applies`), on its row locked. Returns 1 when it
+    /// was made due.
     private static func makeDue(
-        _ receiptID: Int64, by notification: FeedNotificationRecord, now: Date, on connection: any SQLConnection
+        _ receiptID: Int64, _ due: MakeDue, on connection: any SQLConnection, dialect: SQLDialect
     ) throws -> Int {
-        try connection.execute(
-            """
-            UPDATE receipts SET next_check_at = $2, polling_check_at = NULL, outage_check_at = NULL
-            WHERE id = $1 AND next_check_at > $2 AND (last_verified_at IS NULL OR last_verified_at < $3)
-            RETURNING id
-            """,
-            [
-                .int64(receiptID), SQLValue(now),
-                SQLValue(notification.signedAt.addingTimeInterval(NotificationEvidence.verifiedAfterMargin)),
-            ]
-        ).count
+        guard
+            let row = try connection.execute(
+                "SELECT next_check_at, last_verified_at FROM receipts WHERE id = $1 \(dialect.rowLockClause)",
+                [.int64(receiptID)]
+            ).first,
+            due.applies(
+                nextCheckAt: try row.date("next_check_at"), lastVerifiedAt: try row.optionalDate("last_verified_at"))
+        else { return 0 }
+        _ = try connection.execute(
+            "UPDATE receipts SET next_check_at = $2, polling_check_at = NULL, outage_check_at = NULL WHERE id = $1",
+            [.int64(receiptID), SQLValue(due.at)])
+        return 1
     }
 
-    private enum Application {
-        case applied(AppliedNotification)
-        case known
-        case recheck(NotificationUse.Recheck)
-    }
-
-    /// Applies a notification's signed data to the receipt holding its subscription when it is newer
-    /// than what is stored, in the transaction that records it: the same decision, rows, change
-    /// events and webhook outbox as a check's.
-    private static func apply(
-        _ notification: NotificationEvidence, toReceipt receiptID: Int64, context: EntitlementDecision.Context,
-        on connection: any SQLConnection, dialect: SQLDialect
-    ) throws -> Application {
+    /// The receipt a notification's signed data is weighed against, locked, with its subscriptions and
+    /// lease; nil when the row is gone.
+    private static func receiptForFeed(_ receiptID: Int64, on connection: any SQLConnection, dialect: SQLDialect)
+        throws -> (StoredReceipt?, leasedUntil: Date?)
+    {
         let rows = try connection.execute(
             "SELECT \(receiptColumns), lease_expires_at FROM receipts WHERE id = $1 \(dialect.rowLockClause)",
             [.int64(receiptID)])
-        guard let row = rows.first else { return .recheck(.notHeld) }
-        // A worker checking it now writes what the statuses say.
-        if let leased = try row.optionalDate("lease_expires_at"), leased > context.now {
-            return .recheck(.beingChecked)
-        }
+        guard let row = rows.first else { return (nil, nil) }
         var receipt = try Self.receipt(from: row)
         receipt.subscriptions = try subscriptions(ofReceipts: [receiptID], on: connection)[receiptID] ?? []
-        // The feed that listed it is current: the subscription follows the feed's schedule.
-        var context = context
-        let app = context.rules.apps.isEmpty ? nil : receipt.bundleID ?? notification.bundleID
-        context.rules.feedStreams.insert(FeedStream(receipt.environment ?? notification.environment, app: app))
-        switch context.rules.use(of: notification, for: receipt) {
-        case .known: return .known
-        case .recheck(let reason): return .recheck(reason)
-        case .apply(let answer):
-            let request = EntitlementDecision.Request(receipt: receipt, answer: answer, context: context)
-            let (claimed, owners) = try claim(request.claims, forReceipt: receiptID, on: connection)
-            let decision = request.decide(owners: owners)
-            try write(decision.update, on: connection, dialect: dialect)
-            try giveBack(claimed, unusedBy: decision.update, on: connection)
-            return .applied(AppliedNotification(receipt: receipt, decision: decision))
-        }
+        return (receipt, try row.optionalDate("lease_expires_at"))
+    }
+
+    /// Takes and writes the decision for a notification's signed data, in the transaction that records
+    /// it: the same decision, rows, change events and webhook outbox as a check's.
+    private static func decide(
+        _ request: EntitlementDecision.Request, on connection: any SQLConnection, dialect: SQLDialect
+    ) throws -> AppliedNotification {
+        let (claimed, owners) = try claim(request.claims, forReceipt: request.receipt.id, on: connection)
+        let decision = request.decide(owners: owners)
+        try write(decision.update, on: connection, dialect: dialect)
+        try giveBack(claimed, unusedBy: decision.update, on: connection)
+        return AppliedNotification(receipt: request.receipt, decision: decision)
     }
 
     public func pollWhatCannotWait(_ stream: FeedStream, now: Date) async throws -> Int {
@@ -220,10 +213,11 @@ extension SQLSubscriptionStore {
             guard notified.isEmpty else {
                 return FeedActivity(pulledSince: pulledSince, notified: true, renewed: false)
             }
+            let kinds = FeedStream.renewalKinds.map { "'\($0.rawValue)'" }.joined(separator: ", ")
             let renewed = try connection.execute(
                 """
                 SELECT 1 AS found FROM entitlement_changes
-                WHERE occurred_at >= $2 AND environment = $1 AND kind IN ('renewed', 'billing_recovered')
+                WHERE occurred_at >= $2 AND environment = $1 AND kind IN (\(kinds))
                 AND old_expires_at >= $2 \(ofApp) LIMIT 1
                 """,
                 [env, SQLValue(since)] + app)
@@ -262,5 +256,14 @@ extension SQLSubscriptionStore {
 
     public func exclusively<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T? {
         try await database.exclusively(name, body)
+    }
+}
+
+extension FeedNotificationRecord {
+    /// What the feed's rules (`FeedNotificationPlan`) see of it.
+    fileprivate var facts: FeedNotificationFacts {
+        FeedNotificationFacts(
+            uuid: uuid, type: type, subtype: subtype, originalTransactionID: originalTransactionID,
+            transactionID: transactionID, signedAt: signedAt, evidence: evidence, extensionSummary: extensionSummary)
     }
 }

@@ -129,10 +129,10 @@ extension SQLSubscriptionStore {
     }
 
     /// Records a `CONSUMPTION_REQUEST` read from the feed (once: its uuid is the key), to be answered by
-    /// `answer_by`, 12 hours after Apple signed it.
+    /// `answerBy` (`FeedNotificationPlan`: 12 hours after Apple signed it).
     static func recordRefundRequest(
-        _ notification: FeedNotificationRecord, transactionID: String, receiptID: Int64?, runID: String?, now: Date,
-        on connection: any SQLConnection
+        _ notification: FeedNotificationRecord, transactionID: String, requestedAt: Date, answerBy: Date,
+        receiptID: Int64?, runID: String?, now: Date, on connection: any SQLConnection
     ) throws {
         var userID: String?
         var bundleID = notification.bundleID
@@ -156,27 +156,22 @@ extension SQLSubscriptionStore {
                 .text(notification.uuid), .text(transactionID), SQLValue(notification.originalTransactionID),
                 SQLValue(userID), SQLValue(bundleID), .text(notification.environment.rawValue),
                 SQLValue(notification.productID), SQLValue(notification.consumptionRequestReason),
-                SQLValue(notification.signedAt),
-                SQLValue(notification.signedAt.addingTimeInterval(RefundRequests.window)),
+                SQLValue(requestedAt), SQLValue(answerBy),
                 SQLValue(notification.periodStart), SQLValue(notification.periodEnd), SQLValue(now), SQLValue(runID),
             ])
     }
 
     /// Records Apple's decision (`REFUND`, `REFUND_DECLINED`) on the open requests about its transaction
     /// made before it.
-    static func recordRefundOutcome(
-        _ notification: FeedNotificationRecord, transactionID: String, on connection: any SQLConnection
-    ) throws {
-        let outcome = notification.type == "REFUND" ? "refunded" : "refund_declined"
-        let refunded = notification.evidence?.subscription?.transactions.first { $0.transactionID == transactionID }
+    static func recordRefundOutcome(_ outcome: RefundOutcome, on connection: any SQLConnection) throws {
         _ = try connection.execute(
             """
             UPDATE refund_requests SET outcome = $2, outcome_at = $3, revocation_type = $4, revocation_percentage = $5
             WHERE transaction_id = $1 AND outcome IS NULL AND requested_at <= $3
             """,
             [
-                .text(transactionID), .text(outcome), SQLValue(notification.signedAt),
-                SQLValue(refunded?.revocationType), SQLValue(refunded?.revocationPercentage),
+                .text(outcome.transactionID), .text(outcome.kind.rawValue), SQLValue(outcome.at),
+                SQLValue(outcome.revocationType), SQLValue(outcome.revocationPercentage),
             ])
     }
 

@@ -119,7 +119,9 @@ extension SQLSubscriptionStore {
         // One answer's events for one subscription share their run, user, time and state move:
         // grouped (`moves`), that move counts once, out of the product it left and into the one it
         // is on. The moves are then counted per kind, so few rows come back.
-        let entitled = "IN ('active', 'grace_period') THEN 1 ELSE 0 END"
+        // The states that grant access are Core's (`SubscriptionState.grantsAccess`).
+        let granting = SubscriptionState.allCases.filter(\.grantsAccess).map { "'\($0.rawValue)'" }
+        let entitled = "IN (\(granting.joined(separator: ", "))) THEN 1 ELSE 0 END"
         return try await onConnection { connection in
             var result: [String: [EntitledPlan: Int]] = [:]
             let rows = try connection.execute(

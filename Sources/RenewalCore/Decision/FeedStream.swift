@@ -18,3 +18,10 @@ public struct FeedStream: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { key }
 }
+
+extension FeedStream {
+    /// The change kinds that show Apple renewed a subscription (a new paid period, or a failed renewal
+    /// collected). Apple lists a notification for each on a working feed, so renewals taking effect
+    /// while the feed listed nothing tell a silent feed from a quiet one (`FeedActivity.renewed`).
+    public static let renewalKinds: [SubscriptionEvent.Kind] = [.renewed, .billingRecovered]
+}
