@@ -122,15 +122,14 @@ public struct VerifiedNotification: Sendable, Hashable {
     public var dataUnreadable = false
 
     /// The notification in the decision's terms, with the subscription's signed state when it carries
-    /// a transaction of an auto-renewable subscription and its renewal info.
+    /// a transaction of an auto-renewable subscription and its renewal info (Core's
+    /// `ServerAPISubscriptionFacts.notificationEvidence` decides when it does and what it means).
     public func evidence(environment: AppStoreEnvironment) -> NotificationEvidence {
-        var subscription: SubscriptionEvidence?
-        if let transaction, let renewal, let original = originalTransactionID,
-            renewal.originalTransactionId == nil || renewal.originalTransactionId == original
-        {
-            subscription = SignedDataVerifier.subscription(
-                original: original, status: status.flatMap(ServerAPIStatus.init(rawValue:)), transaction: transaction,
-                renewal: renewal, group: nil, environment: environment.rawValue, origin: .notification)
+        let subscription = transaction.flatMap { transaction in
+            ServerAPISubscriptionFacts(
+                status: status, originalTransactionID: nil, subscriptionGroupIdentifier: nil,
+                transaction: transaction, renewal: renewal
+            ).notificationEvidence(environment: environment)
         }
         return NotificationEvidence(
             type: type, subtype: subtype, signedDate: signedDate, environment: environment, bundleID: bundleID,
@@ -258,8 +257,7 @@ extension ServerAPIClient: NotificationFeed {
                     refused.append(.notificationDataUnreadable)
                     continue
                 }
-                let isSubscription =
-                    verified.transaction.map { $0.type == nil || $0.type == "Auto-Renewable Subscription" } ?? false
+                let isSubscription = verified.transaction?.isAutoRenewableSubscription ?? false
                 var notification = FeedNotification(
                     uuid: verified.uuid, type: verified.type, subtype: verified.subtype,
                     signedDate: verified.signedDate,
