@@ -50,6 +50,7 @@ public struct DatabaseCopy: Sendable {
         Table("refund_requests", key: "notification_uuid"),
         Table("renewal_extensions", key: "request_identifier"),
         Table("renewal_mass_extensions", key: "request_identifier"),
+        Table("subscription_facts", key: "id", numbered: true),
     ]
 
     /// Tables that are not copied: the target's migrations write its own `schema_migrations`, and

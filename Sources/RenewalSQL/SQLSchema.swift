@@ -43,6 +43,7 @@ public enum SQLSchema {
         Migration(version: 18, statements: version18),
         Migration(version: 19, statements: version19),
         Migration(version: 20, statements: version20),
+        Migration(version: 21, statements: version21),
     ]
 
     static let createMigrationsTable = """

@@ -11,31 +11,39 @@ extension SQLSubscriptionStore: AnalyticsStore {
         if let bundleID { conditions.append("bundle_id = \(binds.add(.text(bundleID)))") }
         let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
         // The page's subscriptions first (on the ledger's (original_transaction_id, purchased_at) index),
-        // then their transactions, so a page never cuts a subscription in two.
+        // then their transactions, so a page never cuts a subscription in two, then their facts.
         let ids = """
             SELECT DISTINCT original_transaction_id FROM transactions \(filter)
             ORDER BY original_transaction_id LIMIT \(binds.add(.int64(Int64(limit))))
             """
         let sql = """
-            SELECT t.*, (SELECT MAX(s.grace_period_expires_at) FROM subscriptions s
-                    WHERE s.original_transaction_id = t.original_transaction_id) AS grace_period_ends_at
-            FROM transactions t
+            SELECT t.* FROM transactions t
             WHERE t.original_transaction_id IN (\(ids))
             \(bundleID == nil ? "" : "AND t.bundle_id = \(binds.add(.text(bundleID ?? "")))")
             ORDER BY t.original_transaction_id, t.purchased_at, t.transaction_id
             """
         let values = binds.values
-        let rows = try await onConnection { connection in try connection.execute(sql, values) }
+        // The page's facts in one more query: what Apple stated with dates (grace periods, reversed refunds).
+        let (rows, facts) = try await onConnection { connection in
+            let rows = try connection.execute(sql, values)
+            var ids: [String] = []
+            for row in rows {
+                let id = try row.text("original_transaction_id")
+                if ids.last != id { ids.append(id) }
+            }
+            return (rows, try Self.facts(of: ids, on: connection))
+        }
         var ledgers: [SubscriptionLedger] = []
         var current: [SQLRow] = []
         func close() throws {
             guard let first = current.first else { return }
+            let id = try first.text("original_transaction_id")
             ledgers.append(
                 SubscriptionLedger(
-                    originalTransactionID: try first.text("original_transaction_id"),
+                    originalTransactionID: id,
                     bundleID: try current.lazy.compactMap { try $0.optionalText("bundle_id") }.first,
                     environment: try current.lazy.compactMap { try $0.environment("environment") }.first,
-                    gracePeriodEndsAt: try first.optionalDate("grace_period_ends_at"),
+                    facts: facts[id] ?? [],
                     transactions: try current.map(LedgerTransaction.init(ledgerRow:))))
             current = []
         }

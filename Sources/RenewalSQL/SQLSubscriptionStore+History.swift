@@ -42,6 +42,10 @@ extension SQLSubscriptionStore {
         revision: String?, completedAt: Date?, recordedAt: Date
     ) async throws {
         try await inTransaction { connection in
+            // A refund reversed or an expiry moved is kept as a fact before the row is overwritten.
+            try Self.insert(
+                Self.transactionFacts(transactions, now: recordedAt, on: connection), runID: nil,
+                recordedAt: recordedAt, on: connection)
             for transaction in transactions {
                 _ = try connection.execute(
                     SaveSQL.upsertTransaction,

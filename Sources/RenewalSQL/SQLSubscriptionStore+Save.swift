@@ -201,6 +201,8 @@ extension SQLSubscriptionStore {
                 ]
             )
         }
+        // What the rows say before this update overwrites them decides which facts it adds.
+        try Self.recordFacts(of: write, on: connection)
         for subscription in write.subscriptions {
             try Self.upsert(subscription, of: write, on: connection)
         }

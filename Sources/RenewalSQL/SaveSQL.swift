@@ -62,6 +62,14 @@ enum SaveSQL {
         ]
     }
 
+    /// Records one dated fact (`subscription_facts`); the same fact stated again is left as recorded.
+    static let insertFact = """
+        INSERT INTO subscription_facts (original_transaction_id, kind, transaction_id, starts_at, ends_at, value,
+            stated_at, recorded_at, source, run_id)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+        ON CONFLICT DO NOTHING
+        """
+
     /// The columns of `subscriptions`, in the order rows are written and read.
     static let columnList = """
         original_transaction_id, receipt_id, user_id, product_id, state, entitled, expires_at, auto_renew, \

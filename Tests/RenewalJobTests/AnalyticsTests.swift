@@ -262,6 +262,21 @@ struct AnalyticsTests {
                         SELECT $1, id, user_id, 'grace_period', 1, $2, 0, 0 FROM receipts WHERE user_id = $3
                         """, [.text(otid), .int64(Int64(graceEnd.timeIntervalSince1970 * 1000)), .text(person.id)]
                     ))
+                // The analytics read the grace period from the fact the job records when Apple states it.
+                let last = try #require(person.periods.last)
+                statements.append(
+                    (
+                        """
+                        INSERT INTO subscription_facts (original_transaction_id, kind, transaction_id, starts_at, ends_at,
+                            stated_at, recorded_at, source)
+                        VALUES ($1, 'grace_period', $2, $3, $4, $3, 0, 'answer')
+                        """,
+                        [
+                            .text(otid), .text("\(otid)-\(person.periods.count - 1)"),
+                            .int64(Int64(last.expires.timeIntervalSince1970 * 1000)),
+                            .int64(Int64(graceEnd.timeIntervalSince1970 * 1000)),
+                        ]
+                    ))
             }
         }
         try await execute(h, statements)

@@ -181,6 +181,13 @@ struct DatabaseCopyTests {
                        ('4c3b2a19-0817-4e6d-9c5b-4a3928170605', 'mass', 'mass', 'product', NULL, 'com.example.app',
                         'Production', 1, 0, 'accepted', $1, $1, $1, $1, 0, NULL, NULL, NULL, 200, NULL, $2)
                 """, [.int64(day), .text(awkward)])
+            try insert(
+                """
+                INSERT INTO subscription_facts (original_transaction_id, kind, transaction_id, starts_at, ends_at, value,
+                    stated_at, recorded_at, source, run_id)
+                VALUES ('otid-1', 'grace_period', 't-1', $1, $2, NULL, $1, $1, 'answer', 'run-1'),
+                       ('otid-2', 'auto_renew', NULL, $1, NULL, $3, $1, $1, 'migration', NULL)
+                """, [.int64(day), .int64(day + 1_382_400_000), .text(awkward)])
         }
     }
 

@@ -47,8 +47,8 @@ public struct CohortRetention: Sendable {
     public var table: [Cohort] { cohorts.values.sorted { $0.month < $1.month } }
 
     public mutating func add(_ ledger: SubscriptionLedger) {
-        let counted = ledger.countedTransactions()
-        guard let firstPaid = counted.first(where: { !$0.isTrial }), let start = firstPaid.purchasedAt,
+        let timeline = ledger.timeline()
+        guard let firstPaid = timeline.transactions.first(where: { !$0.isTrial }), let start = firstPaid.purchasedAt,
             start >= firstMonth, start < asOf, let period = catalogue.period(of: firstPaid)
         else { return }
         let month = String(Timestamp.string(start).prefix(7))
@@ -58,8 +58,7 @@ public struct CohortRetention: Sendable {
             let moment = period.advance(start, by: k).addingTimeInterval(86_400)
             guard moment <= asOf else { break }
             cohort.observed[k - 1] += 1
-            if case .paid = SubscriptionLedger.standing(at: moment, in: counted, graceEndsAt: ledger.gracePeriodEndsAt)
-            {
+            if case .paid = timeline.standing(at: moment) {
                 cohort.retained[k - 1] += 1
             }
         }

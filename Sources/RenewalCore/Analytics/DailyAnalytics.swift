@@ -64,7 +64,7 @@ public struct DailyAnalytics: Sendable {
 
     public mutating func add(_ ledger: SubscriptionLedger) {
         guard let environment = ledger.environment, environment == .production || environment == .sandbox,
-            let span = Self.span(of: ledger.transactions, graceEndsAt: ledger.gracePeriodEndsAt)
+            let span = Self.span(of: ledger.transactions, facts: ledger.facts)
         else { return }
         for day in days where day.start.addingTimeInterval(86_400) > span.lowerBound && day.start <= span.upperBound {
             let analytics = environment == .production ? day.production : day.sandbox
@@ -78,13 +78,13 @@ public struct DailyAnalytics: Sendable {
     }
 
     /// From the first purchase to the last moment anything can happen to the subscription (an expiry, a
-    /// revocation, the end of grace): outside it, a day has nothing of it.
-    static func span(of transactions: [LedgerTransaction], graceEndsAt: Date?) -> ClosedRange<Date>? {
+    /// revocation, the end of a recorded fact such as a grace period): outside it, a day has nothing of it.
+    static func span(of transactions: [LedgerTransaction], facts: [SubscriptionFact]) -> ClosedRange<Date>? {
         let purchases = transactions.compactMap(\.purchasedAt)
         guard let first = purchases.min() else { return nil }
         let last =
             (purchases + transactions.compactMap(\.expiresAt) + transactions.compactMap(\.revokedAt)
-            + [graceEndsAt].compactMap { $0 }).max() ?? first
+            + facts.compactMap(\.endsAt) + facts.map(\.startsAt)).max() ?? first
         return first...max(first, last)
     }
 

@@ -89,17 +89,18 @@ public struct SubscriptionAnalytics: Sendable {
 
     /// One subscription's part of every figure, by product.
     public func figures(of ledger: SubscriptionLedger) -> [String: AnalyticsFigures] {
-        let counted = ledger.countedTransactions(in: environment)
+        let timeline = ledger.timeline(in: environment)
+        let counted = timeline.transactions
         guard !counted.isEmpty else { return [:] }
         var figures: [String: AnalyticsFigures] = [:]
         func update(_ transaction: LedgerTransaction, _ change: (inout AnalyticsFigures) -> Void) {
             change(&figures[transaction.productID ?? "unknown", default: AnalyticsFigures()])
         }
-        let atSince = SubscriptionLedger.standing(at: since, in: counted, graceEndsAt: ledger.gracePeriodEndsAt)
-        let atUntil = SubscriptionLedger.standing(at: until, in: counted, graceEndsAt: ledger.gracePeriodEndsAt)
+        let atSince = timeline.standing(at: since)
+        let atUntil = timeline.standing(at: until)
         switch atUntil {
-        case .trial(let transaction): update(transaction) { $0.activeTrials += 1 }
-        case .paid(let transaction):
+        case .trial(let transaction, _): update(transaction) { $0.activeTrials += 1 }
+        case .paid(let transaction, _):
             let monthly = monthlyPrice(of: transaction)
             update(transaction) { figures in
                 figures.activeSubscriptions += 1
@@ -107,7 +108,7 @@ public struct SubscriptionAnalytics: Sendable {
             }
         case .notEntitled: break
         }
-        if case .paid(let transaction) = atSince {
+        if case .paid(let transaction, _) = atSince {
             update(transaction) { $0.activeAtSince += 1 }
             let refunded = counted.contains { Self.isRefund($0) && ($0.revokedAt.map(inWindow) ?? false) }
             if case .notEntitled = atUntil, !refunded { update(transaction) { $0.churned += 1 } }
@@ -120,7 +121,7 @@ public struct SubscriptionAnalytics: Sendable {
     /// New trials and where they stand at `until`, new paid subscriptions, conversions and reactivations:
     /// each counted once per subscription, under the product of the transaction that made it.
     private func movement(
-        of counted: [LedgerTransaction], atUntil: SubscriptionLedger.Standing,
+        of counted: [LedgerTransaction], atUntil: EntitlementTimeline.Standing,
         _ update: (LedgerTransaction, (inout AnalyticsFigures) -> Void) -> Void
     ) {
         guard let first = counted.first else { return }
@@ -144,7 +145,7 @@ public struct SubscriptionAnalytics: Sendable {
             }
         }
         for (previous, next) in zip(paid, paid.dropFirst()) where next.purchasedAt.map(inWindow) ?? false {
-            guard let purchased = next.purchasedAt, let previousEnd = SubscriptionLedger.end(of: previous) else {
+            guard let purchased = next.purchasedAt, let previousEnd = EntitlementTimeline.end(of: previous) else {
                 continue
             }
             guard purchased > previousEnd else { continue }

@@ -1,0 +1,108 @@
+import Foundation
+import RenewalCore
+import RenewalStorage
+
+extension SQLSubscriptionStore {
+    /// Records the facts an update adds (`SubscriptionFact.added`), in the transaction that writes it and
+    /// before its rows are overwritten: each subscription this receipt writes against its stored row, each
+    /// ledger transaction against the ledger's row of it.
+    static func recordFacts(of write: ReceiptUpdate, on connection: any SQLConnection) throws {
+        var facts: [SubscriptionFact] = []
+        if !write.subscriptions.isEmpty {
+            let stored = try storedSubscriptions(
+                write.subscriptions.map(\.snapshot.originalTransactionID), on: connection)
+            for subscription in write.subscriptions {
+                let id = subscription.snapshot.originalTransactionID
+                let previous = stored[id]
+                // A row another receipt owns is not written, so what this answer says of it is not recorded.
+                guard previous.map({ $0.receiptID == write.receiptID }) ?? true else { continue }
+                let before = previous?.snapshot.state == .unverified ? nil : previous?.snapshot
+                facts += SubscriptionFact.added(
+                    by: subscription.snapshot, previous: before, now: write.checkedAt,
+                    statedAt: subscription.appleSignedAt)
+            }
+        }
+        facts += try transactionFacts(write.transactions, now: write.checkedAt, on: connection)
+        try insert(facts, runID: write.runID, recordedAt: write.checkedAt, on: connection)
+    }
+
+    /// The facts new versions of ledger transactions add over the ledger's rows of them.
+    static func transactionFacts(
+        _ transactions: [LedgerTransaction], now: Date, on connection: any SQLConnection
+    ) throws -> [SubscriptionFact] {
+        guard !transactions.isEmpty else { return [] }
+        var recorded: [String: LedgerTransaction] = [:]
+        for chunk in Array(Set(transactions.map(\.transactionID))).sorted().chunked(by: chunkSize) {
+            var binds = SQLBinds()
+            let list = binds.list(chunk.map { .text($0) })
+            for row in try connection.execute(
+                "SELECT \(SaveSQL.recordedColumns) FROM transactions WHERE transaction_id IN (\(list))", binds.values)
+            {
+                let transaction = try SaveSQL.recordedTransaction(from: row)
+                recorded[transaction.transactionID] = transaction
+            }
+        }
+        return transactions.flatMap { transaction in
+            SubscriptionFact.added(by: transaction, recorded: recorded[transaction.transactionID], now: now)
+        }
+    }
+
+    /// Inserts facts; one already recorded stays as it is (one row per fact).
+    static func insert(
+        _ facts: [SubscriptionFact], runID: String?, recordedAt: Date, on connection: any SQLConnection
+    ) throws {
+        for fact in facts {
+            _ = try connection.execute(
+                SaveSQL.insertFact,
+                [
+                    .text(fact.originalTransactionID), .text(fact.kind.rawValue), SQLValue(fact.transactionID),
+                    SQLValue(fact.startsAt), SQLValue(fact.endsAt), SQLValue(fact.value), SQLValue(fact.statedAt),
+                    SQLValue(recordedAt), .text("answer"), SQLValue(runID),
+                ])
+        }
+    }
+
+    /// The stored rows of these subscriptions, with the receipt owning each.
+    private static func storedSubscriptions(
+        _ ids: [String], on connection: any SQLConnection
+    ) throws -> [String: (receiptID: Int64, snapshot: SubscriptionSnapshot)] {
+        var stored: [String: (receiptID: Int64, snapshot: SubscriptionSnapshot)] = [:]
+        for chunk in Array(Set(ids)).sorted().chunked(by: chunkSize) {
+            var binds = SQLBinds()
+            let list = binds.list(chunk.map { .text($0) })
+            for row in try connection.execute(
+                "SELECT \(subscriptionColumns) FROM subscriptions WHERE original_transaction_id IN (\(list))",
+                binds.values)
+            {
+                let row = (receiptID: try row.int64("receipt_id"), snapshot: try Self.subscription(from: row).snapshot)
+                stored[row.snapshot.originalTransactionID] = row
+            }
+        }
+        return stored
+    }
+
+    /// Every fact recorded about these subscriptions, by original transaction id.
+    static func facts(of ids: [String], on connection: any SQLConnection) throws -> [String: [SubscriptionFact]] {
+        var facts: [String: [SubscriptionFact]] = [:]
+        for chunk in ids.chunked(by: chunkSize) where !chunk.isEmpty {
+            var binds = SQLBinds()
+            let list = binds.list(chunk.map { .text($0) })
+            for row in try connection.execute(
+                """
+                SELECT original_transaction_id, kind, transaction_id, starts_at, ends_at, value, stated_at
+                FROM subscription_facts WHERE original_transaction_id IN (\(list))
+                """, binds.values)
+            {
+                // A kind this build does not know (written by a newer one) says nothing it can read.
+                guard let kind = SubscriptionFact.Kind(rawValue: try row.text("kind")) else { continue }
+                let fact = SubscriptionFact(
+                    originalTransactionID: try row.text("original_transaction_id"), kind: kind,
+                    transactionID: try row.optionalText("transaction_id"), startsAt: try row.date("starts_at"),
+                    endsAt: try row.optionalDate("ends_at"), value: try row.optionalText("value"),
+                    statedAt: try row.date("stated_at"))
+                facts[fact.originalTransactionID, default: []].append(fact)
+            }
+        }
+        return facts
+    }
+}
