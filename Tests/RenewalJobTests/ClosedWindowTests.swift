@@ -1,5 +1,6 @@
 import AppStoreSimulator
 import Foundation
+import RenewalAppleAPI
 import RenewalCore
 import RenewalJob
 import RenewalStorage
@@ -36,7 +37,14 @@ struct ClosedWindowTests {
             #expect(before.activeSubscriptions == 2 && before.activeAtSince == 2 && before.churned == 0)
             #expect(before.mrr.byCurrency["USD"] == Decimal(string: "19.98"))
 
-            h.state.advance(by: 20 * 86_400)
+            // Stated again by a later check in the grace period: still one fact, with Apple's grace end.
+            let graceEnd = try #require(try await h.status(user: "grace").first?.gracePeriodExpiresAt)
+            h.state.advance(by: 86_400)
+            _ = try await h.run(.backfill(BackfillSelector(all: true)))
+            let facts = try await Self.ledger(h, "grace").facts.filter { $0.kind == .gracePeriod }
+            #expect(facts.count == 1 && facts.first?.endsAt == graceEnd, "\(facts)")
+
+            h.state.advance(by: 19 * 86_400)
             _ = try await h.run(.backfill(BackfillSelector(all: true)))
             h.state.advance(by: 86_400)
             _ = try await h.run(.backfill(BackfillSelector(all: true)))
@@ -50,6 +58,42 @@ struct ClosedWindowTests {
             let later = try await Self.figures(h, since: since, until: h.state.now)
             #expect(later.churned == 1)
         }
+    }
+
+    @Test(
+        """
+        a renewal date Apple extends moves the stored period's expiry; the move is kept as an extension fact \
+        (old expiry to new), so the ledger row's new expiry does not erase the old one
+        """,
+        arguments: Backend.available)
+    func extensionIsKept(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            try await h.importReceipts([("ext", h.receipt("ext", .renewal, daysAgo: 10))])
+            _ = try await h.run()
+            let row = try #require(try await h.status(user: "ext").first)
+            let id = try #require(row.originalTransactionID)
+            let expires = try #require(row.expiresAt)
+            #expect(h.state.extendRenewalDate(originalTransactionID: id, days: 5, requestIdentifier: UUID().uuidString))
+            h.state.advance(by: 3_600)
+            try await h.withServerAPIClient { client in
+                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
+                _ = try await h.run(.backfill(BackfillSelector(all: true)), verifier: router)
+            }
+            #expect(try await h.status(user: "ext").first?.expiresAt == expires.addingTimeInterval(5 * 86_400))
+            let facts = try await Self.ledger(h, "ext").facts.filter { $0.kind == .renewalExtension }
+            #expect(facts.count == 1, "\(facts)")
+            #expect(facts.first?.startsAt == expires && facts.first?.endsAt == expires.addingTimeInterval(5 * 86_400))
+        }
+    }
+
+    static func ledger(_ h: JobHarness, _ user: String) async throws -> SubscriptionLedger {
+        let store = try #require(h.store as? any AnalyticsStore)
+        let id = try #require(try await h.status(user: user).first?.originalTransactionID)
+        var found: SubscriptionLedger?
+        try await store.forEachSubscriptionLedger(bundleID: nil) { ledger in
+            if ledger.originalTransactionID == id { found = ledger }
+        }
+        return try #require(found)
     }
 
     static func figures(_ h: JobHarness, since: Date, until: Date) async throws -> AnalyticsFigures {
