@@ -171,6 +171,7 @@ let package = Package(
             dependencies: [
                 "RenewalCore",
                 "RenewalServerAPI",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -226,6 +227,7 @@ let package = Package(
                 "AppStoreSimulator",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 "RenewalAppStore",
+                "RenewalAppleAPI",
                 "RenewalCore",
                 "RenewalJob",
                 "RenewalDelivery",
@@ -255,13 +257,16 @@ let package = Package(
         // Tests
         .testTarget(
             name: "RenewalCoreTests",
-            dependencies: ["RenewalCore", "RenewalTesting"],
+            dependencies: [
+                "RenewalCore", "RenewalTesting",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(
             name: "RenewalAppStoreTests",
             dependencies: [
-                "RenewalAppStore", "RenewalAppleAPI", "AppStoreSimulator", "RenewalTesting",
+                "RenewalAppStore", "RenewalAppleAPI", "RenewalCore", "AppStoreSimulator", "RenewalTesting",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -279,7 +284,7 @@ let package = Package(
         .testTarget(
             name: "RenewalServerAPITests",
             dependencies: [
-                "RenewalServerAPI",
+                "RenewalServerAPI", "RenewalCore",
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -288,12 +293,17 @@ let package = Package(
         ),
         .testTarget(
             name: "RenewalStorageTests",
-            dependencies: ["RenewalStorage", "RenewalSQL", "RenewalSQLite", "RenewalPostgres", "RenewalTesting"]
+            dependencies: [
+                "RenewalCore", "RenewalStorage", "RenewalSQL", "RenewalSQLite", "RenewalPostgres", "RenewalTesting",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "RenewalJobTests",
             dependencies: [
-                "RenewalJob", "RenewalDelivery", "RenewalReports", "RenewalObservability", "RenewalSQL",
+                "RenewalCore", "RenewalStorage", "RenewalJob", "RenewalDelivery", "RenewalReports",
+                "RenewalObservability",
+                "RenewalSQL",
                 "RenewalSQLite",
                 "RenewalPostgres", "RenewalAppStore", "RenewalAppleAPI",
                 "AppStoreSimulator",
@@ -307,7 +317,7 @@ let package = Package(
         .testTarget(
             name: "RenewalCLITests",
             dependencies: [
-                "renewal", "appstore-simulator", "AppStoreSimulator", "RenewalSQLite", "RenewalPostgres",
+                "renewal", "appstore-simulator", "AppStoreSimulator", "RenewalCore", "RenewalSQLite", "RenewalPostgres",
                 "RenewalStorage", "RenewalSQL",
                 "RenewalTesting",
                 "RenewalServerAPI",

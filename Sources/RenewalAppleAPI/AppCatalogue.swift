@@ -1,5 +1,4 @@
 import Logging
-import RenewalAppleAPI
 import RenewalCore
 
 /// Several apps in one database (the apps file): each app's identity and the verifier that holds its

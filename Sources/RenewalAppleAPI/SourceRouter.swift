@@ -1,5 +1,4 @@
 import Logging
-import RenewalAppleAPI
 import RenewalCore
 
 /// Which of Apple's APIs a run asks (`--source`).

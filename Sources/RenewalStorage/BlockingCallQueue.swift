@@ -1,5 +1,4 @@
 import Dispatch
-import RenewalStorage
 
 /// Runs blocking calls (a C client library waiting on a socket or a file lock) one at a time on a
 /// dedicated Dispatch thread, so they never occupy a thread of Swift's cooperative pool: a stalled
