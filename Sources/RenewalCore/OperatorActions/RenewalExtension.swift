@@ -49,7 +49,8 @@ public enum RenewalExtension {
         if subject.state == .unverified { return .unverified }
         if subject.ownershipType == "FAMILY_SHARED" { return .familyShared }
         if subject.ownershipType == "ASSIGNED" { return .assignedSeat }
-        guard subject.state == .active || subject.state == .gracePeriod else { return .notActive }
+        // Apple extends only a subscriber it entitles now: the job's one definition of that.
+        guard subject.state.grantsAccess else { return .notActive }
         if subject.isTrialPeriod { return .freeTrial }
         if subject.recentExtensions >= maximumPerWindow { return .yearlyLimit }
         return nil
