@@ -18,6 +18,8 @@ public struct SimulatedNotification: Sendable, Hashable {
     public var isForged = false
     /// Of a mass extension's `SUMMARY`: the extension it sums up (the payload has `summary`, no `data`).
     public var summary: SimulatedMassExtension?
+    /// Its signed transaction cannot be decoded (`unreadable(of:at:)`).
+    public var hasUnreadableTransaction = false
 
     public init(
         uuid: String, type: String, subtype: String?, signedDate: Date, originalTransactionID: String,
@@ -45,6 +47,18 @@ public struct SimulatedNotification: Sendable, Hashable {
             receipt: refunded, isForged: true)
     }
 
+    /// A notification about `receipt`'s subscription at `date`, signed by Apple's chain, whose signed
+    /// transaction is signed too but has no `signedDate` (so it cannot be decoded) and whose renewal
+    /// info is left out: the subscription is named only by `originalTransactionId` in that payload.
+    public static func unreadable(of receipt: SimulatedReceipt, at date: Date) -> SimulatedNotification {
+        var notification = SimulatedNotification(
+            uuid: SimulatedReceipt.uuid(receipt.account, "unreadable", String(Int64(date.timeIntervalSince1970))),
+            type: "DID_RENEW", subtype: nil, signedDate: date, originalTransactionID: receipt.originalTransactionID,
+            receipt: receipt)
+        notification.hasUnreadableTransaction = true
+        return notification
+    }
+
     /// Whether a history that lists `percent` % of its notifications twice lists this one twice.
     func isListedTwice(percent: Int) -> Bool {
         percent > 0 && SimulatedIdentifier.fnv1a("twice#" + uuid) % 100 < UInt64(percent)
@@ -62,24 +76,7 @@ extension SimulatedReceipt {
     /// billing failure, grace period end, recovery, expiry). Scenarios Apple does not answer for
     /// (unknown accounts, broken receipts, outages) have none.
     public func notifications(until: Date) -> [SimulatedNotification] {
-        let originalID = originalTransactionID
-        var events: [(Date, String, String?, String)] = []
-        func add(_ at: Date, _ type: String, _ subtype: String? = nil, id: String? = nil) {
-            guard at <= until else { return }
-            events.append((at, type, subtype, id ?? originalID))
-        }
-        /// Renewals every period from `origin` (the first at `origin + period`), at the extended dates.
-        func renewals(from origin: Date) {
-            guard grantedExtensions(until: until).contains(where: { $0.at >= origin }) else {
-                var at = origin.addingTimeInterval(period)
-                while at <= until {
-                    add(at, "DID_RENEW")
-                    at = at.addingTimeInterval(period)
-                }
-                return
-            }
-            for renewal in extendedPeriods(from: origin, until: until).dropFirst() { add(renewal.start, "DID_RENEW") }
-        }
+        var events = TimelineEvents(until: until, originalID: originalTransactionID)
         // The end of a one-period subscription, moved by the extensions Apple granted.
         let grace = scenario == .gracePeriod ? Self.graceDays * Self.day : 0
         let firstEnd = extendedFirstEnd(until: until, grace: grace)
@@ -87,60 +84,82 @@ extension SimulatedReceipt {
         case .accountNotFound, .notAuthentic, .malformed, .outage, .html200:
             return []
         default:
-            add(start, "SUBSCRIBED", "INITIAL_BUY")
+            events.add(start, "SUBSCRIBED", "INITIAL_BUY")
         }
-        switch scenario {
-        case .voluntaryExpiry, .legacyIOS6:
-            add(start.addingTimeInterval(3_600), "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED")
-            add(firstEnd, "EXPIRED", "VOLUNTARY")
-        case .billingRetry:
-            add(firstEnd, "DID_FAIL_TO_RENEW")
-            add(firstEnd.addingTimeInterval(60 * Self.day), "EXPIRED", "BILLING_RETRY")
-        case .gracePeriod:
-            add(firstEnd, "DID_FAIL_TO_RENEW", "GRACE_PERIOD")
-            add(firstEnd.addingTimeInterval(grace), "GRACE_PERIOD_EXPIRED")
-            add(firstEnd.addingTimeInterval(60 * Self.day), "EXPIRED", "BILLING_RETRY")
-        case .billingRecovery:
-            let recovery = firstEnd.addingTimeInterval(3 * Self.day)
-            add(firstEnd, "DID_FAIL_TO_RENEW")
-            add(recovery, "DID_RENEW", "BILLING_RECOVERY")
-            renewals(from: recovery)
-        case .refund:
-            add(firstEnd, "DID_RENEW")
-            if let request = refundRequest { add(request.at, "CONSUMPTION_REQUEST") }
-            add(start.addingTimeInterval(1.5 * period), "REFUND")
-            add(start.addingTimeInterval(1.5 * period + 1), "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED")
-        case .upgrade:
-            let upgradeDate = start.addingTimeInterval(1.5 * period)
-            add(firstEnd, "DID_RENEW")
-            add(upgradeDate, "DID_CHANGE_RENEWAL_PREF", "UPGRADE")
-            renewals(from: upgradeDate)
-        case .multiseat:
-            renewals(from: start)
-            add(seatRefundDate, "REFUND", "SEATS")
-        case .refundRequest:
-            renewals(from: start)
-            if let request = refundRequest {
-                add(request.at, "CONSUMPTION_REQUEST")
-                add(request.at.addingTimeInterval(2 * Self.day), "REFUND_DECLINED")
-            }
-        case .multipleSubscriptions:
-            let addonID = SimulatedIdentifier.id(account, "addon")
-            add(start, "SUBSCRIBED", "INITIAL_BUY", id: addonID)
-            add(start.addingTimeInterval(3_600), "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED", id: addonID)
-            add(extendedFirstEnd(until: until, of: addonID), "EXPIRED", "VOLUNTARY", id: addonID)
-            renewals(from: start)
-        default:
-            renewals(from: start)
-        }
+        addScenarioEvents(to: &events, firstEnd: firstEnd, grace: grace)
         // Each extension Apple carried out, as it notifies it.
         for granted in extensions ?? [] {
-            add(granted.at, "RENEWAL_EXTENDED", id: granted.originalTransactionID ?? originalID)
+            events.add(granted.at, "RENEWAL_EXTENDED", id: granted.originalTransactionID ?? originalTransactionID)
         }
-        return events.sorted { ($0.0, $0.1) < ($1.0, $1.1) }.map { at, type, subtype, id in
+        return events.list.sorted { ($0.0, $0.1) < ($1.0, $1.1) }.map { at, type, subtype, id in
             SimulatedNotification(
                 uuid: Self.uuid(account, type, subtype ?? "", id, String(Int64(at.timeIntervalSince1970))),
                 type: type, subtype: subtype, signedDate: at, originalTransactionID: id, receipt: self)
+        }
+    }
+
+    /// The scenario's own events after the purchase (refund, upgrade, auto-renew off, billing failure,
+    /// grace period end, recovery, expiry) and the renewals between them.
+    private func addScenarioEvents(to events: inout TimelineEvents, firstEnd: Date, grace: TimeInterval) {
+        switch scenario {
+        case .voluntaryExpiry, .legacyIOS6:
+            events.add(start.addingTimeInterval(3_600), "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED")
+            events.add(firstEnd, "EXPIRED", "VOLUNTARY")
+        case .billingRetry:
+            events.add(firstEnd, "DID_FAIL_TO_RENEW")
+            events.add(firstEnd.addingTimeInterval(60 * Self.day), "EXPIRED", "BILLING_RETRY")
+        case .gracePeriod:
+            events.add(firstEnd, "DID_FAIL_TO_RENEW", "GRACE_PERIOD")
+            events.add(firstEnd.addingTimeInterval(grace), "GRACE_PERIOD_EXPIRED")
+            events.add(firstEnd.addingTimeInterval(60 * Self.day), "EXPIRED", "BILLING_RETRY")
+        case .billingRecovery:
+            let recovery = firstEnd.addingTimeInterval(3 * Self.day)
+            events.add(firstEnd, "DID_FAIL_TO_RENEW")
+            events.add(recovery, "DID_RENEW", "BILLING_RECOVERY")
+            addRenewals(from: recovery, to: &events)
+        case .refund:
+            events.add(firstEnd, "DID_RENEW")
+            if let request = refundRequest { events.add(request.at, "CONSUMPTION_REQUEST") }
+            events.add(start.addingTimeInterval(1.5 * period), "REFUND")
+            events.add(start.addingTimeInterval(1.5 * period + 1), "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED")
+        case .upgrade:
+            let upgradeDate = start.addingTimeInterval(1.5 * period)
+            events.add(firstEnd, "DID_RENEW")
+            events.add(upgradeDate, "DID_CHANGE_RENEWAL_PREF", "UPGRADE")
+            addRenewals(from: upgradeDate, to: &events)
+        case .multiseat:
+            addRenewals(from: start, to: &events)
+            events.add(seatRefundDate, "REFUND", "SEATS")
+        case .refundRequest:
+            addRenewals(from: start, to: &events)
+            if let request = refundRequest {
+                events.add(request.at, "CONSUMPTION_REQUEST")
+                events.add(request.at.addingTimeInterval(2 * Self.day), "REFUND_DECLINED")
+            }
+        case .multipleSubscriptions:
+            let addonID = SimulatedIdentifier.id(account, "addon")
+            events.add(start, "SUBSCRIBED", "INITIAL_BUY", id: addonID)
+            events.add(start.addingTimeInterval(3_600), "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED", id: addonID)
+            events.add(extendedFirstEnd(until: events.until, of: addonID), "EXPIRED", "VOLUNTARY", id: addonID)
+            addRenewals(from: start, to: &events)
+        default:
+            addRenewals(from: start, to: &events)
+        }
+    }
+
+    /// Renewals every period from `origin` (the first at `origin + period`), at the extended dates.
+    private func addRenewals(from origin: Date, to events: inout TimelineEvents) {
+        let until = events.until
+        guard grantedExtensions(until: until).contains(where: { $0.at >= origin }) else {
+            var at = origin.addingTimeInterval(period)
+            while at <= until {
+                events.add(at, "DID_RENEW")
+                at = at.addingTimeInterval(period)
+            }
+            return
+        }
+        for renewal in extendedPeriods(from: origin, until: until).dropFirst() {
+            events.add(renewal.start, "DID_RENEW")
         }
     }
 
@@ -186,6 +205,14 @@ extension SimulatedNotification {
             data["signedRenewalInfo"] = item.renewal
             data["status"] = item.status
         }
+        if hasUnreadableTransaction {
+            let transaction: [String: Any] = [
+                "originalTransactionId": originalTransactionID, "bundleId": receipt.bundleIdentifier,
+                "environment": environment,
+            ]
+            data["signedTransactionInfo"] = try signer.sign(SimulatedReceipt.json(transaction))
+            data["signedRenewalInfo"] = nil
+        }
         if type == "CONSUMPTION_REQUEST" { data["consumptionRequestReason"] = receipt.refundRequest?.reason }
         var payload: [String: Any] = [
             "notificationType": type, "notificationUUID": uuid, "version": "2.0",
@@ -193,5 +220,23 @@ extension SimulatedNotification {
         ]
         payload["subtype"] = subtype
         return try signer.sign(SimulatedReceipt.json(payload))
+    }
+}
+
+/// A timeline's notifications as they are added: each signed at or before `until`, about the
+/// customer's subscription unless another id is given.
+private struct TimelineEvents {
+    let until: Date
+    let originalID: String
+    var list: [(Date, String, String?, String)] = []
+
+    init(until: Date, originalID: String) {
+        self.until = until
+        self.originalID = originalID
+    }
+
+    mutating func add(_ at: Date, _ type: String, _ subtype: String? = nil, id: String? = nil) {
+        guard at <= until else { return }
+        list.append((at, type, subtype, id ?? originalID))
     }
 }

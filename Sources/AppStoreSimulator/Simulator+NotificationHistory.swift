@@ -51,7 +51,7 @@ extension SimulatorRoutes {
         let genuine = state.registeredReceipts()
             .filter { ($0.scenario == .sandbox) == sandbox && $0.bundleIdentifier == bundle }
             .flatMap { $0.notifications(until: min(end, visibleUntil)) }
-        let forged = state.forgedNotifications.filter {
+        let forged = (state.forgedNotifications + state.unreadableNotifications).filter {
             ($0.receipt.scenario == .sandbox) == sandbox && $0.signedDate <= visibleUntil
         }
         let summaries = sandbox ? [] : state.massExtensionSummaries(bundle: bundle, until: visibleUntil)

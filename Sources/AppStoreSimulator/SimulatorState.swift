@@ -105,6 +105,7 @@ public final class SimulatorState: Sendable {
         var feedDuplicatePercent = 0
         var askedForHistory: [String: Bool] = [:]
         var forgedNotifications: [SimulatedNotification] = []
+        var unreadableNotifications: [SimulatedNotification] = []
         var historyPageSize = 20
         var historyRevisions: [String?] = []
         var consumptionAnswers: [ConsumptionAnswer] = []
@@ -292,6 +293,13 @@ public final class SimulatorState: Sendable {
     public var forgedNotifications: [SimulatedNotification] {
         get { storage.withLock { $0.forgedNotifications } }
         set { storage.withLock { $0.forgedNotifications = newValue } }
+    }
+
+    /// Notifications Apple signed whose signed transaction the job cannot decode, listed in Notification
+    /// History beside the real ones (`SimulatedNotification.unreadable(of:at:)`).
+    public var unreadableNotifications: [SimulatedNotification] {
+        get { storage.withLock { $0.unreadableNotifications } }
+        set { storage.withLock { $0.unreadableNotifications = newValue } }
     }
 
     /// Notification History requests answered so far (any answer).

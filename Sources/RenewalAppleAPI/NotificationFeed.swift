@@ -19,6 +19,10 @@ public struct FeedPage: Sendable {
     public var refused: [FailureReason]
     /// The next page's token; nil on the last page.
     public var nextToken: String?
+    /// The subscriptions (original transaction ids) named by verified notifications whose data could
+    /// not be decoded (among `refused` as `notification_data_unreadable`): the notification is lost, so
+    /// the subscription is made due and the next check reads its state from Apple instead.
+    public var unreadableSubscriptions: [String] = []
 
     public init(notifications: [FeedNotification], refused: [FailureReason], nextToken: String?) {
         self.notifications = notifications

@@ -160,22 +160,8 @@ struct FeedPull: Sendable {
         let environment = stream.environment
         var logger = self.logger
         if let app = stream.app { logger[metadataKey: LogKey.app] = "\(app)" }
-        let cursor = try await store.feedCursor(stream)
-        if let cursor, cursor > now.addingTimeInterval(-Self.freshness) {
-            outcome.leftToOthers.insert(stream)
+        guard let start = try await windowStart(of: stream, now: now, logger: logger, outcome: &outcome) else {
             return outcome
-        }
-        let oldest = now.addingTimeInterval(-Self.kept(environment) + 86_400)
-        var start = (cursor ?? now).addingTimeInterval(-overlap)
-        if start < oldest {
-            logger.warning(
-                "The change feed's last pull is older than Apple keeps history: notifications in between are lost",
-                metadata: [
-                    LogKey.appStoreEnvironment: "\(environment.rawValue)",
-                    LogKey.feedPulledUntil: "\(cursor.map(Timestamp.string) ?? "never")",
-                ])
-            start = oldest
-            if cursor != nil { outcome.gaps.insert(stream) }
         }
         var token: String?
         var pages = 0
@@ -194,51 +180,7 @@ struct FeedPull: Sendable {
                 break pulling
             case .success(let page):
                 pages += 1
-                outcome.refused += page.refused
-                for reason in page.refused where reason == .notificationDataUnreadable {
-                    outcome.undecodable += 1
-                    logger.error(
-                        "A verified notification from the change feed has data the job cannot decode; it changes nothing",
-                        metadata: [LogKey.appStoreEnvironment: "\(environment.rawValue)", LogKey.reason: "\(reason)"])
-                }
-                for reason in page.refused where reason != .notificationDataUnreadable {
-                    logger.warning(
-                        "A notification from the change feed failed verification and changes nothing",
-                        metadata: [LogKey.appStoreEnvironment: "\(environment.rawValue)", LogKey.reason: "\(reason)"])
-                }
-                let records = page.notifications.map { notification in
-                    var record = FeedNotificationRecord(
-                        uuid: notification.uuid, environment: environment, type: notification.type,
-                        subtype: notification.subtype, originalTransactionID: notification.originalTransactionID,
-                        signedAt: notification.signedDate, bundleID: stream.app, evidence: notification.evidence)
-                    record.transactionID = notification.transactionID
-                    record.periodStart = notification.periodStart
-                    record.periodEnd = notification.periodEnd
-                    record.productID = notification.productID
-                    record.consumptionRequestReason = notification.consumptionRequestReason
-                    record.extensionSummary = notification.extensionSummary
-                    return record
-                }
-                let now = clock()
-                let context = rules.map {
-                    EntitlementDecision.Context(
-                        now: now, random: 0.5, runID: runID, leaseOwner: nil, queueWebhooks: queueWebhooks, rules: $0)
-                }
-                let recorded = try await store.recordFeedNotifications(
-                    records, runID: runID, now: now, applying: context)
-                outcome.count(recorded)
-                for unknown in recorded.unmatched {
-                    logger.warning(
-                        """
-                        Apple sent a notification about a subscription the database does not know; import its \
-                        receipt or id
-                        """,
-                        metadata: [
-                            LogKey.originalTransactionID: "\(unknown.originalTransactionID ?? "")",
-                            LogKey.notificationType: "\(unknown.type)",
-                            LogKey.appStoreEnvironment: "\(environment.rawValue)",
-                        ])
-                }
+                try await record(page, of: stream, logger: logger, into: &outcome)
                 token = page.nextToken
             }
         } while token != nil
@@ -246,5 +188,102 @@ struct FeedPull: Sendable {
             try await store.advanceFeedCursor(stream, from: start, to: now, now: now)
         }
         return outcome
+    }
+
+    /// Where `stream`'s window starts: `overlap` before its cursor, no further back than Apple keeps
+    /// history (an older cursor is a gap, logged). Nil when another worker has just read it.
+    private func windowStart(
+        of stream: FeedStream, now: Date, logger: Logger, outcome: inout Outcome
+    ) async throws -> Date? {
+        let cursor = try await store.feedCursor(stream)
+        if let cursor, cursor > now.addingTimeInterval(-Self.freshness) {
+            outcome.leftToOthers.insert(stream)
+            return nil
+        }
+        let oldest = now.addingTimeInterval(-Self.kept(stream.environment) + 86_400)
+        let start = (cursor ?? now).addingTimeInterval(-overlap)
+        guard start < oldest else { return start }
+        logger.warning(
+            "The change feed's last pull is older than Apple keeps history: notifications in between are lost",
+            metadata: [
+                LogKey.appStoreEnvironment: "\(stream.environment.rawValue)",
+                LogKey.feedPulledUntil: "\(cursor.map(Timestamp.string) ?? "never")",
+            ])
+        if cursor != nil { outcome.gaps.insert(stream) }
+        return oldest
+    }
+
+    /// Records one page: its notifications applied or made due in one transaction, its refusals
+    /// logged, and each subscription named by a notification whose data could not be decoded made due.
+    private func record(_ page: FeedPage, of stream: FeedStream, logger: Logger, into outcome: inout Outcome)
+        async throws
+    {
+        let environment = stream.environment
+        logRefusals(page.refused, environment: environment, logger: logger, outcome: &outcome)
+        let records = page.notifications.map { FeedNotificationRecord($0, environment: environment, app: stream.app) }
+        let now = clock()
+        let context = rules.map {
+            EntitlementDecision.Context(
+                now: now, random: 0.5, runID: runID, leaseOwner: nil, queueWebhooks: queueWebhooks, rules: $0)
+        }
+        let recorded = try await store.recordFeedNotifications(records, runID: runID, now: now, applying: context)
+        outcome.count(recorded)
+        for unknown in recorded.unmatched {
+            logger.warning(
+                """
+                Apple sent a notification about a subscription the database does not know; import its \
+                receipt or id
+                """,
+                metadata: [
+                    LogKey.originalTransactionID: "\(unknown.originalTransactionID ?? "")",
+                    LogKey.notificationType: "\(unknown.type)",
+                    LogKey.appStoreEnvironment: "\(environment.rawValue)",
+                ])
+        }
+        if !page.unreadableSubscriptions.isEmpty {
+            outcome.madeDue += try await store.makeDue(
+                afterUnreadableNotificationsAbout: page.unreadableSubscriptions, now: clock())
+        }
+    }
+
+    /// Logs the page's refused notifications; one verified but with data the job cannot decode is
+    /// an error and a failure of the run, the others (failed verification) warnings.
+    private func logRefusals(
+        _ refused: [FailureReason], environment: AppStoreEnvironment, logger: Logger, outcome: inout Outcome
+    ) {
+        outcome.refused += refused
+        for reason in refused {
+            let metadata: Logger.Metadata = [
+                LogKey.appStoreEnvironment: "\(environment.rawValue)", LogKey.reason: "\(reason)",
+            ]
+            if reason == .notificationDataUnreadable {
+                outcome.undecodable += 1
+                logger.error(
+                    """
+                    A verified notification from the change feed has data the job cannot decode; its \
+                    subscription, when named, is made due
+                    """,
+                    metadata: metadata)
+            } else {
+                logger.warning(
+                    "A notification from the change feed failed verification and changes nothing", metadata: metadata)
+            }
+        }
+    }
+}
+
+extension FeedNotificationRecord {
+    /// The record of a verified notification from `environment`'s feed of `app`.
+    init(_ notification: FeedNotification, environment: AppStoreEnvironment, app: String?) {
+        self.init(
+            uuid: notification.uuid, environment: environment, type: notification.type,
+            subtype: notification.subtype, originalTransactionID: notification.originalTransactionID,
+            signedAt: notification.signedDate, bundleID: app, evidence: notification.evidence)
+        transactionID = notification.transactionID
+        periodStart = notification.periodStart
+        periodEnd = notification.periodEnd
+        productID = notification.productID
+        consumptionRequestReason = notification.consumptionRequestReason
+        extensionSummary = notification.extensionSummary
     }
 }

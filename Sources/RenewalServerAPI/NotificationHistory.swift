@@ -30,6 +30,8 @@ struct NotificationPayload: SignedPayload {
         var status: Int?
         /// Of a `CONSUMPTION_REQUEST`: why the customer asked for a refund.
         var consumptionRequestReason: String?
+        /// `signedTransactionInfo` or `signedRenewalInfo` was sent but is not a string.
+        var signedDataUnreadable = false
 
         enum CodingKeys: String, CodingKey {
             case environment, bundleId, signedTransactionInfo, signedRenewalInfo, status, consumptionRequestReason
@@ -43,6 +45,9 @@ struct NotificationPayload: SignedPayload {
             signedRenewalInfo = c.flexibleString(.signedRenewalInfo)
             status = c.flexibleInt(.status)
             consumptionRequestReason = c.flexibleString(.consumptionRequestReason)
+            signedDataUnreadable =
+                (signedTransactionInfo == nil && c.holdsValue(.signedTransactionInfo))
+                || (signedRenewalInfo == nil && c.holdsValue(.signedRenewalInfo))
         }
     }
 
@@ -117,8 +122,9 @@ public struct VerifiedNotification: Sendable, Hashable {
     public var consumptionRequestReason: String?
     /// `summary`, of a mass extension's `RENEWAL_EXTENSION` `SUMMARY`.
     public var extensionSummary: ExtensionSummary?
-    /// Apple sent `data` but it is not an object the job can read: the notification is a failure, not one
-    /// about no subscription.
+    /// Apple sent `data` but it is not an object the job can read, or its signed transaction or renewal
+    /// info cannot be decoded: the notification is a failure, not one about no subscription
+    /// (`originalTransactionID` is then the subscription as far as it can still be read).
     public var dataUnreadable = false
 
     /// The notification in the decision's terms, with the subscription's signed state when it carries
@@ -157,17 +163,12 @@ extension SignedDataVerifier {
         else {
             throw .malformed("the notification has no notificationUUID, notificationType or signedDate")
         }
-        var transaction: JWSTransaction?
-        if let signed = payload.data?.signedTransactionInfo {
-            transaction = try await self.transaction(signed, environment: environment)
-        }
-        var renewal: JWSRenewalInfo?
-        if let signed = payload.data?.signedRenewalInfo {
-            renewal = try await renewalInfo(signed, environment: environment)
-        }
+        let signedData = try await self.signedData(of: payload.data, environment: environment)
+        let transaction = signedData.transaction
         var verified = VerifiedNotification(
             uuid: uuid, type: type, subtype: payload.subtype, signedDate: signedDate,
-            originalTransactionID: transaction?.originalTransactionId, transaction: transaction, renewal: renewal,
+            originalTransactionID: transaction?.originalTransactionId, transaction: transaction,
+            renewal: signedData.renewal,
             status: payload.data?.status, bundleID: payload.data?.bundleId,
             consumptionRequestReason: payload.data?.consumptionRequestReason,
             extensionSummary: payload.summary.flatMap { summary in
@@ -177,7 +178,8 @@ extension SignedDataVerifier {
                 return ExtensionSummary(
                     requestIdentifier: id, succeeded: summary.succeededCount, failed: summary.failedCount)
             })
-        verified.dataUnreadable = payload.dataUnreadable
+        verified.dataUnreadable = payload.dataUnreadable || signedData.isUnreadable
+        if signedData.isUnreadable { verified.originalTransactionID = signedData.originalTransactionID }
         return verified
     }
 }
@@ -246,6 +248,7 @@ extension ServerAPIClient: NotificationFeed {
         }
         var notifications: [FeedNotification] = []
         var refused: [FailureReason] = []
+        var unreadable: [String] = []
         for record in page.notificationHistory ?? [] {
             guard let signed = record.signedPayload else {
                 refused.append(.jwsMalformed)
@@ -255,6 +258,7 @@ extension ServerAPIClient: NotificationFeed {
                 let verified = try await verifier.notification(signed, environment: environment.rawValue)
                 guard !verified.dataUnreadable else {
                     refused.append(.notificationDataUnreadable)
+                    if let id = verified.originalTransactionID { unreadable.append(id) }
                     continue
                 }
                 let isSubscription = verified.transaction?.isAutoRenewableSubscription ?? false
@@ -276,6 +280,8 @@ extension ServerAPIClient: NotificationFeed {
                 refused.append(error.reason)
             }
         }
-        return .success(FeedPage(notifications: notifications, refused: refused, nextToken: page.nextToken))
+        var feedPage = FeedPage(notifications: notifications, refused: refused, nextToken: page.nextToken)
+        feedPage.unreadableSubscriptions = unreadable
+        return .success(feedPage)
     }
 }

@@ -87,6 +87,12 @@ public protocol SubscriptionStore: TransactionHistoryStore, RefundRequestStore, 
         applying context: EntitlementDecision.Context?
     ) async throws -> FeedRecordResult
 
+    /// Makes due at `now` (never later than it already was) each receipt holding one of
+    /// `originalTransactionIDs`: subscriptions named by verified notifications whose data could not be
+    /// decoded, so the next check reads their state from Apple. Unknown ids are skipped. Returns how
+    /// many receipts were made due.
+    func makeDue(afterUnreadableNotificationsAbout originalTransactionIDs: [String], now: Date) async throws -> Int
+
     /// While `stream`'s feed is down: makes due every receipt of its environment (and app) whose
     /// outage check (`ReceiptUpdate.outageCheckAt`) has come by `now`, leaving the feed's schedule of
     /// all the others as it is. Returns how many were made due.
