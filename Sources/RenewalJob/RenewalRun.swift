@@ -60,20 +60,7 @@ public struct RenewalRun: Sendable {
             id: runID, command: configuration.command.name, startedAt: startedAt, host: configuration.host,
             processID: configuration.processID, workerID: configuration.dryRun ? nil : configuration.workerID)
         logStart(logger: logger)
-        // Start-up: a database that refuses these fails with its own error (exit 78 or 75).
-        var recovered = RecoveredWork()
-        if !configuration.dryRun {
-            try await store.beginRun(record)
-            // Work of processes that died holding it is taken back before anything is claimed.
-            recovered = try await store.recoverAbandonedWork(except: configuration.workerID, now: startedAt)
-            RunExecution.log(recovered, logger: logger)
-        }
-        var report: ReportWriter?
-        if let reportPath = configuration.reportPath {
-            report = try await ReportWriter(
-                path: reportPath, runID: runID, command: record.command, dryRun: configuration.dryRun,
-                startedAt: startedAt)
-        }
+        let (recovered, report) = try await startUp(record, logger: logger)
         // Apple's change feed first: what it announces is applied, or made due so this run checks it;
         // then whether the feed can be trusted decides this run's schedule for Server API subscriptions.
         let feeds = try await readFeeds(runID: runID, startedAt: startedAt, report: report, logger: logger)
@@ -113,13 +100,7 @@ public struct RenewalRun: Sendable {
         // The ledger's history and the mass extensions in progress; a failure there, in the refund answers
         // or in the feed's notifications is work the operator must know about: the run ends with exit 3.
         status = await followUp(after: status, counts: &loop.counts, logger: logger)
-        if let webhooks = dependencies.webhooks, case .run = configuration.command, !configuration.dryRun {
-            // The changes just written go out now, within the delivery's own time budget and breaker.
-            let delivery = await webhooks.deliverForRun(logger: logger, metrics: dependencies.metrics)
-            loop.counts.delivered = delivery.delivered
-            loop.counts.deliveryFailed = delivery.failed
-            loop.counts.oldestUndeliveredSeconds = delivery.oldestUndeliveredSeconds
-        }
+        await deliverWebhooks(counts: &loop.counts, logger: logger)
         let finishedAt = finishTime()
         let counts = loop.counts
         try await report?.finish(finishedAt: finishedAt, status: status, exitCode: Int(status.exitCode), counts: counts)
@@ -128,6 +109,37 @@ public struct RenewalRun: Sendable {
         return RenewalOutcome(
             runID: runID, status: status, counts: counts, startedAt: startedAt, finishedAt: finishedAt,
             reportPath: configuration.reportPath)
+    }
+
+    /// Start-up: the run recorded, work of processes that died holding it taken back before anything
+    /// is claimed, and the report opened. A database that refuses these fails with its own error
+    /// (exit 78 or 75).
+    private func startUp(_ record: RunRecord, logger: Logger) async throws -> (RecoveredWork, ReportWriter?) {
+        var recovered = RecoveredWork()
+        if !configuration.dryRun {
+            try await store.beginRun(record)
+            recovered = try await store.recoverAbandonedWork(except: configuration.workerID, now: record.startedAt)
+            RunExecution.log(recovered, logger: logger)
+        }
+        var report: ReportWriter?
+        if let reportPath = configuration.reportPath {
+            report = try await ReportWriter(
+                path: reportPath, runID: record.id, command: record.command, dryRun: configuration.dryRun,
+                startedAt: record.startedAt)
+        }
+        return (recovered, report)
+    }
+
+    /// The changes just written go out now, within the delivery's own time budget and breaker (a run
+    /// that checks, not a dry run).
+    private func deliverWebhooks(counts: inout RenewalCounts, logger: Logger) async {
+        guard let webhooks = dependencies.webhooks, case .run = configuration.command, !configuration.dryRun else {
+            return
+        }
+        let delivery = await webhooks.deliverForRun(logger: logger, metrics: dependencies.metrics)
+        counts.delivered = delivery.delivered
+        counts.deliveryFailed = delivery.failed
+        counts.oldestUndeliveredSeconds = delivery.oldestUndeliveredSeconds
     }
 
     private func logStart(logger: Logger) {
