@@ -20,13 +20,15 @@ struct TimelinePopulation {
 
     var members: [Member] = []
 
-    /// The mix: scenario, variant name, weight. Variants: `prorated` refunds half the period,
-    /// `extended` gets a renewal-date extension at a random moment of the month.
+    /// The mix: scenario, variant name, weight. Variants: `prorated` refunds half the period, `requested`
+    /// asks for the refund a day before it, `extended` gets a renewal-date extension at a random moment of
+    /// the month.
     static let mix: [(scenario: Scenario, variant: String, weight: Int)] = [
         (.renewal, "", 22), (.renewal, "extended", 8), (.trial, "", 10), (.voluntaryExpiry, "", 7),
         (.voluntaryExpiry, "extended", 3), (.billingRetry, "", 6), (.gracePeriod, "", 7),
         (.gracePeriod, "extended", 4), (.billingRecovery, "", 7), (.refund, "", 6), (.refund, "prorated", 5),
-        (.upgrade, "", 4), (.multiseat, "", 3), (.familyShared, "", 4), (.sandbox, "", 4),
+        (.upgrade, "", 4), (.multiseat, "", 3), (.multipleSubscriptions, "", 3), (.refundRequest, "", 2),
+        (.refund, "requested", 2), (.familyShared, "", 4), (.sandbox, "", 4),
     ]
 
     init(count: Int, seed: UInt64, origin: Date, days: Double) {
@@ -51,6 +53,7 @@ struct TimelinePopulation {
                 account: "tp-\(seed)-\(index)", scenario: choice.scenario, start: origin.addingTimeInterval(-age),
                 period: period, productID: period < 30 * 86_400 ? "com.example.pro.weekly" : "com.example.pro.monthly")
             if choice.variant == "prorated" { receipt.refundPercentage = 50_000 }
+            if choice.variant == "requested" { receipt.refundRequested = true }
             var member = Member(
                 user: String(format: "tp-%04d", index), receipt: receipt,
                 kind: choice.scenario.rawValue + (choice.variant.isEmpty ? "" : " (\(choice.variant))"))
@@ -144,6 +147,9 @@ struct EntitlementComparison {
     var awaitingCheck = 0
     /// Each counted row's stored entitlement, by original transaction id.
     var granted: [String: Bool] = [:]
+    /// The counted rows Core agreed with, and the ledger it agreed from: what a later look at this moment
+    /// is compared with (`LaterAnswers`).
+    var agreed: [(row: StoredSubscription, ledger: SubscriptionLedger?)] = []
 
     /// Compares the database at `now`; `ledgers` is every subscription's, read through `ledgerPage`.
     init(rows: [StoredSubscription], ledgers: [String: SubscriptionLedger], now: Date) {
@@ -167,6 +173,8 @@ struct EntitlementComparison {
             if row.state.grantsAccess != core {
                 disagreements.append(
                     Disagreement(kind: Self.kind(row, core: core, ledger: ledger, now: now), row: row, ledger: ledger))
+            } else {
+                agreed.append((row, ledger))
             }
         }
     }
@@ -224,5 +232,60 @@ struct EntitlementComparison {
                 + " (\(t.origin.rawValue))"
         }
         return "  " + fields + "\n" + transactions.joined(separator: "\n")
+    }
+}
+
+/// The analytics answer for past moments too (churn, cohorts, the daily series): at the end of the month,
+/// Core's answer for each earlier run's moment, from the final ledger, must still be what the row stored then
+/// and Core agreed with then, unless Apple's facts about that moment changed since (a refund or a renewal
+/// learned later, an extension): a transaction purchased by that moment that appeared, or whose expiry or
+/// revocation moved. Without such a change a different answer means the analytics lost a fact they had.
+struct LaterAnswers {
+    struct Moment {
+        var run: Int
+        var at: Date
+        var agreed: [(row: StoredSubscription, ledger: SubscriptionLedger?)]
+    }
+
+    struct Disagreement {
+        var kind: String
+        var moment: Moment
+        var row: StoredSubscription
+        var then: SubscriptionLedger?
+        var later: SubscriptionLedger?
+    }
+
+    var disagreements: [Disagreement] = []
+    /// Answers that changed because Apple's facts about the moment changed since.
+    var rewritten = 0
+    var compared = 0
+
+    init(_ moments: [Moment], final ledgers: [String: SubscriptionLedger]) {
+        for moment in moments {
+            for (row, then) in moment.agreed {
+                compared += 1
+                let later = ledgers[row.originalTransactionID]
+                let answer = later.map { EntitlementComparison.entitled($0, at: moment.at) } ?? false
+                guard answer != row.state.grantsAccess else { continue }
+                if Self.facts(then, upTo: moment.at) != Self.facts(later, upTo: moment.at) {
+                    rewritten += 1
+                    continue
+                }
+                let kind =
+                    "Core's later answer for an earlier moment: the row was \(row.state.rawValue) there, Core now "
+                    + "says \(answer ? "entitled" : "not entitled") from the same transactions"
+                disagreements.append(
+                    Disagreement(kind: kind, moment: moment, row: row, then: then, later: later))
+            }
+        }
+    }
+
+    /// What the ledger says of the transactions purchased by `moment`: which, and when each ends.
+    static func facts(_ ledger: SubscriptionLedger?, upTo moment: Date) -> [String: [Date?]] {
+        var facts: [String: [Date?]] = [:]
+        for transaction in ledger?.transactions ?? [] where (transaction.purchasedAt ?? .distantFuture) <= moment {
+            facts[transaction.transactionID] = [transaction.expiresAt, transaction.revokedAt]
+        }
+        return facts
     }
 }

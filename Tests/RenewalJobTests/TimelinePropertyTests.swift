@@ -34,7 +34,8 @@ struct TimelinePropertyTests {
         runs 1 to 12 hours apart: after each run every production subscription bought by its customer is \
         entitled in the database exactly when the analytics' ledger says it is entitled now (but in the minutes \
         between an end and the check planned after it), and the analytics' active count equals the rows stored \
-        as entitled and paid
+        as entitled and paid; at the end, Core's answer for each earlier run's moment is still the one stored \
+        then, unless Apple's facts about that moment changed since
         """,
         arguments: Backend.available, Learning.allCases)
     func storedStateAgreesWithTheLedger(backend: Backend, learning: Learning) async throws {
@@ -50,6 +51,7 @@ struct TimelinePropertyTests {
             // The runs' own moments come from the seed too: 1 to 12 hours apart, so some fall minutes after
             // an expiry or a grace period's end and some hours after.
             var random = SeededGenerator(seed: seed ^ 0x5EED)
+            var moments: [LaterAnswers.Moment] = []
             try await h.withServerAPIClient { client in
                 let router = SourceRouter(
                     mode: learning == .feed ? .auto : .verifyReceipt, verifyReceipt: h.client, serverAPI: client)
@@ -65,9 +67,12 @@ struct TimelinePropertyTests {
                     let comparison = EntitlementComparison(
                         rows: try await StoredSubscription.all(h), ledgers: try await Self.ledgers(store), now: now)
                     tally.add(comparison, now: now)
+                    moments.append(LaterAnswers.Moment(run: tally.runs - 1, at: now, agreed: comparison.agreed))
                     h.state.advance(by: Double.random(in: 1...12, using: &random) * Self.hour)
                 }
             }
+            // At the end, every earlier moment again, from the month's final ledger.
+            tally.record(LaterAnswers(moments, final: try await Self.ledgers(store)))
             print(tally.summary)
             // The population exercises the property: entitlements come and go over the month.
             #expect(tally.flips > Self.subscribers / 4, "entitlement changes over the month: \(tally.flips)")
@@ -99,70 +104,6 @@ struct TimelinePropertyTests {
             for ledger in page { ledgers[ledger.originalTransactionID] = ledger }
             guard page.count == 97, let last = page.last else { return ledgers }
             after = last.originalTransactionID
-        }
-    }
-
-    /// What the runs of the month saw, and the failures recorded: one issue per kind of disagreement (its
-    /// first occurrence, with its row and ledger), one for the first run whose active counts differ.
-    struct Tally {
-        var seed: UInt64
-        var backend: Backend
-        var learning: Learning
-        var runs = 0
-        var extensions = 0
-        var counted: [Int] = []
-        var entitled: [Int] = []
-        var awaitingCheck = 0
-        var flips = 0
-        var kinds: [String: Int] = [:]
-        /// Runs after which the analytics' active count and the stored one differ.
-        var countMismatches = 0
-        var previous: [String: Bool] = [:]
-
-        mutating func add(_ comparison: EntitlementComparison, now: Date) {
-            let when = "seed \(seed), \(backend), \(learning), run \(runs) at \(Timestamp.string(now))"
-            runs += 1
-            counted.append(comparison.counted)
-            entitled.append(comparison.entitled)
-            awaitingCheck += comparison.awaitingCheck
-            for disagreement in comparison.disagreements {
-                kinds[disagreement.kind, default: 0] += 1
-                guard kinds[disagreement.kind] == 1 else { continue }
-                let row = disagreement.row
-                Issue.record(
-                    """
-                    \(when): \(disagreement.kind): user \(row.userID), subscription \(row.originalTransactionID)
-                      row: \(row.described)
-                      ledger:
-                    \(EntitlementComparison.describe(disagreement.ledger))
-                    """)
-            }
-            if comparison.analyticsActive != comparison.storedActive {
-                countMismatches += 1
-                if countMismatches == 1 {
-                    Issue.record(
-                        """
-                        \(when): the analytics count \(comparison.analyticsActive) active paid subscriptions, the \
-                        database stores \(comparison.storedActive) entitled and paid in production (rows awaiting \
-                        the check after their end left out: \(comparison.awaitingCheck)); later runs differing are \
-                        counted in the summary
-                        """)
-                }
-            }
-            for (id, value) in comparison.granted where previous[id].map({ $0 != value }) ?? false { flips += 1 }
-            previous = comparison.granted
-        }
-
-        var summary: String {
-            "timeline property [\(backend), \(learning)]: seed \(seed), \(runs) runs, \(extensions) extensions "
-                + "granted; counted rows per run \(counted.min() ?? 0)–\(counted.max() ?? 0), entitled "
-                + "\(entitled.min() ?? 0)–\(entitled.max() ?? 0), entitlement changes \(flips), rows awaiting the "
-                + "check after their end \(awaitingCheck), runs whose active counts differ \(countMismatches); "
-                + "disagreements by kind: "
-                + (kinds.isEmpty
-                    ? "none"
-                    : kinds.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
-                        .joined(separator: "; "))
         }
     }
 }
