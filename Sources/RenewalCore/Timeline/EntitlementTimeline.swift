@@ -28,10 +28,10 @@ public struct EntitlementTimeline: Sendable {
     /// The transactions that count, oldest purchase first.
     public let transactions: [LedgerTransaction]
     /// The grace facts, each with the period it follows.
-    private let graces: [(fact: SubscriptionFact, period: LedgerTransaction)]
+    let graces: [(fact: SubscriptionFact, period: LedgerTransaction)]
     /// Per transaction id: spans inside its period when it did not entitle (a revocation Apple later
     /// reversed; the time between its old expiry and an extension stated after it).
-    private let gaps: [String: [Range<Date>]]
+    let gaps: [String: [Range<Date>]]
 
     /// `transactions`: the subscription's transactions that count (see
     /// `SubscriptionLedger.countedTransactions`); `facts`: every fact recorded about it.
