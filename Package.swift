@@ -267,6 +267,7 @@ let package = Package(
             name: "RenewalAppStoreTests",
             dependencies: [
                 "RenewalAppStore", "RenewalAppleAPI", "RenewalCore", "AppStoreSimulator", "RenewalTesting",
+                "RenewalServerAPI",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

@@ -40,7 +40,7 @@ extension SimulatedReceipt {
             "expiresDate": SimulatedReceipt.ms(start.addingTimeInterval(period)),
             "signedDate": SimulatedReceipt.ms(start), "type": "Auto-Renewable Subscription",
             "inAppOwnershipType": scenario == .familyShared ? "FAMILY_SHARED" : "PURCHASED",
-            "transactionReason": "PURCHASE", "quantity": 1, "appAccountToken": appAccountToken,
+            "transactionReason": "PURCHASE", "quantity": 1, "appAccountToken": accountToken ?? appAccountToken,
             "storefront": "USA", "storefrontId": "143441",
         ]
         return try signer.sign(SimulatedReceipt.json(payload))
@@ -54,7 +54,7 @@ extension SimulatedReceipt {
             line["latest_receipt"] = encoded
         case .transactionID:
             line["original_transaction_id"] = originalTransactionID
-            line["app_account_token"] = appAccountToken
+            line["app_account_token"] = accountToken ?? appAccountToken
             line["product_id"] = productID
         case .signedTransaction:
             guard let signer else { throw ImportLineError.noSigner }

@@ -49,6 +49,13 @@ public struct SimulatedReceipt: Codable, Sendable, Hashable {
     /// Renewal-date extensions Apple granted this subscription (Extend a Subscription Renewal Date); nil
     /// for none. Each moves the end of the period it was granted in, and every later period, by its days.
     public var extensions: [SimulatedExtension]?
+    /// The `appAccountToken` the app set at purchase, which Apple returns in every signed transaction and
+    /// renewal info of the Server API and of notifications; nil (the default): the app set none, so they
+    /// carry none. `withAppAccountToken(_:)` sets one (by default the derived `appAccountToken`).
+    public var accountToken: String?
+    /// Tokens bound later by Set App Account Token, oldest first: each replaces the token of the subscription
+    /// it names from its date on. `SimulatorState` fills it from what it was sent; nil for none.
+    public var accountTokenChanges: [SimulatedTokenChange]?
 
     /// The seats bought with a multiseat purchase.
     public var purchasedSeats: Int { seats ?? 5 }

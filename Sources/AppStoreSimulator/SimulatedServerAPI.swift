@@ -190,7 +190,8 @@ extension SimulatedReceipt {
         return 2
     }
 
-    private func transactionPayload(_ row: LatestReceiptInfo, environment: String, now: Date) -> [String: Any] {
+    /// One signed transaction's payload for `row`, as Apple signs it at `now`.
+    func transactionPayload(_ row: LatestReceiptInfo, environment: String, now: Date) -> [String: Any] {
         var payload: [String: Any] = [
             "bundleId": bundleIdentifier, "environment": environment, "signedDate": Self.ms(now), "quantity": 1,
             "type": "Auto-Renewable Subscription", "storefront": prices.storefront,
@@ -201,6 +202,7 @@ extension SimulatedReceipt {
         payload["originalTransactionId"] = row.originalTransactionID
         payload["webOrderLineItemId"] = row.webOrderLineItemID
         payload["productId"] = row.productID
+        payload["appAccountToken"] = appAccountToken(of: row.originalTransactionID ?? originalTransactionID, at: now)
         payload["subscriptionGroupIdentifier"] = row.subscriptionGroupIdentifier
         payload["purchaseDate"] = row.purchaseDate.map(Self.ms)
         payload["originalPurchaseDate"] = row.originalPurchaseDate.map(Self.ms)
@@ -243,6 +245,8 @@ extension SimulatedReceipt {
     ) -> [String: Any] {
         var payload: [String: Any] = ["environment": environment, "signedDate": Self.ms(now)]
         payload["originalTransactionId"] = current.originalTransactionID
+        payload["appAccountToken"] = appAccountToken(
+            of: current.originalTransactionID ?? originalTransactionID, at: now)
         payload["productId"] = pending?.productID ?? current.productID
         payload["autoRenewProductId"] = pending?.autoRenewProductID ?? pending?.productID ?? current.productID
         payload["autoRenewStatus"] = (pending?.autoRenewStatus ?? false) ? 1 : 0

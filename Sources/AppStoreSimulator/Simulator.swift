@@ -54,6 +54,13 @@ public func buildSimulator(
     apple(.post, "inApps/v1/notifications/history") { request, _, sandbox in
         try await routes.notificationHistory(request, sandbox: sandbox)
     }
+    apple(.get, "inApps/v1/lookup/:id") { request, context, sandbox in
+        try await routes.lookUpOrder(request, orderID: id(context), sandbox: sandbox)
+    }
+    apple(.put, "inApps/v1/transactions/:id/appAccountToken") { request, context, sandbox in
+        try await routes.setAppAccountToken(request, id: id(context), sandbox: sandbox)
+    }
+    router.post("_simulator/lost-purchases") { request, _ in try await routes.makeLostPurchases(request) }
     router.get("_simulator/feed") { _, _ in routes.feedSettings() }
     router.post("_simulator/feed") { request, _ in try await routes.changeFeed(request) }
     router.post("_simulator/receipts") { request, _ in try await routes.registerReceipts(request) }
@@ -169,7 +176,7 @@ struct SimulatorRoutes: Sendable {
     }
 
     /// The token (401), the simulated rate limit (429) and faults, for any Server API request.
-    private func authorize(_ request: Request, sandbox: Bool) async throws -> Authorization {
+    func authorize(_ request: Request, sandbox: Bool) async throws -> Authorization {
         guard let serverAPI = configuration.serverAPI else {
             return .refused(
                 raw(
@@ -310,7 +317,7 @@ struct SimulatorRoutes: Sendable {
         return send(answer)
     }
 
-    private func send(_ answer: ServerAPIAnswer) -> Response {
+    func send(_ answer: ServerAPIAnswer) -> Response {
         switch answer {
         case .json(let data): return raw(status: 200, contentType: "application/json", data: data)
         case .error(let status, let code, let message):
@@ -321,7 +328,7 @@ struct SimulatorRoutes: Sendable {
         }
     }
 
-    private func serverAPIError(_ status: Int, code: Int, message: String) -> Response {
+    func serverAPIError(_ status: Int, code: Int, message: String) -> Response {
         raw(
             status: status, contentType: "application/json",
             data: Self.encode(ServerAPIErrorBody(errorCode: code, errorMessage: message)))

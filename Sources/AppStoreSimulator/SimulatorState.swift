@@ -52,23 +52,6 @@ public final class SimulatorState: Sendable {
         public var sandbox: Int
     }
 
-    /// App Store Server API request counters.
-    public struct ServerAPIStats: Codable, Sendable, Hashable {
-        public var requests = 0
-        public var production = 0
-        public var sandbox = 0
-        /// Requests refused for a bad or missing token (HTTP 401).
-        public var unauthorized = 0
-        /// Requests refused by the simulated rate limit (HTTP 429).
-        public var rateLimited = 0
-        /// Requests for a transaction id no registered receipt holds (HTTP 404).
-        public var notFound = 0
-        /// Get Transaction History requests answered (any answer past the token and the rate limit).
-        public var history = 0
-        /// Send Consumption Information requests answered (any answer past the token and the rate limit).
-        public var consumption = 0
-    }
-
     /// One Send Consumption Information request Apple accepted (HTTP 202).
     public struct ConsumptionAnswer: Sendable, Hashable {
         public var transactionID: String
@@ -116,6 +99,13 @@ public final class SimulatorState: Sendable {
         var extensionAnswerDelay: Duration = .zero
         var massExtensions: [SimulatedMassExtension] = []
         var massExtensionDuration: TimeInterval = 2 * 3_600
+        /// Each registered purchase's order ID, to the original transaction id of its main subscription.
+        var orders: [String: String] = [:]
+        /// Set App Account Token's changes, by original transaction id, oldest first.
+        var tokenChanges: [String: [SimulatedTokenChange]] = [:]
+        /// Per-endpoint limits (`SimulatorState.Endpoint`), each counted per app over its own window.
+        var endpointRateLimits: [String: Int] = [:]
+        var endpointArrivals: [String: [ContinuousClock.Instant]] = [:]
     }
 
     /// A fault of Notification History alone (the status endpoint keeps answering).
@@ -232,6 +222,7 @@ public final class SimulatorState: Sendable {
         storage.withLock { storage in
             for receipt in receipts {
                 for id in receipt.originalTransactionIDs { storage.registry[id] = receipt }
+                storage.orders[receipt.orderID] = receipt.originalTransactionID
             }
         }
     }
@@ -241,6 +232,7 @@ public final class SimulatorState: Sendable {
         storage.withLock { storage in
             var seen: Set<String> = []
             return storage.registry.values.filter { seen.insert($0.account).inserted }
+                .map { storage.withTokenChanges($0) }
         }
     }
 
@@ -309,7 +301,7 @@ public final class SimulatorState: Sendable {
 
     /// The receipt holding `transactionID`, if registered.
     func registered(transactionID: String) -> SimulatedReceipt? {
-        storage.withLock { $0.registry[transactionID] }
+        storage.withLock { storage in storage.registry[transactionID].map { storage.withTokenChanges($0) } }
     }
 
     /// Server API request counters so far.
