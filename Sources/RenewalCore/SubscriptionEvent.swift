@@ -28,6 +28,11 @@ public struct SubscriptionEvent: Sendable, Hashable, Codable {
         case expiredUnlisted = "expired_unlisted"
         /// The receipt's first valid answer holds no auto-renewable subscription (recorded once).
         case noSubscription = "no_subscription"
+        /// A purchase the app's server never stored, adopted from the change feed with no user yet
+        /// (`PurchaseAdoption`): the app may reach the customer or wait for a claim.
+        case purchaseUnclaimed = "purchase_unclaimed"
+        /// An adopted (or reassigned) purchase now belongs to the change's user: restore their access.
+        case purchaseClaimed = "purchase_claimed"
     }
 
     public var kind: Kind

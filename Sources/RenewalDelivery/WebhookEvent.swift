@@ -3,7 +3,8 @@ import RenewalCore
 import RenewalReports
 import RenewalStorage
 
-/// The body of one `entitlement.changed` webhook: `{"type", "id", "timestamp", "data"}`, where `data`
+/// The body of one webhook: `{"type", "id", "timestamp", "data"}` (type `entitlement.changed`, or
+/// `purchase.unclaimed` / `purchase.claimed` for the purchase kinds: `Kind.webhookType`), where `data`
 /// is the report's change object with `run_id` and `occurred_at`. No receipt, no secret.
 enum WebhookEvent {
     /// The `webhook-id` of a change: the same on every attempt, so receivers can drop repeats.
@@ -22,13 +23,14 @@ enum WebhookEvent {
 
     static func body(of delivery: PendingDelivery) throws -> Data {
         struct Body: Encodable {
+            var type: String
             var id: String
             var timestamp: String
             var data: ChangeData
 
             func encode(to encoder: any Encoder) throws {
                 var c = encoder.container(keyedBy: ReportKey.self)
-                try c.encode("entitlement.changed", forKey: ReportKey("type"))
+                try c.encode(type, forKey: ReportKey("type"))
                 try c.encode(id, forKey: ReportKey("id"))
                 try c.encode(timestamp, forKey: ReportKey("timestamp"))
                 try c.encode(data, forKey: ReportKey("data"))
@@ -49,7 +51,7 @@ enum WebhookEvent {
         let change = delivery.change
         let occurredAt = Timestamp.string(change.occurredAt)
         let body = Body(
-            id: id(of: delivery), timestamp: occurredAt,
+            type: change.event.kind.webhookType, id: id(of: delivery), timestamp: occurredAt,
             data: ChangeData(
                 change: ReportChange(change),
                 runID: delivery.runID, occurredAt: occurredAt))

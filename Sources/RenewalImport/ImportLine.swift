@@ -36,11 +36,13 @@ package enum ImportLine {
             let consent = try consumptionConsent(fields.given(7), user: userID)
             let deliveryStatus = try consumptionDeliveryStatus(fields.given(8), user: userID)
             let share = try consumptionPercentage(fields.given(9), user: userID)
-            guard receipt != nil || transactionID != nil || signedTransaction != nil else {
+            // A line with a token only registers it for the user (docs/design.md §7).
+            guard receipt != nil || transactionID != nil || signedTransaction != nil || appAccountToken != nil else {
                 throw LineProblem(
                     """
                     the line names no subscription (user \(userID)): give latest_receipt (the base64 app receipt), \
-                    original_transaction_id or signed_transaction
+                    original_transaction_id or signed_transaction, or app_account_token alone to register the \
+                    user's token
                     """)
             }
             var item = ReceiptImport(
@@ -109,6 +111,13 @@ package enum ImportLine {
             }
             if let problem = TextField.userID.problem(with: text) {
                 throw LineProblem("user_id \(problem); give the app's user id as it stores it")
+            }
+            if PurchaseAdoption.isReserved(text) {
+                throw LineProblem(
+                    """
+                    user_id \(text) starts with \(PurchaseAdoption.reservedUserPrefix), which is reserved for \
+                    purchases no user claimed yet; give the app's own user id
+                    """)
             }
             return text
         case .true?, .false?: throw LineProblem("user_id must be a string or an integer, not a boolean")

@@ -24,9 +24,13 @@ package struct ReceiptImporter: Sendable {
         package var inserted = 0
         package var replaced = 0
         package var unchanged = 0
-        /// Lines refused: unreadable, breaking a rule, a signed transaction that failed, or a user
-        /// whose stored receipt is another app's.
+        /// Lines refused: unreadable, breaking a rule, a signed transaction that failed, a user
+        /// whose stored receipt is another app's, or a token mapped to another user.
         package var rejected = 0
+        /// Lines that only registered a user's `app_account_token`.
+        package var tokens = 0
+        /// Lines that claimed, for their user, a purchase the change feed had adopted.
+        package var claimed = 0
 
         mutating func count(_ outcomes: [ReceiptImportOutcome]) {
             for outcome in outcomes {
@@ -34,7 +38,9 @@ package struct ReceiptImporter: Sendable {
                 case .inserted: inserted += 1
                 case .replaced: replaced += 1
                 case .unchanged: unchanged += 1
-                case .otherApp: rejected += 1
+                case .otherApp, .tokenConflict: rejected += 1
+                case .tokenRecorded: tokens += 1
+                case .claimed: claimed += 1
                 }
             }
         }
@@ -105,6 +111,15 @@ package struct ReceiptImporter: Sendable {
         problem: @Sendable (Int, String) -> Void
     ) async throws -> [ReceiptImportOutcome] {
         let outcomes = try await store.importReceipts(batch.map(\.item), now: now)
+        for (entry, outcome) in zip(batch, outcomes) where outcome == .tokenConflict {
+            problem(
+                entry.line,
+                """
+                app_account_token \(entry.item.appAccountToken ?? "") is registered for another user than \
+                \(entry.item.userID); nothing was changed. One token names one user: give each user the token the app \
+                generated for them, or fix the line's user_id.
+                """)
+        }
         for (entry, outcome) in zip(batch, outcomes) where outcome == .otherApp {
             problem(
                 entry.line,

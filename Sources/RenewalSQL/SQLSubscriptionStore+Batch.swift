@@ -5,9 +5,9 @@ import RenewalStorage
 extension SQLSubscriptionStore {
     static var receiptColumns: String {
         """
-        id, user_id, latest_receipt, imported_product_id, status, environment, next_check_at, last_verified_at, \
-        consecutive_failures, consecutive_malformed, rejected_since, no_subscription_since, source, \
-        original_transaction_id, bundle_id
+        id, COALESCE(owner_user_id, user_id) AS user_id, latest_receipt, imported_product_id, status, environment, \
+        next_check_at, last_verified_at, consecutive_failures, consecutive_malformed, rejected_since, \
+        no_subscription_since, source, original_transaction_id, bundle_id
         """
     }
 

@@ -38,6 +38,12 @@ extension SQLSubscriptionStore {
                     continue
                 case .unmatched:
                     result.unmatched.append(notification)
+                case .adopt(let adoption):
+                    let adopted = try Self.adopt(
+                        adoption, notification: notification.uuid, runID: runID,
+                        queueWebhooks: context?.queueWebhooks ?? false, on: connection, dialect: dialect)
+                    if adopted.created { result.adopted += 1 }
+                    if adopted.claimed { result.claimedAtAdoption += 1 }
                 case .makeDue(let receiptID, let due):
                     result.madeDue += try Self.makeDue(receiptID, due, on: connection, dialect: dialect)
                 case .weigh(let receiptID, let evidence, let context):

@@ -66,17 +66,30 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
 
     public func importReceipts(_ items: [ReceiptImport], now: Date) async throws -> [ReceiptImportOutcome] {
         guard !items.isEmpty else { return [] }
+        let dialect = database.dialect
         return try await inTransaction { connection in
             try Self.recordConsents(items, now: now, on: connection)
-            // A batch naming each user once loads in bulk where the backend can (PostgreSQL's COPY and
-            // a few set-based statements); a user named twice is stored line after line, as written.
-            if items.count > 1, Set(items.map(\.userID)).count == items.count,
-                let outcomes = try Self.bulkImport(items, now: now, on: connection)
-            {
-                return outcomes
+            // Tokens and adopted purchases first (docs/design.md §7): the lines they settle store nothing else.
+            var outcomes = try Self.settleTokensAndAdoptions(items, now: now, on: connection, dialect: dialect)
+            let rest = outcomes.indices.filter { outcomes[$0] == nil }
+            for (index, outcome) in zip(rest, try Self.storeLines(rest.map { items[$0] }, now: now, on: connection)) {
+                outcomes[index] = outcome
             }
-            return try items.map { try Self.importReceipt($0, now: now, on: connection) }
+            return outcomes.map { $0 ?? .unchanged }
         }
+    }
+
+    private static func storeLines(_ items: [ReceiptImport], now: Date, on connection: any SQLConnection) throws
+        -> [ReceiptImportOutcome]
+    {
+        // A batch naming each user once loads in bulk where the backend can (PostgreSQL's COPY and
+        // a few set-based statements); a user named twice is stored line after line, as written.
+        if items.count > 1, Set(items.map(\.userID)).count == items.count,
+            let outcomes = try bulkImport(items, now: now, on: connection)
+        {
+            return outcomes
+        }
+        return try items.map { try importReceipt($0, now: now, on: connection) }
     }
 
     /// The columns a bulk import stages per line, in the order of `stagedRow`: all but the receipt,

@@ -137,9 +137,12 @@ public struct VerifiedNotification: Sendable, Hashable {
                 transaction: transaction, renewal: renewal
             ).notificationEvidence(environment: environment)
         }
-        return NotificationEvidence(
+        var evidence = NotificationEvidence(
             type: type, subtype: subtype, signedDate: signedDate, environment: environment, bundleID: bundleID,
             subscription: subscription)
+        evidence.appAccountToken = transaction?.appAccountToken.flatMap(UUID.init(uuidString:))?.uuidString.lowercased()
+        evidence.isAutoRenewableSubscription = transaction?.isAutoRenewableSubscription ?? false
+        return evidence
     }
 }
 

@@ -60,6 +60,10 @@ public struct FeedRecordResult: Sendable, Hashable {
     public var rechecked: [NotificationUse.Recheck: Int] = [:]
     /// New refund requests (`CONSUMPTION_REQUEST`) recorded to be answered.
     public var refundRequests = 0
+    /// Subscriptions the database did not hold, adopted from new notifications (`PurchaseAdoption`),
+    /// and how many of them a registered `appAccountToken` claimed for their user at once.
+    public var adopted = 0
+    public var claimedAtAdoption = 0
 
     public init() {}
 }

@@ -51,4 +51,19 @@ public enum ReceiptImportOutcome: String, Sendable, Hashable {
     /// A known user whose stored receipt belongs to another app than the line names: nothing changed
     /// (a user id holds one receipt; each app's customers need their own user ids).
     case otherApp = "other_app"
+    /// A line with only a user and an `app_account_token`: the mapping is recorded (and claims the
+    /// adopted purchases waiting with that token).
+    case tokenRecorded = "token_recorded"
+    /// A line whose `app_account_token` maps to another user already: nothing was changed.
+    case tokenConflict = "token_conflict"
+    /// A line naming (by original transaction id) a purchase the change feed adopted: it was claimed for
+    /// the line's user.
+    case claimed
+}
+
+extension ReceiptImport {
+    /// A line that names no purchase, only the token the app set for the user's purchases.
+    public var registersTokenOnly: Bool {
+        latestReceipt == nil && originalTransactionID == nil && appAccountToken != nil
+    }
 }

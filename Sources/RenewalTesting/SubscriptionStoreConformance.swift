@@ -74,7 +74,7 @@ public enum SubscriptionStoreConformance {
         Check(
             "webhook outbox: queued with the change, one per user in order, leased, recorded by the holder only",
             webhookOutbox),
-    ]
+    ] + adoptionChecks
 }
 
 // MARK: - Fixtures shared by the checks

@@ -150,6 +150,14 @@ import Testing
         }
         reached.insert(SubscriptionEvent.unlistedExpiry(of: Self.snapshot(.active)).kind)
         reached.insert(SubscriptionEvent.noSubscription(from: .unverified, environment: .production).kind)
+        let adoption = PurchaseAdoption(
+            originalTransactionID: "1", environment: .production, bundleID: nil, productID: nil, appAccountToken: nil,
+            at: Date(timeIntervalSince1970: 0))
+        reached.insert(SubscriptionEvent.purchaseUnclaimed(adoption).kind)
+        reached.insert(
+            SubscriptionEvent.purchaseClaimed(
+                originalTransactionID: "1", productID: nil, state: .active, expiresAt: nil, environment: nil
+            ).kind)
 
         #expect(reached == Set(SubscriptionEvent.Kind.allCases))
     }
@@ -161,7 +169,7 @@ import Testing
                 "verified", "renewed", "expired", "billing_issue", "grace_period_started", "billing_recovered",
                 "auto_renew_disabled", "auto_renew_enabled", "product_changed", "refunded", "refund_reversed",
                 "resubscribed",
-                "invalidated", "expired_unlisted", "no_subscription",
+                "invalidated", "expired_unlisted", "no_subscription", "purchase_unclaimed", "purchase_claimed",
             ])
         #expect(
             SubscriptionState.allCases.map(\.rawValue) == [

@@ -106,8 +106,9 @@ struct BulkImportTests {
                     #expect(found == expected, "round \(round)")
                     if found != expected { return }
                 }
-                // The rounds reached every outcome.
-                #expect(Set(outcomes.keys) == [.inserted, .replaced, .unchanged, .otherApp], "\(outcomes)")
+                // The rounds reached every outcome (a token already another user's refuses the line: issue 44).
+                #expect(
+                    Set(outcomes.keys) == [.inserted, .replaced, .unchanged, .otherApp, .tokenConflict], "\(outcomes)")
             }
         }
     }

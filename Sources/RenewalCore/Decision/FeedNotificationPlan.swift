@@ -69,6 +69,10 @@ public struct FeedNotificationPlan: Sendable, Hashable {
         /// It names a subscription the database does not know (a receipt never imported): counted and
         /// logged, not an error.
         case unmatched
+        /// It names a subscription the database does not hold, with verified signed data of an
+        /// auto-renewable subscription of a configured app: storage creates it unclaimed and due now
+        /// (`PurchaseAdoption`), or finds it adopted already.
+        case adopt(PurchaseAdoption)
         /// Signed data about the receipt `receiptID`: storage reads that receipt (locked, with its lease)
         /// and `weigh` says whether it is applied, already known or checked instead.
         case weigh(receiptID: Int64, NotificationEvidence, EntitlementDecision.Context)
@@ -102,7 +106,16 @@ public struct FeedNotificationPlan: Sendable, Hashable {
             return
         }
         guard let receiptID else {
-            entitlement = notification.originalTransactionID == nil ? .namesNoSubscription : .unmatched
+            if notification.originalTransactionID == nil {
+                entitlement = .namesNoSubscription
+            } else if let rules = context?.rules,
+                let adoption = PurchaseAdoption.of(notification, rules: rules, now: now)
+            {
+                // A dry run (no context) adopts nothing: it writes nothing.
+                entitlement = .adopt(adoption)
+            } else {
+                entitlement = .unmatched
+            }
             return
         }
         if let context, let evidence = notification.evidence {

@@ -13,6 +13,11 @@ public struct NotificationEvidence: Sendable, Hashable {
     /// The subscription as Apple signed it with the notification (its transaction and renewal info);
     /// nil when the notification carries no signed transaction or no signed renewal info.
     public var subscription: SubscriptionEvidence?
+    /// The `appAccountToken` of its signed transaction (the UUID the app set at purchase), lowercased;
+    /// what claims a subscription the feed adopts for the user the app registered it for.
+    public var appAccountToken: String?
+    /// Its signed transaction is of an auto-renewable subscription: only those are adopted.
+    public var isAutoRenewableSubscription = false
 
     public init(
         type: String, subtype: String?, signedDate: Date, environment: AppStoreEnvironment, bundleID: String?,
