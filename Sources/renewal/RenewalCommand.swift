@@ -20,6 +20,7 @@ struct RenewalCommand: AsyncParsableCommand {
             DemoCommand.self, MigrateCommand.self, ImportCommand.self, RunCommand.self, BackfillCommand.self,
             StatusCommand.self, ReportCommand.self, AnalyticsCommand.self, CheckCommand.self, DeliverCommand.self,
             CopyDatabaseCommand.self, ExtendCommand.self,
+            LookupCommand.self, ClaimCommand.self,
         ]
     )
 

@@ -13,7 +13,7 @@ struct DocumentedFlagsTests {
     static let programs = [
         "renewal": [
             "demo", "migrate", "import", "run", "backfill", "status", "report", "analytics", "check", "deliver",
-            "copy-database", "extend",
+            "copy-database", "extend", "lookup", "claim",
         ],
         "appstore-simulator": ["serve", "receipts", "storekit2", "bench-jws"],
     ]
