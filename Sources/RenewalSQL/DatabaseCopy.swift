@@ -51,6 +51,8 @@ public struct DatabaseCopy: Sendable {
         Table("renewal_extensions", key: "request_identifier"),
         Table("renewal_mass_extensions", key: "request_identifier"),
         Table("subscription_facts", key: "id", numbered: true),
+        Table("adopted_purchases", key: "original_transaction_id"),
+        Table("app_account_tokens", key: "app_account_token"),
     ]
 
     /// Tables that are not copied: the target's migrations write its own `schema_migrations`, and

@@ -44,6 +44,7 @@ public enum SQLSchema {
         Migration(version: 19, statements: version19),
         Migration(version: 20, statements: version20),
         Migration(version: 21, statements: version21),
+        Migration(version: 23, statements: version23),
     ]
 
     static let createMigrationsTable = """

@@ -95,7 +95,9 @@ extension SQLSubscriptionStore {
         _ ids: [String], forReceipt receiptID: Int64, on connection: any SQLConnection
     ) throws -> (claimed: [String], owners: [String: SubscriptionOwner]) {
         guard !ids.isEmpty else { return ([], [:]) }
-        let receipt = try connection.execute("SELECT user_id FROM receipts WHERE id = $1", [.int64(receiptID)])
+        // The row's user: its owner when a claim gave it one (docs/design.md §7).
+        let receipt = try connection.execute(
+            "SELECT COALESCE(owner_user_id, user_id) AS user_id FROM receipts WHERE id = $1", [.int64(receiptID)])
         guard let userID = try receipt.first?.text("user_id") else {
             throw SubscriptionStoreError.query("receipt \(receiptID) does not exist")
         }

@@ -188,6 +188,17 @@ struct DatabaseCopyTests {
                 VALUES ('otid-1', 'grace_period', 't-1', $1, $2, NULL, $1, $1, 'answer', 'run-1'),
                        ('otid-2', 'auto_renew', NULL, $1, NULL, $3, $1, $1, 'migration', NULL)
                 """, [.int64(day), .int64(day + 1_382_400_000), .text(awkward)])
+            try insert(
+                """
+                INSERT INTO adopted_purchases (original_transaction_id, receipt_id, bundle_id, environment, product_id,
+                    app_account_token, notification_uuid, adopted_at, run_id, claimed_user_id, claimed_at, claimed_by)
+                VALUES ('otid-9', 1, 'com.example.app', 'Production', 'product', 'token-1', $2, $1, 'run-1', 'user-1',
+                        $1, 'token'),
+                       ('otid-8', 2, NULL, 'Sandbox', NULL, NULL, 'n-8', $1, NULL, NULL, NULL, NULL)
+                """, [.int64(day), .text(awkward)])
+            try insert(
+                "INSERT INTO app_account_tokens (app_account_token, user_id, recorded_at) VALUES ($2, 'user-1', $1)",
+                [.int64(day), .text(awkward)])
         }
     }
 
