@@ -12,6 +12,9 @@ public enum Scenario: String, Codable, CaseIterable, Sendable {
     case gracePeriod = "grace_period"
     /// As `billingRetry`, but payment is collected at `s+p+3d`: a new period starts then and renews every `p`.
     case billingRecovery = "billing_recovery"
+    /// As `gracePeriod`, but payment is collected at `s+p+5d`, inside the grace period, which so ends early:
+    /// the recovered period keeps the renewal date (it runs from the recovery to `s+2p`) and renews every `p`.
+    case gracePeriodRecovery = "grace_period_recovery"
     /// Renews every `p`; the period containing `s+1.5p` is refunded at `s+1.5p` (reason `"0"`), then no renewals.
     case refund
     /// Renews every `p`; at `s+1.5p` the customer upgrades to `productID + ".premium"`.

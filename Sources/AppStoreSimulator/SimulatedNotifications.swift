@@ -117,6 +117,11 @@ extension SimulatedReceipt {
             events.add(firstEnd, "DID_FAIL_TO_RENEW")
             events.add(recovery, "DID_RENEW", "BILLING_RECOVERY")
             addRenewals(from: recovery, to: &events)
+        case .gracePeriodRecovery:
+            let dates = graceRecoveryDates(until: events.until)
+            events.add(dates.failure, "DID_FAIL_TO_RENEW", "GRACE_PERIOD")
+            events.add(dates.recovery, "DID_RENEW", "BILLING_RECOVERY")
+            for renewal in dates.periods.dropFirst() { events.add(renewal.start, "DID_RENEW") }
         case .refund:
             events.add(firstEnd, "DID_RENEW")
             if let request = refundRequest { events.add(request.at, "CONSUMPTION_REQUEST") }

@@ -109,7 +109,7 @@ extension SimulatedReceipt {
             .max { ($0.expiresDate ?? .distantPast) < ($1.expiresDate ?? .distantPast) }
         // Active, or in a billing grace period not yet past (Apple extends those too).
         let graceEnd =
-            scenario == .gracePeriod ? current?.expiresDate?.addingTimeInterval(Self.graceDays * Self.day) : nil
+            scenario.hasGracePeriod ? current?.expiresDate?.addingTimeInterval(Self.graceDays * Self.day) : nil
         let active =
             current.map { row in
                 row.cancellationDate == nil && max(row.expiresDate ?? .distantPast, graceEnd ?? .distantPast) > now

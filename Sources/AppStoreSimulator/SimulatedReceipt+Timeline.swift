@@ -44,7 +44,7 @@ enum SimulatedIdentifier {
 }
 
 /// One paid period of one subscription.
-private struct SimulatedPeriod {
+struct SimulatedPeriod {
     var index: Int
     var start: Date
     var end: Date
@@ -127,7 +127,7 @@ extension SimulatedReceipt {
 
     /// What the scenario's subscriptions look like at an instant: the periods Apple lists, the
     /// renewal info, and how many renewals have happened (the receipt's generation).
-    private struct Timeline {
+    struct Timeline {
         var periods: [SimulatedPeriod]
         var pending: [PendingRenewalInfo]
         var renewals = 0
@@ -156,6 +156,8 @@ extension SimulatedReceipt {
                 pending: [.init(originalTransactionID: originalID, productID: productID, autoRenewStatus: false)])
         case .billingRetry, .gracePeriod:
             return Timeline(periods: [first], pending: [billingRetryPending(originalID: originalID, now: now)])
+        case .gracePeriodRecovery:
+            return graceRecoveryTimeline(at: now)
         case .billingRecovery:
             let recovery = retryStart.addingTimeInterval(3 * Self.day)
             guard now >= recovery else {

@@ -27,7 +27,8 @@ struct AppStoreClientTests {
     static let table: [(Scenario, Expected)] = [
         (.renewal, .valid(.production)), (.voluntaryExpiry, .valid(.production)),
         (.billingRetry, .valid(.production)), (.gracePeriod, .valid(.production)),
-        (.billingRecovery, .valid(.production)), (.refund, .valid(.production)),
+        (.billingRecovery, .valid(.production)), (.gracePeriodRecovery, .valid(.production)),
+        (.refund, .valid(.production)),
         (.upgrade, .valid(.production)), (.sandbox, .valid(.sandbox)),
         (.familyShared, .valid(.production)), (.trial, .valid(.production)),
         (.legacyIOS6, .valid(.production)), (.multipleSubscriptions, .valid(.production)),

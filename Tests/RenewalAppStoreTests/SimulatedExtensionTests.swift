@@ -57,6 +57,7 @@ struct SimulatedExtensionTests {
         let expected: [Scenario: Set<Int>] = [
             .voluntaryExpiry: [3, 10, 25], .legacyIOS6: [3, 10, 25], .billingRetry: [3, 10, 25],
             .gracePeriod: [3, 10, 25, 33, 40], .billingRecovery: [3, 10, 25, 33, 40, 50, 75],
+            .gracePeriodRecovery: [3, 10, 25, 33, 40, 50, 75],
             .familyShared: [], .assignedSeat: [], .trial: [33, 40, 50, 75], .accountNotFound: [], .notAuthentic: [],
             .malformed: [], .outage: [], .html200: [],
         ]
