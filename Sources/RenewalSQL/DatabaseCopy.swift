@@ -53,6 +53,7 @@ public struct DatabaseCopy: Sendable {
         Table("subscription_facts", key: "id", numbered: true),
         Table("adopted_purchases", key: "original_transaction_id"),
         Table("app_account_tokens", key: "app_account_token"),
+        Table("entitlement_spans", key: "id", numbered: true),
     ]
 
     /// Tables that are not copied: the target's migrations write its own `schema_migrations`, and

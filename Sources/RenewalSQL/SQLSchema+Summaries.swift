@@ -62,18 +62,13 @@ extension SQLSchema {
 
     /// The statements that bring every summary to what the tables hold (see `fill`): version 11 runs
     /// them once, and `DatabaseCopy` runs them on emptied summaries after loading a database.
-    static func summaryFills(_ dialect: SQLDialect) -> [String] {
+    /// `schemaVersion`: the schema the fills write to (version 11 passes 11, before `subscription_counts`
+    /// had `entitled`).
+    static func summaryFills(_ dialect: SQLDialect, schemaVersion: Int = currentVersion) -> [String] {
         guard dialect == .postgres else { return [] }
         let day = { (column: String) in dialect.utcDay(column) }
         return [
-            fill(
-                .subscriptions,
-                from: """
-                    SELECT r.bundle_id, s.product_id, s.environment, COALESCE(s.ownership_type, 'PURCHASED'), s.state,
-                           COUNT(*)
-                    FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
-                    GROUP BY r.bundle_id, s.product_id, s.environment, COALESCE(s.ownership_type, 'PURCHASED'), s.state
-                    """),
+            subscriptionsFill(schemaVersion: schemaVersion),
             fill(
                 .receipts,
                 from: """
@@ -115,6 +110,27 @@ extension SQLSchema {
                     GROUP BY CASE WHEN delivered_at IS NOT NULL THEN 'delivered' ELSE 'failed' END
                     """),
         ]
+    }
+
+    /// The fill of `subscription_counts`; from schema 22 grouped by the stored decision (`entitled`) too.
+    static func subscriptionsFill(schemaVersion: Int) -> String {
+        let key = "r.bundle_id, s.product_id, s.environment, COALESCE(s.ownership_type, 'PURCHASED'), s.state"
+        guard schemaVersion >= 22 else {
+            return fill(
+                .subscriptionsByState,
+                from: """
+                    SELECT \(key), COUNT(*)
+                    FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
+                    GROUP BY \(key)
+                    """)
+        }
+        return fill(
+            .subscriptions,
+            from: """
+                SELECT \(key), s.entitled, COUNT(*)
+                FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
+                GROUP BY \(key), s.entitled
+                """)
     }
 
     /// Empties every summary and fills it again from the tables, one row per group (PostgreSQL;

@@ -16,6 +16,9 @@ public enum SQLSchema {
         /// not hold locks for long on a large table (`CREATE INDEX CONCURRENTLY`). Each must be
         /// harmless to run again: a migration interrupted after them runs them again.
         public var prelude: @Sendable (SQLDialect) -> [String] = { _ in [] }
+        /// Work in Swift run inside the migration's transaction after `statements`, for what SQL cannot
+        /// say (rebuilding a table with Core's rules). It reads and writes in chunks, never whole tables.
+        public var rebuild: @Sendable (any SQLConnection, SQLDialect) throws -> Void = { _, _ in }
     }
 
     /// The version this build expects.
@@ -44,6 +47,7 @@ public enum SQLSchema {
         Migration(version: 19, statements: version19),
         Migration(version: 20, statements: version20),
         Migration(version: 21, statements: version21),
+        Migration(version: 22, statements: version22, prelude: version22Prelude, rebuild: version22Rebuild),
         Migration(version: 23, statements: version23),
     ]
 
@@ -89,6 +93,7 @@ extension SQLSchema {
                 for statement in migration.statements(dialect) {
                     _ = try connection.execute(statement, [])
                 }
+                try migration.rebuild(connection, dialect)
                 _ = try connection.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)",
                     [.int64(Int64(migration.version)), SQLValue(now)]

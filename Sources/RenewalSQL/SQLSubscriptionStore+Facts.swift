@@ -83,26 +83,6 @@ extension SQLSubscriptionStore {
 
     /// Every fact recorded about these subscriptions, by original transaction id.
     static func facts(of ids: [String], on connection: any SQLConnection) throws -> [String: [SubscriptionFact]] {
-        var facts: [String: [SubscriptionFact]] = [:]
-        for chunk in ids.chunked(by: chunkSize) where !chunk.isEmpty {
-            var binds = SQLBinds()
-            let list = binds.list(chunk.map { .text($0) })
-            for row in try connection.execute(
-                """
-                SELECT original_transaction_id, kind, transaction_id, starts_at, ends_at, value, stated_at
-                FROM subscription_facts WHERE original_transaction_id IN (\(list))
-                """, binds.values)
-            {
-                // A kind this build does not know (written by a newer one) says nothing it can read.
-                guard let kind = SubscriptionFact.Kind(rawValue: try row.text("kind")) else { continue }
-                let fact = SubscriptionFact(
-                    originalTransactionID: try row.text("original_transaction_id"), kind: kind,
-                    transactionID: try row.optionalText("transaction_id"), startsAt: try row.date("starts_at"),
-                    endsAt: try row.optionalDate("ends_at"), value: try row.optionalText("value"),
-                    statedAt: try row.date("stated_at"))
-                facts[fact.originalTransactionID, default: []].append(fact)
-            }
-        }
-        return facts
+        try LedgerSQL.facts(of: ids, on: connection)
     }
 }

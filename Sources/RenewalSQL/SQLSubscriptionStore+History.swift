@@ -53,6 +53,8 @@ extension SQLSubscriptionStore {
                         of: transaction, userID: candidate.userID, bundleID: candidate.bundleID,
                         environment: environment, recordedAt: recordedAt))
             }
+            try LedgerSQL.replaceSpans(
+                of: [candidate.originalTransactionID] + transactions.map(\.originalTransactionID), on: connection)
             // A completed history needs no claim any more.
             _ = try connection.execute(
                 """

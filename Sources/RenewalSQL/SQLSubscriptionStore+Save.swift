@@ -217,6 +217,10 @@ extension SQLSubscriptionStore {
                 SaveSQL.upsertTransaction,
                 SaveSQL.values(of: transaction, of: write, environment: environment ?? nil))
         }
+        // The spans SQL reads "entitled at T" from, after this update's ledger rows and facts.
+        try LedgerSQL.replaceSpans(
+            of: write.subscriptions.map(\.snapshot.originalTransactionID) + write.transactions.map(\.originalTransactionID),
+            on: connection)
         try Self.updateReceipt(write, on: connection)
     }
 

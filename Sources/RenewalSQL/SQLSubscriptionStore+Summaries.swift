@@ -15,7 +15,14 @@ public struct DashboardSummary: Sendable {
         self.folds = sums.map { ($0, "SUM") } + others
     }
 
+    /// Grouped by the stored decision too (schema 22), so `entitlements_by_product` reads `entitled` from
+    /// the rows instead of deciding it from the state.
     public static let subscriptions = DashboardSummary(
+        table: "subscription_counts",
+        groups: ["bundle_id", "product_id", "environment", "ownership_type", "state", "entitled"],
+        sums: ["subscribers"])
+    /// `subscription_counts` as schema 11 made it, before `entitled` (what version 11's fill writes).
+    static let subscriptionsByState = DashboardSummary(
         table: "subscription_counts", groups: ["bundle_id", "product_id", "environment", "ownership_type", "state"],
         sums: ["subscribers"])
     public static let receipts = DashboardSummary(

@@ -2,7 +2,8 @@ import RenewalSQL
 import RenewalStorage
 
 /// What the PostgreSQL dashboard summaries must equal: the schema 10 views, which aggregate the
-/// tables themselves. Tests compare each summarized view with these queries.
+/// tables themselves (`entitlements_by_product`'s `entitled` is the decision stored on each row since
+/// schema 22). Tests compare each summarized view with these queries.
 public enum DashboardAggregates {
     /// Each view schema 11 summarizes on PostgreSQL and the aggregate over the tables it replaces (the schema 10 view).
     public static let views: [(view: String, query: String)] = [
@@ -10,10 +11,10 @@ public enum DashboardAggregates {
             "entitlements_by_product",
             """
             SELECT r.bundle_id, s.product_id, s.environment, COALESCE(s.ownership_type, 'PURCHASED') AS ownership_type,
-                   s.state, CASE WHEN s.state IN ('active', 'grace_period') THEN 1 ELSE 0 END AS entitled,
-                   COUNT(*) AS subscribers
+                   s.state, s.entitled, COUNT(*) AS subscribers
             FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
-            GROUP BY r.bundle_id, s.product_id, s.environment, COALESCE(s.ownership_type, 'PURCHASED'), s.state
+            GROUP BY r.bundle_id, s.product_id, s.environment, COALESCE(s.ownership_type, 'PURCHASED'), s.state,
+                     s.entitled
             """
         ),
         (

@@ -190,6 +190,13 @@ struct DatabaseCopyTests {
                 """, [.int64(day), .int64(day + 1_382_400_000), .text(awkward)])
             try insert(
                 """
+                INSERT INTO entitlement_spans (original_transaction_id, starts_at, ends_at, kind, by_grace,
+                    transaction_id, product_id, bundle_id, environment)
+                VALUES ('otid-1', $1, $2, 'paid', 1, 't-1', 'product', 'com.example.app', 'Production'),
+                       ('otid-2', $1, NULL, 'trial', 0, $3, NULL, NULL, NULL)
+                """, [.int64(day), .int64(day + 1_382_400_000), .text(awkward)])
+            try insert(
+                """
                 INSERT INTO adopted_purchases (original_transaction_id, receipt_id, bundle_id, environment, product_id,
                     app_account_token, notification_uuid, adopted_at, run_id, claimed_user_id, claimed_at, claimed_by)
                 VALUES ('otid-9', 1, 'com.example.app', 'Production', 'product', 'token-1', $2, $1, 'run-1', 'user-1',

@@ -244,7 +244,7 @@ extension SQLSchema {
 
     static func version11(_ dialect: SQLDialect) -> [String] {
         guard dialect == .postgres else { return [] }
-        return summaryFills(dialect) + countViews + activityViews(dialect)
+        return summaryFills(dialect, schemaVersion: 11) + countViews + activityViews(dialect)
     }
 
     /// The views of entitlements, receipts and changes, reading the summaries.

@@ -1,0 +1,143 @@
+import Foundation
+import RenewalCore
+import RenewalStorage
+
+/// The ledger as SQL reads it for Core (transactions and facts by subscription), and the entitlement spans
+/// kept from it. Not generic over the database, so migrations can call it too.
+enum LedgerSQL {
+    /// Subscriptions read and written per statement.
+    static var chunkSize: Int { 500 }
+
+    /// Spans written per `INSERT` (nine binds each).
+    static var spanRowsPerInsert: Int { 50 }
+
+    /// Replaces the stored entitlement spans (`entitlement_spans`) of these subscriptions with Core's
+    /// (`EntitlementTimeline.spans`) from their ledger and facts as this connection sees them now. Called
+    /// in the transaction that writes their ledger rows or facts, after those writes, so SQL asking
+    /// "entitled at T" reads the decision's own timeline; work in proportion to the subscriptions named.
+    ///
+    /// The spans are those the analytics count: the purchases in the subscription's own environment
+    /// (`SubscriptionLedger.countedTransactions`); a family-shared copy has none.
+    static func replaceSpans(of ids: some Collection<String>, on connection: any SQLConnection) throws {
+        for chunk in Array(Set(ids)).sorted().chunked(by: chunkSize) where !chunk.isEmpty {
+            let ledgers = try ledgers(of: chunk, on: connection)
+            var binds = SQLBinds()
+            let list = binds.list(chunk.map { .text($0) })
+            _ = try connection.execute(
+                "DELETE FROM entitlement_spans WHERE original_transaction_id IN (\(list))", binds.values)
+            var rows: [[SQLValue]] = []
+            for ledger in ledgers {
+                let timeline = ledger.timeline(in: ledger.environment ?? .production)
+                for span in timeline.spans {
+                    rows.append([
+                        .text(ledger.originalTransactionID), SQLValue(span.startsAt), SQLValue(span.endsAt),
+                        .text(span.kind.rawValue), SQLValue(span.byGrace), .text(span.transactionID),
+                        SQLValue(span.productID), SQLValue(ledger.bundleID), SQLValue(ledger.environment?.rawValue),
+                    ])
+                }
+            }
+            try insertSpans(rows, on: connection)
+        }
+    }
+
+    private static func insertSpans(_ rows: [[SQLValue]], on connection: any SQLConnection) throws {
+        for chunk in rows.chunked(by: spanRowsPerInsert) where !chunk.isEmpty {
+            var binds = SQLBinds()
+            let values = chunk.map { "(" + binds.list($0) + ")" }.joined(separator: ", ")
+            _ = try connection.execute(
+                """
+                INSERT INTO entitlement_spans (original_transaction_id, starts_at, ends_at, kind, by_grace,
+                    transaction_id, product_id, bundle_id, environment)
+                VALUES \(values)
+                """, binds.values)
+        }
+    }
+
+    /// The ledgers (transactions and facts) of these subscriptions; one without any transaction is absent.
+    static func ledgers(of ids: [String], on connection: any SQLConnection) throws -> [SubscriptionLedger] {
+        var binds = SQLBinds()
+        let list = binds.list(ids.map { .text($0) })
+        let rows = try connection.execute(
+            """
+            SELECT * FROM transactions WHERE original_transaction_id IN (\(list))
+            ORDER BY original_transaction_id, purchased_at, transaction_id
+            """, binds.values)
+        let facts = try facts(of: ids, on: connection)
+        var grouped: [String: [SQLRow]] = [:]
+        for row in rows { grouped[try row.text("original_transaction_id"), default: []].append(row) }
+        return try grouped.keys.sorted().map { id in
+            let rows = grouped[id] ?? []
+            return SubscriptionLedger(
+                originalTransactionID: id,
+                bundleID: try rows.lazy.compactMap { try $0.optionalText("bundle_id") }.first,
+                environment: try rows.lazy.compactMap { try $0.environment("environment") }.first,
+                facts: facts[id] ?? [], transactions: try rows.map(LedgerTransaction.init(ledgerRow:)))
+        }
+    }
+
+    /// Migration 22's rebuild: every subscription in the ledger, a chunk of `chunkSize` at a time in
+    /// original transaction id order (keyset pages), so memory stays flat however large the ledger.
+    static func rebuildSpans(on connection: any SQLConnection) throws {
+        var after = ""
+        while true {
+            let rows = try connection.execute(
+                """
+                SELECT DISTINCT original_transaction_id FROM transactions WHERE original_transaction_id > $1
+                ORDER BY original_transaction_id LIMIT $2
+                """, [.text(after), .int64(Int64(chunkSize))])
+            let ids = try rows.map { try $0.text("original_transaction_id") }
+            guard let last = ids.last else { return }
+            try replaceSpans(of: ids, on: connection)
+            after = last
+        }
+    }
+
+    /// Every fact recorded about these subscriptions, by original transaction id.
+    static func facts(of ids: [String], on connection: any SQLConnection) throws -> [String: [SubscriptionFact]] {
+        var facts: [String: [SubscriptionFact]] = [:]
+        for chunk in ids.chunked(by: chunkSize) where !chunk.isEmpty {
+            var binds = SQLBinds()
+            let list = binds.list(chunk.map { .text($0) })
+            for row in try connection.execute(
+                """
+                SELECT original_transaction_id, kind, transaction_id, starts_at, ends_at, value, stated_at
+                FROM subscription_facts WHERE original_transaction_id IN (\(list))
+                """, binds.values)
+            {
+                // A kind this build does not know (written by a newer one) says nothing it can read.
+                guard let kind = SubscriptionFact.Kind(rawValue: try row.text("kind")) else { continue }
+                let fact = SubscriptionFact(
+                    originalTransactionID: try row.text("original_transaction_id"), kind: kind,
+                    transactionID: try row.optionalText("transaction_id"), startsAt: try row.date("starts_at"),
+                    endsAt: try row.optionalDate("ends_at"), value: try row.optionalText("value"),
+                    statedAt: try row.date("stated_at"))
+                facts[fact.originalTransactionID, default: []].append(fact)
+            }
+        }
+        return facts
+    }
+}
+
+extension SQLSubscriptionStore {
+    /// The stored entitlement spans of one subscription, oldest first: what SQL reads as its timeline
+    /// (for checks and support; dashboards query `entitlement_spans` directly).
+    public func entitlementSpans(of originalTransactionID: String) async throws -> [EntitlementSpan] {
+        let rows = try await onConnection { connection in
+            try connection.execute(
+                """
+                SELECT starts_at, ends_at, kind, by_grace, transaction_id, product_id FROM entitlement_spans
+                WHERE original_transaction_id = $1 ORDER BY starts_at
+                """, [.text(originalTransactionID)])
+        }
+        return try rows.map { row in
+            guard let kind = EntitlementSpan.Kind(rawValue: try row.text("kind")) else {
+                throw SubscriptionStoreError.corruptRow(
+                    "entitlement_spans.kind of \(originalTransactionID) is neither paid nor trial; run a check of it")
+            }
+            return EntitlementSpan(
+                startsAt: try row.date("starts_at"), endsAt: try row.optionalDate("ends_at"), kind: kind,
+                byGrace: try row.bool("by_grace"), transactionID: try row.text("transaction_id"),
+                productID: try row.optionalText("product_id"))
+        }
+    }
+}
