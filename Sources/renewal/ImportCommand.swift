@@ -75,6 +75,10 @@ struct ImportCommand: AsyncParsableCommand {
                 \(summary.rejected) rejected.
                 """
             )
+            if summary.tokens > 0 || summary.claimed > 0 {
+                // Token-only lines and lines naming an adopted purchase (docs/design.md §7).
+                print("Tokens registered: \(summary.tokens); adopted purchases claimed: \(summary.claimed).")
+            }
             if summary.rejected > 0 { throw ExitCode(ExitStatus.someFailed.rawValue) }
         }
     }
