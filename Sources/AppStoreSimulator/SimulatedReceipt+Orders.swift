@@ -36,28 +36,31 @@ extension SimulatedReceipt {
         return changes.last?.token ?? accountToken
     }
 
-    /// The order ID of the purchase (every subscription the customer bought at `start`), as on Apple's
-    /// e-mailed receipt: ten characters, `M` then nine of `A`–`Z` and `2`–`9`, derived from the account.
+    /// The order ID of the purchase of the main subscription, as on Apple's e-mailed receipt: ten characters,
+    /// `M` then nine of `A`–`Z` and `2`–`9`, derived from the account.
     public var orderID: String { Self.orderCode("order#" + account) }
 
-    /// The order ID of one of this customer's transactions: the purchase's for an original transaction,
-    /// else the renewal's own order.
+    /// The order ID of one of this customer's transactions: `orderID` for the purchase, else the transaction's
+    /// own order (a renewal's, an add-on's).
     public func orderID(ofTransaction transactionID: String) -> String {
         originalTransactionIDs.contains(transactionID) ? orderID : Self.orderCode("order#" + transactionID)
     }
 
-    /// Whether `orderID` is the order of one of this customer's renewals of the main subscription up to
-    /// `now` (a cheap test: no timeline is worked out).
-    func mayHoldRenewalOrder(_ orderID: String, at now: Date) -> Bool {
-        let periods = max(0, Int(now.timeIntervalSince(start) / period)) + 1
-        return (1...periods).contains {
-            Self.orderCode("order#" + SimulatedIdentifier.id(account, "transaction", "", String($0))) == orderID
+    /// The order IDs of this customer's renewals of the main subscription whose periods start by `until`
+    /// (by the plain schedule, extensions aside), with each renewal's period index.
+    public func renewalOrders(until: Date) -> [(orderID: String, index: Int)] {
+        let periods = max(0, Int(until.timeIntervalSince(start) / period))
+        guard periods >= 1 else { return [] }
+        return (1...periods).map {
+            (Self.orderCode("order#" + SimulatedIdentifier.id(account, "transaction", "", String($0))), $0)
         }
     }
 
     /// The Look Up Order ID answer for `orderID` at `now`: `{"status": 0, "signedTransactions": […]}` with the
     /// order's transactions signed by `signer` when this customer's order lists any on `sandboxEndpoint`'s
-    /// environment, else `{"status": 1}` (Apple's "invalid order id").
+    /// environment, else `{"status": 1}` (Apple's "invalid order id"). A purchase or renewal the answer at
+    /// `now` no longer lists (a scenario that shows only the current period) is taken from the answer of
+    /// its own time.
     func lookupAnswer(orderID: String, at now: Date, sandboxEndpoint: Bool, signer: SigningChain) -> ServerAPIAnswer {
         let invalid = ServerAPIAnswer.json(Self.json(["status": 1]))
         let isSandbox = scenario == .sandbox
@@ -66,19 +69,29 @@ extension SimulatedReceipt {
         case .accountNotFound, .notAuthentic, .malformed, .outage, .html200: return invalid
         default: break
         }
+        var rows = orderRows(orderID, listedAt: now)
+        if rows.isEmpty, orderID == self.orderID {
+            rows = orderRows(orderID, listedAt: start)
+        } else if rows.isEmpty, let renewal = renewalOrders(until: now).first(where: { $0.orderID == orderID }) {
+            let during = start.addingTimeInterval((Double(renewal.index) + 0.5) * period)
+            rows = during <= now ? orderRows(orderID, listedAt: during) : []
+        }
         let environment = isSandbox ? "Sandbox" : "Production"
-        let rows = response(at: now, withHistory: true).latestReceiptInfo
-            .filter { row in row.transactionID.map { self.orderID(ofTransaction: $0) == orderID } ?? false }
-            .sorted {
-                ($0.purchaseDate ?? .distantPast, $0.transactionID ?? "") < (
-                    $1.purchaseDate ?? .distantPast, $1.transactionID ?? ""
-                )
-            }
         let signed = rows.compactMap { row in
             try? signer.sign(Self.json(transactionPayload(row, environment: environment, now: now)))
         }
         guard !signed.isEmpty else { return invalid }
         return .json(Self.json(["status": 0, "signedTransactions": signed]))
+    }
+
+    /// The rows of order `orderID` that the answer at `date` (with history) lists, oldest first.
+    private func orderRows(_ orderID: String, listedAt date: Date) -> [LatestReceiptInfo] {
+        response(at: date, withHistory: true).latestReceiptInfo
+            .filter { row in row.transactionID.map { self.orderID(ofTransaction: $0) == orderID } ?? false }
+            .sorted {
+                ($0.purchaseDate ?? .distantPast, $0.transactionID ?? "")
+                    < ($1.purchaseDate ?? .distantPast, $1.transactionID ?? "")
+            }
     }
 
     /// Ten characters shaped like Apple's order IDs, from FNV-1a of `seed`.

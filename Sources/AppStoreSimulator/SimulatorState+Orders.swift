@@ -46,13 +46,37 @@ extension SimulatorState {
     }
 
     /// The registered receipt whose purchase, or one of whose main subscription's renewals up to now, has
-    /// the order ID `orderID`; nil when none has.
+    /// the order ID `orderID`; nil when none has. Renewal orders come from an index of every registered
+    /// receipt's renewals up to a little past the clock, built again when receipts are registered or the
+    /// clock leaves its window (20,000 receipts take about half a second).
     func registered(orderID: String) -> SimulatedReceipt? {
-        if let original = storage.withLock({ $0.orders[orderID] }), let receipt = registered(transactionID: original) {
-            return receipt
-        }
         let now = self.now
-        return registeredReceipts().first { $0.mayHoldRenewalOrder(orderID, at: now) }
+        let (purchase, index) = storage.withLock { storage in
+            (
+                storage.orders[orderID],
+                storage.renewalOrders.flatMap { $0.covers(storage.registryVersion, now) ? $0 : nil }
+            )
+        }
+        if let purchase, let receipt = registered(transactionID: purchase) { return receipt }
+        let renewals = index ?? buildRenewalOrderIndex(now: now)
+        return renewals.orders[orderID].flatMap { registered(transactionID: $0) }
+    }
+
+    private func buildRenewalOrderIndex(now: Date) -> RenewalOrderIndex {
+        let version = storage.withLock { $0.registryVersion }
+        let receipts = registeredReceipts()
+        // A day past the clock, or one period when shorter, so a window holds at most one more renewal each.
+        let horizon = min(86_400, receipts.map(\.period).min() ?? 86_400)
+        var orders: [String: String] = [:]
+        for receipt in receipts {
+            for renewal in receipt.renewalOrders(until: now.addingTimeInterval(horizon)) {
+                orders[renewal.orderID] = receipt.originalTransactionID
+            }
+        }
+        let index = RenewalOrderIndex(
+            version: version, from: now, until: now.addingTimeInterval(horizon), orders: orders)
+        storage.withLock { $0.renewalOrders = index }
+        return index
     }
 
     /// Binds `token` to the subscription `originalTransactionID` from the simulator clock's now on (Set App
@@ -103,5 +127,18 @@ extension SimulatorState.Storage {
         var changed = receipt
         changed.accountTokenChanges = changes
         return changed
+    }
+}
+
+/// Every registered receipt's renewal orders (order ID to original transaction id) for one registry version
+/// and a window of the clock.
+struct RenewalOrderIndex: Sendable {
+    var version: Int
+    var from: Date
+    var until: Date
+    var orders: [String: String]
+
+    func covers(_ registryVersion: Int, _ now: Date) -> Bool {
+        version == registryVersion && now >= from && now < until
     }
 }

@@ -101,6 +101,9 @@ public final class SimulatorState: Sendable {
         var massExtensionDuration: TimeInterval = 2 * 3_600
         /// Each registered purchase's order ID, to the original transaction id of its main subscription.
         var orders: [String: String] = [:]
+        /// Bumped by every `register`; the renewal orders' index is of one version and clock window.
+        var registryVersion = 0
+        var renewalOrders: RenewalOrderIndex?
         /// Set App Account Token's changes, by original transaction id, oldest first.
         var tokenChanges: [String: [SimulatedTokenChange]] = [:]
         /// Per-endpoint limits (`SimulatorState.Endpoint`), each counted per app over its own window.
@@ -224,6 +227,7 @@ public final class SimulatorState: Sendable {
                 for id in receipt.originalTransactionIDs { storage.registry[id] = receipt }
                 storage.orders[receipt.orderID] = receipt.originalTransactionID
             }
+            storage.registryVersion += 1
         }
     }
 

@@ -78,6 +78,45 @@ struct SimulatedOrderTests {
 
     @Test(
         """
+        For every scenario and age, Look Up Order ID finds the purchase's order (status 0, its transaction) when \
+        Apple answers for the receipt, even once the answer lists only the current period, and each renewal's \
+        order when the subscription renewed; an order of a renewal that never happened is invalid (status 1)
+        """)
+    func everyScenarioOrder() async throws {
+        let state = SimulatorState(now: now)
+        let receipts = Scenario.allCases.flatMap { scenario in
+            [5.0, 40, 100].map {
+                SimulatedReceipt(account: "every-\(scenario.rawValue)-\($0)", scenario: scenario, start: now - $0 * day)
+            }
+        }
+        state.register(receipts)
+        let silent: Set<Scenario> = [.accountNotFound, .notAuthentic, .malformed, .outage, .html200]
+        let renewing: Set<Scenario> = [.renewal, .trial, .familyShared, .sandbox, .multiseat, .billingRecovery]
+        let lapsed: Set<Scenario> = [.voluntaryExpiry, .legacyIOS6, .billingRetry, .gracePeriod]
+        try await SimulatedAPICaller.with(state) { api in
+            for receipt in receipts {
+                let sandbox = receipt.scenario == .sandbox
+                let purchase = try await api.lookUp(receipt.orderID, sandbox: sandbox)
+                let expected = silent.contains(receipt.scenario) ? 1 : 0
+                #expect(purchase.status == expected, "\(receipt.account)")
+                if expected == 0 {
+                    #expect(
+                        purchase.transactions.map(\.transactionId) == [receipt.originalTransactionID],
+                        "\(receipt.account)")
+                }
+                for renewal in receipt.renewalOrders(until: now) {
+                    let status = try await api.lookUp(renewal.orderID, sandbox: sandbox).status
+                    if renewing.contains(receipt.scenario) {
+                        #expect(status == 0, "\(receipt.account) \(renewal.index)")
+                    }
+                    if lapsed.contains(receipt.scenario) { #expect(status == 1, "\(receipt.account) \(renewal.index)") }
+                }
+            }
+        }
+    }
+
+    @Test(
+        """
         Set App Account Token answers 200 and binds the token from then on: Get Transaction History and later \
         notifications carry it, earlier notifications keep none; a malformed id (4000008), a malformed UUID \
         (4000183), a renewal's id (4000187) and an unknown id (404, 4040010) are refused as Apple refuses them
