@@ -1,6 +1,7 @@
 import AppStoreSimulator
 import Foundation
 import RenewalCore
+import RenewalServerAPI
 import RenewalSQLite
 import Testing
 
@@ -212,4 +213,47 @@ struct LookupClaimTests {
             #expect(Self.subscriptions(lookup.json).first?["owner"] as? String == "unclaimed", "\(lookup.json)")
         }
     }
+
+    @Test(
+        """
+        lookup trusts only what verifies: with another root configured every transaction of the order is \
+        refused and counted, none is shown, exit 3; claim --set-app-account-token on a family-shared \
+        purchase keeps the claim and exits 3 with Apple's errorCode
+        """,
+        arguments: StoreKit2ImportTests.backends)
+    func refusals(backend: String) async throws {
+        try await Self.withSetup(backend) { setup in
+            let otherRoot = setup.directory + "/other-root.pem"
+            try SigningChain.generate(name: "not apple").rootPEM().write(
+                toFile: otherRoot, atomically: true, encoding: .utf8)
+            var forged = setup.environment
+            forged["APPSTORE_ROOT_CERTIFICATES"] = otherRoot
+            let result = try await CLI.run(
+                ["lookup", "--order-id", setup.lost[0].orderID, "--json"] + setup.flags, environment: forged)
+            #expect(result.status == 3, "\(result.stdout)\n\(result.stderr)")
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+            #expect((json["transactions"] as? [Any])?.isEmpty == true, "\(json)")
+            #expect((json["refused"] as? [String])?.isEmpty == false, "\(json)")
+
+            let family = setup.state.makeLostPurchases(
+                count: 1, prefix: "support-family-\(backend)", scenario: .familyShared)[0]
+            let imported = try await CLI.run(
+                ["import", "-"] + setup.flags, environment: setup.environment,
+                stdin: ServerAPIMigrationTests.importLines([("dora", family)]))
+            #expect(imported.status == 0, "\(imported.stderr)")
+            let run = try await CLI.run(
+                ["run", "--now", Timestamp.string(setup.state.now)] + setup.flags, environment: setup.environment)
+            #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            let claim = try await CLI.run(
+                [
+                    "claim", "--original-transaction-id", family.originalTransactionID, "--user", "dora",
+                    "--set-app-account-token", "7e3fb20b-4cdb-47cc-936d-99d65f608138",
+                ] + setup.flags, environment: setup.environment)
+            #expect(claim.status == 3, "\(claim.stdout)\n\(claim.stderr)")
+            #expect(claim.stdout.contains("already theirs"), "\(claim.stdout)\n\(claim.stderr)")
+            #expect(claim.stderr.contains("4000185") && claim.stderr.contains("run the same command again"))
+            #expect(setup.state.appAccountTokenChanges(of: family.originalTransactionID).isEmpty)
+        }
+    }
+
 }
