@@ -53,6 +53,8 @@ struct GraceRecoveryTests {
                 let recovered = try #require(try await h.status(user: "recovering").first)
                 #expect(recovered.state == .active && recovered.gracePeriodExpiresAt == nil, "\(recovered)")
                 #expect(recovered.expiresAt == failure.addingTimeInterval(30 * Self.day), "the renewal date is kept")
+                // The feed variant asked the Server API (status and signed renewal info), not verifyReceipt alone.
+                if source == .feed { #expect(h.state.serverAPIRequests(account: receipt.account) > 0) }
             }
             let ledger = try await ClosedWindowTests.ledger(h, "recovering")
             let grace = ledger.facts.filter { $0.kind == .gracePeriod }
