@@ -256,4 +256,36 @@ struct LookupClaimTests {
         }
     }
 
+    @Test(
+        """
+        claim with a webhook URL set queues purchase.claimed for the user, and deliver sends it signed: the app \
+        hears that the customer it can restore access for is bob
+        """,
+        arguments: StoreKit2ImportTests.backends)
+    func claimQueuesItsWebhook(backend: String) async throws {
+        try await Self.withSetup(backend) { setup in
+            let secret = WebhookTests.secret()
+            let receiver = WebhookReceiver(secret: secret)
+            try await receiver.serve { url in
+                let path = setup.directory + "/webhook-secret"
+                try secret.write(toFile: path, atomically: true, encoding: .utf8)
+                var environment = setup.environment
+                environment["RENEWAL_WEBHOOK_URL"] = url
+                environment["RENEWAL_WEBHOOK_SECRET_FILE"] = path
+                let id = setup.lost[0].originalTransactionID
+                let claim = try await CLI.run(
+                    ["claim", "--original-transaction-id", id, "--user", "bob"] + setup.flags, environment: environment)
+                #expect(claim.status == 0, "\(claim.stderr)")
+                let deliver = try await CLI.run(["deliver"] + setup.flags, environment: environment)
+                #expect(deliver.status == 0, "\(deliver.stdout)\n\(deliver.stderr)")
+                let claimed = receiver.received.filter { $0.body["type"] as? String == "purchase.claimed" }
+                #expect(claimed.count == 1, "\(receiver.received.map(\.body))")
+                let data = claimed.first?.body["data"] as? [String: Any] ?? [:]
+                #expect(data["user_id"] as? String == "bob" && data["original_transaction_id"] as? String == id)
+                #expect(data["kind"] as? String == "purchase_claimed", "\(data)")
+                #expect(claimed.allSatisfy { $0.signatureValid })
+            }
+        }
+    }
+
 }
