@@ -20,24 +20,68 @@ enum LedgerSQL {
     /// (`SubscriptionLedger.countedTransactions`); a family-shared copy has none.
     static func replaceSpans(of ids: some Collection<String>, on connection: any SQLConnection) throws {
         for chunk in Array(Set(ids)).sorted().chunked(by: chunkSize) where !chunk.isEmpty {
-            let ledgers = try ledgers(of: chunk, on: connection)
+            var computed: [String: [KeptSpan]] = [:]
+            for ledger in try ledgers(of: chunk, on: connection) {
+                computed[ledger.originalTransactionID] = ledger.timeline(in: ledger.environment ?? .production).spans
+                    .map { KeptSpan(span: $0, bundleID: ledger.bundleID, environment: ledger.environment?.rawValue) }
+            }
+            // Rewritten only where they changed: most saves restate what is kept, and an unchanged row
+            // left alone costs no write (no dead row on PostgreSQL).
+            let stored = try keptSpans(of: chunk, on: connection)
+            let changed = chunk.filter { (computed[$0] ?? []) != (stored[$0] ?? []) }
+            guard !changed.isEmpty else { continue }
             var binds = SQLBinds()
-            let list = binds.list(chunk.map { .text($0) })
+            let list = binds.list(changed.map { .text($0) })
             _ = try connection.execute(
                 "DELETE FROM entitlement_spans WHERE original_transaction_id IN (\(list))", binds.values)
-            var rows: [[SQLValue]] = []
-            for ledger in ledgers {
-                let timeline = ledger.timeline(in: ledger.environment ?? .production)
-                for span in timeline.spans {
-                    rows.append([
-                        .text(ledger.originalTransactionID), SQLValue(span.startsAt), SQLValue(span.endsAt),
-                        .text(span.kind.rawValue), SQLValue(span.byGrace), .text(span.transactionID),
-                        SQLValue(span.productID), SQLValue(ledger.bundleID), SQLValue(ledger.environment?.rawValue),
-                    ])
+            let rows = changed.flatMap { id in
+                (computed[id] ?? []).map { kept -> [SQLValue] in
+                    let span = kept.span
+                    return [
+                        .text(id), SQLValue(span.startsAt), SQLValue(span.endsAt), .text(span.kind.rawValue),
+                        SQLValue(span.byGrace), .text(span.transactionID), SQLValue(span.productID),
+                        SQLValue(kept.bundleID), SQLValue(kept.environment),
+                    ]
                 }
             }
             try insertSpans(rows, on: connection)
         }
+    }
+
+    /// One stored span with the columns it is grouped by.
+    struct KeptSpan: Equatable {
+        var span: EntitlementSpan
+        var bundleID: String?
+        var environment: String?
+        /// A stored kind this build does not know: never equal to a computed span, so it is rewritten.
+        var unreadable = false
+    }
+
+    /// The spans stored for these subscriptions, oldest first; a kind this build does not know reads as a
+    /// difference, so it is rewritten.
+    static func keptSpans(of ids: [String], on connection: any SQLConnection) throws -> [String: [KeptSpan]] {
+        var binds = SQLBinds()
+        let list = binds.list(ids.map { .text($0) })
+        var kept: [String: [KeptSpan]] = [:]
+        for row in try connection.execute(
+            """
+            SELECT original_transaction_id, starts_at, ends_at, kind, by_grace, transaction_id, product_id,
+                bundle_id, environment
+            FROM entitlement_spans WHERE original_transaction_id IN (\(list)) ORDER BY original_transaction_id, starts_at
+            """, binds.values)
+        {
+            let id = try row.text("original_transaction_id")
+            let kind = EntitlementSpan.Kind(rawValue: try row.text("kind"))
+            let span = EntitlementSpan(
+                startsAt: try row.date("starts_at"), endsAt: try row.optionalDate("ends_at"), kind: kind ?? .paid,
+                byGrace: try row.bool("by_grace"), transactionID: try row.text("transaction_id"),
+                productID: try row.optionalText("product_id"))
+            kept[id, default: []].append(
+                KeptSpan(
+                    span: span, bundleID: try row.optionalText("bundle_id"),
+                    environment: try row.optionalText("environment"), unreadable: kind == nil))
+        }
+        return kept
     }
 
     private static func insertSpans(_ rows: [[SQLValue]], on connection: any SQLConnection) throws {
