@@ -7,6 +7,8 @@ import RenewalSQL
 import RenewalStorage
 import Testing
 
+@testable import RenewalDelivery
+
 /// Issue 44 through a whole run: purchases Apple knows that the app never imported reach the database by
 /// the change feed, with Apple's state, their owner when the app registered their token, unclaimed
 /// otherwise; forged and repeated notifications add nothing.
@@ -44,8 +46,21 @@ struct LostPurchaseAdoptionTests {
                 h.state.feedDuplicatePercent = 100
                 h.state.advance(by: 2 * 3_600)
 
-                let run = try await h.run(.run, verifier: router) { $0.feed = client }
+                let run = try await h.run(.run, verifier: router) {
+                    $0.feed = client
+                    $0.queueWebhooks = true
+                }
                 #expect(run.counts.notificationsUnmatched == 0, "\(run.counts)")
+                // Each purchase's first webhook says whose it is, with a type of its own.
+                let outbox = try #require(h.store as? any WebhookOutboxStore)
+                let pending = try await outbox.claimDeliveries(
+                    owner: "test", now: h.state.now.addingTimeInterval(60),
+                    leaseExpiresAt: h.state.now.addingTimeInterval(600), limit: 100)
+                let types = try pending.map {
+                    try #require(try JSONSerialization.jsonObject(with: WebhookEvent.body(of: $0)) as? [String: Any])
+                }.compactMap { $0["type"] as? String }
+                #expect(types.filter { $0 == "purchase.unclaimed" }.count == 3, "\(types)")
+                #expect(types.filter { $0 == "purchase.claimed" }.count == 1, "\(types)")
                 let receipts = try await h.receipts()
                 #expect(receipts.count == 5, "steady and the four lost: \(receipts.map(\.userID))")
                 for purchase in lost {
