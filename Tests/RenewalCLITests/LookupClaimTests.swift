@@ -288,4 +288,27 @@ struct LookupClaimTests {
         }
     }
 
+    @Test(
+        """
+        Several apps: lookup asks each app's key until one knows the order (another app's key answers status 1, \
+        as Apple does), verifies it against that app's bundle, and names the app
+        """)
+    func severalApps() async throws {
+        try await SeveralAppsServerAPITests.withApps("sqlite", macKeyAccepted: true) {
+            _, database, state, environment in
+            let mac = SimulatedReceipt(
+                account: "support-mac-\(UUID().uuidString.prefix(8))", scenario: .renewal, start: state.now - 86_400,
+                productID: SeveralAppsTests.macProduct, bundle: SeveralAppsTests.mac)
+            state.register([mac])
+            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
+            let result = try await CLI.run(
+                ["lookup", "--order-id", mac.orderID, "--json", "--database", database], environment: environment)
+            #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+            #expect(json["bundle_id"] as? String == SeveralAppsTests.mac, "\(json)")
+            #expect(Self.subscriptions(json).first?["original_transaction_id"] as? String == mac.originalTransactionID)
+            #expect(Self.subscriptions(json).first?["owner"] as? String == "not_in_database", "\(json)")
+        }
+    }
+
 }
