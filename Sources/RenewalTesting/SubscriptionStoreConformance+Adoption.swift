@@ -103,6 +103,15 @@ extension SubscriptionStoreConformance {
         #expect(try await store.importReceipts([token("dave", t3)], now: at(minutes: 20)) == [.tokenRecorded])
         #expect(try await stored(store, user: "adopted:otid-c").userID == "dave")
         #expect(try await stored(store, user: "dave").latestReceipt == "receipt-of-dave")
+
+        // The app's server stores the purchase late, by transaction id: the line claims the adopted row
+        // instead of storing a second one for the same subscription.
+        _ = try await adopt(store, [adoptable("n-4", about: "otid-d", token: nil)], runID: "run-d")
+        let late = ReceiptImport(userID: "gina", latestReceipt: nil, originalTransactionID: "otid-d")
+        #expect(try await store.importReceipts([late], now: at(minutes: 21)) == [.claimed])
+        #expect(try await store.importReceipts([late], now: at(minutes: 22)) == [.claimed])
+        let rows = try await allPages(store, .backfill(BackfillSelector(all: true)), pageSize: 20)
+        #expect(rows.filter { $0.originalTransactionID == "otid-d" }.map(\.userID) == ["gina"])
     }
 
     static func claimByHand(_ store: any RunHistoryStore) async throws {
