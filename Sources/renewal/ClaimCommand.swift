@@ -129,6 +129,12 @@ struct ClaimWork: Sendable {
                     "Apple does not know order ID \(orderID) (Look Up Order ID answered status 1); check it against "
                         + "the customer's e-mailed receipt. Nothing was claimed.")
             }
+            guard found.refused.isEmpty || !found.subscriptionIDs.isEmpty else {
+                try Self.fail(
+                    "Order ID \(orderID)'s signed transactions failed verification ("
+                        + found.refused.map(\.rawValue).joined(separator: ", ")
+                        + "); check APPSTORE_ROOT_CERTIFICATES and APPSTORE_BUNDLE_ID. Nothing was claimed.")
+            }
             guard !found.subscriptionIDs.isEmpty else {
                 try Self.fail(
                     "Order ID \(orderID) holds no auto-renewable subscription (`renewal lookup --order-id \(orderID)` "

@@ -234,6 +234,10 @@ struct LookupClaimTests {
             let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
             #expect((json["transactions"] as? [Any])?.isEmpty == true, "\(json)")
             #expect((json["refused"] as? [String])?.isEmpty == false, "\(json)")
+            let forgedClaim = try await CLI.run(
+                ["claim", "--order-id", setup.lost[0].orderID, "--user", "bob"] + setup.flags, environment: forged)
+            #expect(forgedClaim.status == 3, "\(forgedClaim.stdout)\n\(forgedClaim.stderr)")
+            #expect(forgedClaim.stderr.contains("failed verification"), "\(forgedClaim.stderr)")
 
             let family = setup.state.makeLostPurchases(
                 count: 1, prefix: "support-family-\(backend)", scenario: .familyShared)[0]
