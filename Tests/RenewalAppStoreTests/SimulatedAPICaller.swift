@@ -74,6 +74,14 @@ struct SimulatedAPICaller {
         return try (answer.json["signedTransactions"] as? [String] ?? []).map(Self.payload)
     }
 
+    /// The renewal info of every subscription Get All Subscription Statuses lists for `id`, decoded.
+    func statusRenewalInfo(_ id: String) async throws -> [[String: Any]] {
+        let answer = try await call(.GET, "/inApps/v1/subscriptions/" + id)
+        let groups = answer.json["data"] as? [[String: Any]] ?? []
+        let items = groups.flatMap { $0["lastTransactions"] as? [[String: Any]] ?? [] }
+        return try items.map { try Self.payload($0["signedRenewalInfo"] as? String ?? "") }
+    }
+
     /// Notification History's notifications signed in [from, to) (first page): `type/subtype`, when, and the
     /// signed transaction, decoded.
     func notificationTransactions(from: Date, to: Date) async throws -> [(

@@ -137,6 +137,8 @@ struct SimulatedOrderTests {
             state.advance(by: 25 * day)
             let after = try await api.historyTransactions(original)
             #expect(!after.isEmpty && after.allSatisfy { $0["appAccountToken"] as? String == token })
+            let renewalInfo = try await api.statusRenewalInfo(original)
+            #expect(renewalInfo.count == 1 && renewalInfo.allSatisfy { $0["appAccountToken"] as? String == token })
             let notified = try await api.notificationTransactions(from: now - 50 * day, to: now + 25 * day)
             let tokens = notified.map { ($0.type, $0.signedDate > now, $0.transaction["appAccountToken"] as? String) }
             #expect(tokens.count == 3, "\(tokens)")
