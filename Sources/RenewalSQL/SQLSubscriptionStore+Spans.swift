@@ -8,8 +8,9 @@ enum LedgerSQL {
     /// Subscriptions read and written per statement.
     static var chunkSize: Int { 500 }
 
-    /// Spans written per `INSERT` (nine binds each).
-    static var spanRowsPerInsert: Int { 50 }
+    /// Spans written per `INSERT` (nine binds each: 4,500, under both databases' limits). Fewer round
+    /// trips halved migration 22 on PostgreSQL against 50 per statement.
+    static var spanRowsPerInsert: Int { 500 }
 
     /// Replaces the stored entitlement spans (`entitlement_spans`) of these subscriptions with Core's
     /// (`EntitlementTimeline.spans`) from their ledger and facts as this connection sees them now. Called
