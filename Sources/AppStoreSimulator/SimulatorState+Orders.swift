@@ -13,9 +13,10 @@ extension SimulatorState {
         public static let appAccountToken = "appAccountToken"
     }
 
-    /// Limits `endpoint`'s requests to `perSecond` per app over its own one-second window, on top of
-    /// `serverAPIRateLimit`, as Apple limits each endpoint; nil lifts it. Over it: HTTP 429 with
-    /// `Retry-After` in UNIX milliseconds. No endpoint is limited by default.
+    /// Limits `endpoint`'s requests of each app to `perSecond` on top of `serverAPIRateLimit`, as Apple limits
+    /// each endpoint; nil lifts it. A bucket of `perSecond` requests filled again at `perSecond` a second: a
+    /// client spaced at the rate is never refused (a few milliseconds of jitter included), a burst past the
+    /// bucket is. Over it: HTTP 429 with `Retry-After` in UNIX milliseconds. No endpoint is limited by default.
     public func setEndpointRateLimit(_ endpoint: String, perSecond: Int?) {
         storage.withLock { $0.endpointRateLimits[endpoint] = perSecond.map { max(1, $0) } }
     }
@@ -25,22 +26,23 @@ extension SimulatorState {
         storage.withLock { $0.endpointRateLimits }
     }
 
-    /// Counts one request of `app` to `endpoint` against its own limit; returns when a 429 should lift,
-    /// if this one is over it.
+    /// Takes one request of `app` to `endpoint` from its bucket; returns when a 429 should lift, if the bucket
+    /// is empty.
     func recordEndpointRequest(_ endpoint: String, app: String) -> Date? {
         let now = ContinuousClock.now
         let wall = Date()
         let key = endpoint + "#" + app
         return storage.withLock { storage -> Date? in
             guard let limit = storage.endpointRateLimits[endpoint] else { return nil }
-            let windowStart = now - .seconds(1)
-            storage.endpointArrivals[key, default: []].removeAll { $0 <= windowStart }
-            let recent = storage.endpointArrivals[key, default: []]
-            if recent.count >= limit, let oldest = recent.first {
+            var bucket = storage.endpointBuckets[key] ?? EndpointBucket(tokens: Double(limit), at: now)
+            bucket.tokens = min(Double(limit), bucket.tokens + (now - bucket.at).seconds * Double(limit))
+            bucket.at = now
+            defer { storage.endpointBuckets[key] = bucket }
+            guard bucket.tokens >= 1 else {
                 storage.serverAPIStats.rateLimited += 1
-                return wall.addingTimeInterval((oldest + .seconds(1) - now).seconds)
+                return wall.addingTimeInterval((1 - bucket.tokens) / Double(limit))
             }
-            storage.endpointArrivals[key, default: []].append(now)
+            bucket.tokens -= 1
             return nil
         }
     }
@@ -141,4 +143,10 @@ struct RenewalOrderIndex: Sendable {
     func covers(_ registryVersion: Int, _ now: Date) -> Bool {
         version == registryVersion && now >= from && now < until
     }
+}
+
+/// One app's requests left for one limited endpoint, as of `at`.
+struct EndpointBucket: Sendable {
+    var tokens: Double
+    var at: ContinuousClock.Instant
 }

@@ -106,9 +106,9 @@ public final class SimulatorState: Sendable {
         var renewalOrders: RenewalOrderIndex?
         /// Set App Account Token's changes, by original transaction id, oldest first.
         var tokenChanges: [String: [SimulatedTokenChange]] = [:]
-        /// Per-endpoint limits (`SimulatorState.Endpoint`), each counted per app over its own window.
+        /// Per-endpoint limits (`SimulatorState.Endpoint`), each a bucket per app.
         var endpointRateLimits: [String: Int] = [:]
-        var endpointArrivals: [String: [ContinuousClock.Instant]] = [:]
+        var endpointBuckets: [String: EndpointBucket] = [:]
     }
 
     /// A fault of Notification History alone (the status endpoint keeps answering).
