@@ -42,7 +42,8 @@ public protocol RunHistoryStore: SubscriptionStore {
     func changeCounts(ofRun runID: String, app: String?) async throws -> [String: Int]
     /// How many failures of each reason a run recorded (of `app` only, when given).
     func failureCounts(ofRun runID: String, app: String?) async throws -> [String: Int]
-    /// Entitled subscriptions per product and environment now (`active` and `grace_period`).
+    /// Entitled subscriptions per product and environment now: the decision stored on each row
+    /// (`subscriptions.entitled`, Core's `SubscriptionState.grantsAccess`).
     func entitledNow() async throws -> [EntitledPlan: Int]
     /// For each run that started at or after `since`: the net change it made to entitled
     /// subscriptions per product and environment. Each subscription's move in one answer counts
