@@ -53,6 +53,7 @@ public struct DatabaseCopy: Sendable {
         Table("subscription_facts", key: "id", numbered: true),
         Table("adopted_purchases", key: "original_transaction_id"),
         Table("app_account_tokens", key: "app_account_token"),
+        Table("discover_cursors", key: "stream"),
         Table("entitlement_spans", key: "id", numbered: true),
     ]
 

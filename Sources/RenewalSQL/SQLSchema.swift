@@ -49,6 +49,7 @@ public enum SQLSchema {
         Migration(version: 21, statements: version21),
         Migration(version: 22, statements: version22, prelude: version22Prelude, rebuild: version22Rebuild),
         Migration(version: 23, statements: version23),
+        Migration(version: 24, statements: version24),
     ]
 
     static let createMigrationsTable = """

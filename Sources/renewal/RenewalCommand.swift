@@ -21,6 +21,7 @@ struct RenewalCommand: AsyncParsableCommand {
             StatusCommand.self, ReportCommand.self, AnalyticsCommand.self, CheckCommand.self, DeliverCommand.self,
             CopyDatabaseCommand.self, ExtendCommand.self,
             LookupCommand.self, ClaimCommand.self,
+            DiscoverCommand.self,
         ]
     )
 

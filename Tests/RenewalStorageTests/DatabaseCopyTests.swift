@@ -206,6 +206,13 @@ struct DatabaseCopyTests {
             try insert(
                 "INSERT INTO app_account_tokens (app_account_token, user_id, recorded_at) VALUES ($2, 'user-1', $1)",
                 [.int64(day), .text(awkward)])
+            try insert(
+                """
+                INSERT INTO discover_cursors (stream, window_start, window_end, page_token, pages, notifications,
+                    started_at, updated_at, completed_at)
+                VALUES ('Production', $1, $1, $2, 3, 60, $1, $1, NULL),
+                       ('com.example.app/Sandbox', $1, $1, NULL, 1, 0, $1, $1, $1)
+                """, [.int64(day), .text(awkward)])
         }
     }
 
