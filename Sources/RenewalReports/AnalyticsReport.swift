@@ -131,6 +131,9 @@ public struct AnalyticsReport: Encodable, Sendable {
     public var total: Figures
     public var byProduct: [Figures]
     public var cohorts: [Cohort]
+    /// The window's figures of the adopted purchases no user has claimed yet, already counted in `total`;
+    /// nil when not asked for (a store without adoption).
+    public var unclaimed: Unclaimed?
 
     public init(
         _ analytics: SubscriptionAnalytics, cohorts: CohortRetention? = nil, rates: ExchangeRates, bundleID: String?
@@ -147,7 +150,7 @@ public struct AnalyticsReport: Encodable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case since, until, currency, bundleID = "bundle_id", byProduct = "by_product", cohorts
+        case since, until, currency, bundleID = "bundle_id", byProduct = "by_product", cohorts, unclaimed
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -159,6 +162,7 @@ public struct AnalyticsReport: Encodable, Sendable {
         try total.encode(to: encoder)
         try container.encode(byProduct, forKey: .byProduct)
         try container.encode(cohorts, forKey: .cohorts)
+        try container.encodeIfPresent(unclaimed, forKey: .unclaimed)
     }
 
     /// The one JSON object of `--json`, keys sorted.
@@ -225,6 +229,7 @@ public struct AnalyticsReport: Encodable, Sendable {
                         + "\(cohort.subscriptions)".padding(toLength: 7, withPad: " ", startingAt: 0) + shares.joined())
             }
         }
+        if let unclaimed { lines.append(unclaimed.line) }
         if total.unpricedTransactions > 0 {
             lines.append(
                 "\(total.unpricedTransactions) paid transactions have no price (verifyReceipt gives none): list the "

@@ -50,6 +50,7 @@ public enum SQLSchema {
         Migration(version: 22, statements: version22, prelude: version22Prelude, rebuild: version22Rebuild),
         Migration(version: 23, statements: version23),
         Migration(version: 24, statements: version24),
+        Migration(version: 25, statements: version25),
     ]
 
     static let createMigrationsTable = """

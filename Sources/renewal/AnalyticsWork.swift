@@ -17,11 +17,34 @@ struct AnalyticsWork {
         var analytics = SubscriptionAnalytics(
             since: since, until: until, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
         var cohorts = CohortRetention(asOf: until, catalogue: catalogue)
+        // The adopted purchases no user has claimed count like any other, and again apart.
+        let unclaimedIDs = try await unclaimedIDs()
+        var unclaimed = SubscriptionAnalytics(
+            since: since, until: until, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
         try await store.forEachSubscriptionLedger(bundleID: app) { ledger in
             analytics.add(ledger)
             cohorts.add(ledger)
+            if unclaimedIDs?.contains(ledger.originalTransactionID) == true { unclaimed.add(ledger) }
         }
-        return AnalyticsReport(analytics, cohorts: cohorts, rates: rates, bundleID: app)
+        var report = AnalyticsReport(analytics, cohorts: cohorts, rates: rates, bundleID: app)
+        report.unclaimed = unclaimedIDs.map { AnalyticsReport.Unclaimed(purchases: $0.count, unclaimed, rates: rates) }
+        return report
+    }
+
+    /// The original transaction ids of the app's unclaimed adopted purchases (a small table, read in pages);
+    /// nil for a store without adoption.
+    private func unclaimedIDs() async throws -> Set<String>? {
+        guard let source = store as? any UnclaimedPurchaseStore else { return nil }
+        var ids = Set<String>()
+        var after: String?
+        while true {
+            let page = try await source.unclaimedPage(after: after, limit: 500)
+            for purchase in page where app == nil || purchase.bundleID == app {
+                ids.insert(purchase.originalTransactionID)
+            }
+            guard page.count == 500, let last = page.last else { return ids }
+            after = last.originalTransactionID
+        }
     }
 
     /// What a refresh replaced.

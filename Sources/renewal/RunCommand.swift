@@ -136,6 +136,9 @@ struct JobRunner {
                 status: outcome.status, exitCode: outcome.status.exitCode, startedAt: outcome.startedAt,
                 finishedAt: clock(), dueAtStart: outcome.counts.dueAtStart,
                 dueLeft: command == .run ? outcome.counts.dueLeft : nil, lastSuccess: try? await store.lastSuccess())
+            if command == .run, let unclaimed = try? await (store as? any UnclaimedPurchaseStore)?.unclaimedSummary() {
+                metrics.unclaimedPurchases(unclaimed, now: clock())
+            }
             await metricsOutput.write(metrics, warn: warn)
         }
         return outcome

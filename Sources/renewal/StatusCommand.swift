@@ -14,7 +14,9 @@ struct StatusCommand: AsyncParsableCommand {
             entitled, expires_at, auto_renew, environment, grace_period_expires_at, last_verified_at, \
             next_check_at (RFC 3339 UTC or null), ownership_type, last_failure, source (verify_receipt, \
             server_api, or null before the first valid answer) and bundle_id (the app; null until known). Rows are streamed, so it \
-            works on any table size.
+            works on any table size. --unclaimed lists the adopted purchases no user has claimed instead (--json: \
+            original_transaction_id, bundle_id, product_id, environment, adopted_at, app_account_token, state, \
+            expires_at, revenue by currency).
             """ + EnvironmentHelp.text(.database))
 
     @Flag(name: .long, help: "Print JSON (the stable contract) instead of a table.")
@@ -25,14 +27,29 @@ struct StatusCommand: AsyncParsableCommand {
         help: ArgumentHelp("Only this user; repeat it for several (`--user 42 --user 43`).", valueName: "id"))
     var user: [String] = []
 
+    @Flag(
+        name: .long,
+        help: """
+            List the purchases the change feed adopted that no user has claimed yet (docs/design.md §7), \
+            oldest id first, instead of every subscription.
+            """)
+    var unclaimed = false
+
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        if unclaimed && !user.isEmpty {
+            throw ValidationError("--unclaimed lists the purchases no user holds; leave out --user.")
+        }
+    }
 
     func run() async throws {
         try await ExitMapping.run {
             _ = logging.makeLogger()
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
+            if unclaimed { return try await UnclaimedOutput.write(store: store, json: json) }
             // Each user named once, in the order given; nil for every user.
             var seen = Set<String>()
             let users: [String?] = user.isEmpty ? [nil] : user.filter { seen.insert($0).inserted }
