@@ -13,9 +13,10 @@ extension SQLSchema {
     /// `subscription_counts` gains `entitled` in its groups: its triggers count it (the prelude replaces
     /// them, lock by lock, and is safe to run again), and this transaction fills the summary by the new
     /// groups (what the table holds minus the deltas already counted), so the view stays a sum of a few
-    /// rows at ten million subscriptions.
+    /// rows at ten million subscriptions. The fill and the view's swap come last (`version22Views`, after
+    /// the spans), so dashboards reading the view wait only for the end of the transaction.
     static func version22(_ dialect: SQLDialect) -> [String] {
-        let spans = [
+        [
             """
             CREATE TABLE entitlement_spans (
                 id \(dialect.identityPrimaryKey),
@@ -36,8 +37,13 @@ extension SQLSchema {
             """,
             "CREATE INDEX entitlement_spans_ends_at_idx ON entitlement_spans (ends_at, starts_at)",
         ]
+    }
+
+    /// The views' swap (and on PostgreSQL the summary's fill by the new groups), run after the spans are
+    /// built so `entitlements_by_product` is locked only for the end of the migration's transaction.
+    static func version22Views(_ dialect: SQLDialect) -> [String] {
         guard dialect == .postgres else {
-            return spans + [
+            return [
                 "DROP VIEW entitlements_by_product",
                 """
                 CREATE VIEW entitlements_by_product AS
@@ -49,7 +55,7 @@ extension SQLSchema {
                 """,
             ]
         }
-        return spans + [
+        return [
             subscriptionsFill(schemaVersion: 22),
             "DROP VIEW entitlements_by_product",
             """
@@ -127,8 +133,10 @@ extension SQLSchema {
                     """)
     }
 
-    /// Every subscription's spans, from its ledger and facts, a chunk at a time (memory stays flat).
+    /// Every subscription's spans, from its ledger and facts, a chunk at a time (memory stays flat); then
+    /// the views.
     static func version22Rebuild(_ connection: any SQLConnection, _ dialect: SQLDialect) throws {
         try LedgerSQL.rebuildSpans(on: connection)
+        for statement in version22Views(dialect) { _ = try connection.execute(statement, []) }
     }
 }
