@@ -15,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-kill_suites='KillLoopTests|PostgresKillTests|FeedKillTests|WebhookKillTests|HistoryKillTests|ExtendKillTests'
+kill_suites='KillLoopTests|PostgresKillTests|FeedKillTests|WebhookKillTests|HistoryKillTests|ExtendKillTests|DiscoverKillTests'
 timed_suites='ShutdownTests|AppleDownTests|DatabaseFaultTests|PostgresFaultTests|MetricsAndLogsTests'
 scale=${RENEWAL_TEST_PHASE_MINUTES:-1}
 
