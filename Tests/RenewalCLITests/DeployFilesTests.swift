@@ -534,14 +534,14 @@ struct DeployFilesTests {
         let promtool = try #require(ObservabilityTools.promtool)
         let rules = DeployFiles.root + "/Deploy/prometheus/alerts.yml"
         let check = try await toolOffPool(promtool, ["check", "rules", rules])
-        #expect(check.contains("SUCCESS: 9 rules found"), "\(check)")
+        #expect(check.contains("SUCCESS: 10 rules found"), "\(check)")
         let unitTests = try await toolOffPool(
             promtool, ["test", "rules", DeployFiles.root + "/Deploy/prometheus/alerts.test.yml"])
         #expect(unitTests.contains("SUCCESS"), "\(unitTests)")
         let ruleText = try DeployFiles.text("Deploy/prometheus/alerts.yml")
         for alert in [
             "RenewalJobNotSucceeding", "RenewalAppleOutage", "RenewalHighFailureRate", "RenewalChangeFeedUnhealthy",
-            "RenewalRefundRequestMissed",
+            "RenewalRefundRequestMissed", "RenewalUnclaimedPurchaseWaiting",
         ] {
             #expect(ruleText.contains("alert: \(alert)"))
         }
@@ -563,6 +563,7 @@ struct DeployFilesTests {
             feedMetrics = DeployFiles.metricNames(in: try String(contentsOfFile: textfile, encoding: .utf8))
             #expect(feedMetrics.contains("renewal_feed_healthy"), "\(feedMetrics.sorted())")
             #expect(feedMetrics.contains("renewal_webhook_oldest_undelivered_seconds"), "\(feedMetrics.sorted())")
+            #expect(feedMetrics.contains("renewal_unclaimed_purchases_oldest_age_seconds"), "\(feedMetrics.sorted())")
         }
         try await ObservedRun.with { observed in
             let textfile = observed.directory + "/renewal.prom"
