@@ -6,12 +6,22 @@ extension SQLSubscriptionStore {
     public func statusPage(userID: String?, after: StatusCursor?, limit: Int) async throws -> [StatusRow] {
         guard limit > 0 else { return [] }
         let upperUser = userID == nil ? try await firstUser(pastPageOf: limit, after: after) : nil
+        // One user's rows include the purchases claimed for them under an adopted row's reserved key (they
+        // already had a receipts row), shown under their own id.
+        let claimedFor: [Int64] = if let userID { try await claimedReceiptIDs(for: userID) } else { [] }
         var binds = SQLBinds()
         var conditions: [String] = []
         var branch: [String] = []
+        var shownUser = "r.user_id"
         if let userID {
             conditions.append("user_id = \(binds.add(.text(userID)))")
-            branch.append("r.user_id = \(binds.add(.text(userID)))")
+            let user = binds.add(.text(userID))
+            if claimedFor.isEmpty {
+                branch.append("r.user_id = \(user)")
+            } else {
+                branch.append("(r.user_id = \(user) OR r.id IN (\(binds.list(claimedFor.map { SQLValue.int64($0) }))))")
+                shownUser = "COALESCE(r.owner_user_id, r.user_id)"
+            }
         }
         if let after { branch.append("r.user_id >= \(binds.add(.text(after.userID)))") }
         if let upperUser { branch.append("r.user_id < \(binds.add(.text(upperUser)))") }
@@ -31,7 +41,7 @@ extension SQLSubscriptionStore {
         // row not verified yet that was imported by transaction id (StoreKit 2): that id.
         let sql = """
             SELECT * FROM (
-                SELECT r.user_id AS user_id, s.original_transaction_id AS otid, s.product_id AS product_id,
+                SELECT \(shownUser) AS user_id, s.original_transaction_id AS otid, s.product_id AS product_id,
                     s.state AS state, s.entitled AS entitled, s.expires_at AS expires_at, s.auto_renew AS auto_renew,
                     s.environment AS environment, s.grace_period_expires_at AS grace_period_expires_at,
                     s.last_verified_at AS last_verified_at, s.next_check_at AS next_check_at,
@@ -41,7 +51,7 @@ extension SQLSubscriptionStore {
                 FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
                 \(inBranch.isEmpty ? "" : "WHERE " + inBranch)
                 UNION ALL
-                SELECT r.user_id,
+                SELECT \(shownUser),
                     CASE WHEN r.status = 'unverified' THEN COALESCE(r.original_transaction_id, '') ELSE '' END,
                     r.imported_product_id,
                     CASE WHEN r.status = 'verified' AND r.no_subscription_since IS NOT NULL THEN 'no_subscription'
@@ -64,6 +74,25 @@ extension SQLSubscriptionStore {
 }
 
 extension SQLSubscriptionStore {
+    /// The receipts rows claimed for `userID` that keep another key (the user already held a row; see
+    /// `ownerSQL`): from the subscriptions' user (indexed) and, for a row not checked yet, the small
+    /// `adopted_purchases` table, so the status query stays on indexes.
+    func claimedReceiptIDs(for userID: String) async throws -> [Int64] {
+        try await onConnection { connection in
+            try connection.execute(
+                """
+                SELECT s.receipt_id AS receipt_id FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
+                WHERE s.user_id = $1 AND r.owner_user_id = $1
+                UNION
+                SELECT a.receipt_id FROM adopted_purchases a JOIN receipts r ON r.id = a.receipt_id
+                WHERE a.claimed_user_id = $1 AND r.owner_user_id = $1
+                ORDER BY receipt_id
+                """,
+                [.text(userID)]
+            ).map { try $0.int64("receipt_id") }
+        }
+    }
+
     /// The columns of the newest feed notification `matching` (the latest by `signed_at`, found on the
     /// feed's indexes), for a status row.
     static func lastNotification(_ matching: String) -> String {
