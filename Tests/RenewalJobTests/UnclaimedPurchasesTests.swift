@@ -67,13 +67,15 @@ struct UnclaimedPurchasesTests {
         }
         // The view: counts and revenue per day and currency match the listing.
         let rows = try await DashboardViewsTests.query(
-            h, "SELECT currency, purchases, revenue_milliunits FROM unclaimed_purchases")
+            h, "SELECT currency, purchases, revenue_milliunits, oldest_adopted_at_ms FROM unclaimed_purchases")
         let viewCount = rows.compactMap { DashboardViewsTests.int($0, "purchases") }.reduce(0, +)
         #expect(viewCount == waiting.count, "\(rows)")
         let viewRevenue = rows.compactMap { DashboardViewsTests.int($0, "revenue_milliunits") }.reduce(0, +)
         let listedRevenue = listed.flatMap(\.revenue.values).reduce(0, +)
         #expect(Int64(viewRevenue) == listedRevenue && listedRevenue > 0)
 
+        let viewOldest = rows.compactMap { DashboardViewsTests.int($0, "oldest_adopted_at_ms") }.min()
+        #expect(viewOldest == listed.map { Int(($0.adoptedAt.timeIntervalSince1970 * 1000).rounded()) }.min())
         let summary = try await source.unclaimedSummary()
         #expect(summary.map(\.count).reduce(0, +) == waiting.count, "\(summary)")
         let oldest = try #require(listed.map(\.adoptedAt).min())

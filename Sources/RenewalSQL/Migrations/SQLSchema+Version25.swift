@@ -12,7 +12,7 @@ extension SQLSchema {
                 t.currency, COUNT(DISTINCT a.original_transaction_id) AS purchases,
                 COALESCE(SUM(CASE WHEN t.revoked_at IS NULL THEN t.price_milliunits ELSE 0 END), 0)
                     AS revenue_milliunits,
-                MIN(a.adopted_at) AS oldest_adopted_at
+                MIN(a.adopted_at) AS oldest_adopted_at_ms
             FROM adopted_purchases a
             LEFT JOIN transactions t ON t.original_transaction_id = a.original_transaction_id
             WHERE a.claimed_at IS NULL
