@@ -5,8 +5,9 @@ import RenewalStorage
 extension SQLSubscriptionStore {
     /// Records the facts an update adds (`SubscriptionFact.added`), in the transaction that writes it and
     /// before its rows are overwritten: each subscription this receipt writes against its stored row, each
-    /// ledger transaction against the ledger's row of it.
-    static func recordFacts(of write: ReceiptUpdate, on connection: any SQLConnection) throws {
+    /// ledger transaction against the ledger's row of it. Returns the facts it recorded.
+    @discardableResult
+    static func recordFacts(of write: ReceiptUpdate, on connection: any SQLConnection) throws -> [SubscriptionFact] {
         var facts: [SubscriptionFact] = []
         if !write.subscriptions.isEmpty {
             let stored = try storedSubscriptions(
@@ -24,6 +25,7 @@ extension SQLSubscriptionStore {
         }
         facts += try transactionFacts(write.transactions, now: write.checkedAt, on: connection)
         try insert(facts, runID: write.runID, recordedAt: write.checkedAt, on: connection)
+        return facts
     }
 
     /// The facts new versions of ledger transactions add over the ledger's rows of them.

@@ -204,7 +204,7 @@ extension SQLSubscriptionStore {
             )
         }
         // What the rows say before this update overwrites them decides which facts it adds.
-        try Self.recordFacts(of: write, on: connection)
+        let facts = try Self.recordFacts(of: write, on: connection)
         for subscription in write.subscriptions {
             try Self.upsert(subscription, of: write, on: connection)
         }
@@ -217,10 +217,11 @@ extension SQLSubscriptionStore {
                 SaveSQL.upsertTransaction,
                 SaveSQL.values(of: transaction, of: write, environment: environment ?? nil))
         }
-        // The spans SQL reads "entitled at T" from, after this update's ledger rows and facts.
+        // The spans SQL reads "entitled at T" from, after this update's ledger rows and facts. Spans follow
+        // from the ledger and the facts alone, so a subscription this update adds neither to (a re-check
+        // Apple answers as before: its transactions are not rewritten) keeps its spans unread.
         try LedgerSQL.replaceSpans(
-            of: write.subscriptions.map(\.snapshot.originalTransactionID) + write.transactions.map(\.originalTransactionID),
-            on: connection)
+            of: write.transactions.map(\.originalTransactionID) + facts.map(\.originalTransactionID), on: connection)
         try Self.updateReceipt(write, on: connection)
     }
 
