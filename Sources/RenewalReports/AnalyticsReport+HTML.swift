@@ -36,6 +36,9 @@ extension AnalyticsReport {
             "<p class=\"note\">Amounts in \(HTMLPage.escape(currency)). Production purchases only: family sharing, "
             + "multiseat members and Sandbox are apart. Active subscriptions, trials and MRR are at the window's end.</p>\n"
         page += cards()
+        if let unclaimed, unclaimed.purchases > 0 {
+            page += "<p class=\"note\">\(HTMLPage.escape(unclaimed.line)).</p>\n"
+        }
         if !missing.isEmpty, let refresh {
             page +=
                 "<p class=\"note\">The daily series holds no figures for \(missing.count) of the \(days.count) days "

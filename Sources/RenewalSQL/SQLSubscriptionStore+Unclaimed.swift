@@ -16,9 +16,10 @@ extension SQLSubscriptionStore: UnclaimedPurchaseStore {
                 WHERE a.claimed_at IS NULL AND a.original_transaction_id > $1
                 ORDER BY a.original_transaction_id LIMIT $2
                 """, [.text(after ?? ""), .int64(Int64(max(limit, 1)))])
+            let ids = try rows.map { try $0.text("original_transaction_id") }
+            let revenue = try Self.revenue(of: ids, on: connection)
             var purchases: [UnclaimedPurchase] = []
-            for row in rows {
-                let id = try row.text("original_transaction_id")
+            for (row, id) in zip(rows, ids) {
                 purchases.append(
                     UnclaimedPurchase(
                         originalTransactionID: id, bundleID: try row.optionalText("bundle_id"),
@@ -26,8 +27,7 @@ extension SQLSubscriptionStore: UnclaimedPurchaseStore {
                         adoptedAt: try row.date("adopted_at"),
                         appAccountToken: try row.optionalText("app_account_token"),
                         state: try row.optionalText("state") == nil ? nil : try row.state("state"),
-                        expiresAt: try row.optionalDate("expires_at"),
-                        revenue: try Self.revenue(of: id, on: connection)))
+                        expiresAt: try row.optionalDate("expires_at"), revenue: revenue[id] ?? [:]))
             }
             return purchases
         }
@@ -50,19 +50,25 @@ extension SQLSubscriptionStore: UnclaimedPurchaseStore {
         }
     }
 
-    /// The ledger's transactions of one subscription not revoked, summed per currency (milliunits).
-    private static func revenue(of originalTransactionID: String, on connection: any SQLConnection) throws
-        -> [String: Int64]
+    /// The ledger's transactions of each subscription of a page not revoked, summed per currency
+    /// (milliunits), in one query on the ledger's (original_transaction_id, purchased_at) index.
+    private static func revenue(of ids: [String], on connection: any SQLConnection) throws
+        -> [String: [String: Int64]]
     {
-        var revenue: [String: Int64] = [:]
+        guard !ids.isEmpty else { return [:] }
+        var binds = SQLBinds()
         let rows = try connection.execute(
             """
-            SELECT currency, SUM(price_milliunits) AS amount FROM transactions
-            WHERE original_transaction_id = $1 AND revoked_at IS NULL AND currency IS NOT NULL
-                AND price_milliunits IS NOT NULL
-            GROUP BY currency
-            """, [.text(originalTransactionID)])
-        for row in rows { revenue[try row.text("currency")] = try row.optionalInt64("amount") ?? 0 }
+            SELECT original_transaction_id, currency, SUM(price_milliunits) AS amount FROM transactions
+            WHERE original_transaction_id IN (\(binds.list(ids.map { .text($0) })))
+                AND revoked_at IS NULL AND currency IS NOT NULL AND price_milliunits IS NOT NULL
+            GROUP BY original_transaction_id, currency
+            """, binds.values)
+        var revenue: [String: [String: Int64]] = [:]
+        for row in rows {
+            revenue[try row.text("original_transaction_id"), default: [:]][try row.text("currency")] =
+                try row.optionalInt64("amount") ?? 0
+        }
         return revenue
     }
 }

@@ -85,6 +85,11 @@ struct UnclaimedStatusTests {
         let revenue = try #require((unclaimed["revenue"] as? NSNumber)?.doubleValue)
         let total = try #require((json["revenue"] as? NSNumber)?.doubleValue)
         #expect(revenue > 0 && revenue <= total, "\(unclaimed) \(total)")
+        let page = setup.directory + "/analytics.html"
+        let html = try await CLI.run(
+            ["analytics", "--since", since, "--until", until, "--html", page] + setup.flags)
+        #expect(html.status == 0, "\(html.stderr)")
+        #expect(try String(contentsOfFile: page, encoding: .utf8).contains("no user yet; counted above): \(purchases)"))
         let table = try await CLI.run(["analytics", "--since", since, "--until", until] + setup.flags)
         #expect(
             table.stdout.contains("Unclaimed (adopted from Apple's feed, no user yet; counted above): \(purchases)"))
