@@ -73,8 +73,10 @@ public struct Discovery: Sendable {
     func window(of stream: FeedStream, since: TimeInterval, now: Date) async throws -> (DiscoveryProgress, Bool) {
         // A minute's margin: Apple refuses a start older than it keeps, and the request leaves later.
         let oldest = now.addingTimeInterval(-FeedPull.kept(stream.environment) + 60)
+        // Compared in whole milliseconds, the precision the database keeps times in.
+        let ms = AppleDateFormat.milliseconds
         if let stored = try await progress.discoveryProgress(stream), stored.completedAt == nil,
-            stored.start >= oldest, stored.end <= now
+            ms(stored.start) >= ms(oldest), ms(stored.end) <= ms(now)
         {
             return (stored, true)
         }

@@ -59,7 +59,7 @@ struct DiscoverKillTests {
                     try JSONSerialization.jsonObject(with: Data(rerun.stdout.utf8)) as? [String: Any])
                 let windows = json["windows"] as? [[String: Any]] ?? []
                 let production = windows.first { $0["stream"] as? String == "Production" }
-                #expect(production?["resumed"] as? Bool == true, "\(windows)")
+                #expect(production?["resumed"] as? Bool == true, "\(windows) after \(progress)")
                 #expect(json["adopted"] as? Int == expected.count - partial, "\(json)")
                 // Ten pages of production and one of the sandbox read whole; resuming reads fewer.
                 let requests = state.feedRequests - resumedAt

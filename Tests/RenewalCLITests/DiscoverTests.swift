@@ -59,6 +59,13 @@ struct DiscoverTests {
                 // The regular feed's cursor is not moved.
                 #expect(try await target.count("SELECT COUNT(*) FROM feed_cursors") == 0)
 
+                // The next run checks the adopted rows: each gets its state from Apple.
+                let run = try await CLI.run(
+                    ["run", "--now", Timestamp.string(state.now)] + target.arguments, environment: environment)
+                #expect(run.status == 0, "\(run.stdout)\n\(run.stderr.suffix(2_000))")
+                let checked = "SELECT COUNT(*) FROM subscriptions WHERE state = 'active'"
+                #expect(try await target.count(checked) == inside.count, "the run checked what discover adopted")
+
                 let again = try await Self.discover("30d", target, state: state, environment: environment)
                 #expect(again["adopted"] as? Int == 0, "\(again)")
                 #expect(again["already_held"] as? Int == inside.count)
@@ -71,6 +78,30 @@ struct DiscoverTests {
                 #expect(try await Self.adoptedIDs(target) == allIDs)
                 let changes = "SELECT COUNT(*) FROM entitlement_changes WHERE kind = 'purchase_unclaimed'"
                 #expect(try await target.count(changes) == allIDs.count, "one purchase_unclaimed change each")
+            }
+        }
+    }
+
+    @Test("The text output names the window and each count, and the revenue as an amount")
+    func textOutput() async throws {
+        try await CLI.withDirectoryAndSimulator(secret: ServerAPIMigrationTests.secret) {
+            directory, state, configuration, endpoints in
+            let environment = try ServerAPIMigrationTests.environment(configuration, endpoints, directory: directory)
+            _ = state.makeLostPurchases(
+                count: 2, prefix: "text", start: state.now.addingTimeInterval(-Self.day), withToken: false,
+                period: 365 * Self.day)
+            let database = directory + "/text.sqlite"
+            let migrated = try await CLI.run(["migrate", "--database", database])
+            #expect(migrated.status == 0, "\(migrated.stderr)")
+            let result = try await CLI.run(
+                ["discover", "--since", "2d", "--now", Timestamp.string(state.now), "--database", database],
+                environment: environment)
+            #expect(result.status == 0, "\(result.stderr)")
+            for line in [
+                "Production: ", "Subscriptions found: 2", "  adopted: 2", "  already held: 0",
+                "Revenue of the adopted transactions: 199.98 USD", "the next `renewal run` checks them",
+            ] {
+                #expect(result.stdout.contains(line), "\(line) missing from:\n\(result.stdout)")
             }
         }
     }
