@@ -6,7 +6,8 @@
 #   Scripts/bench.sh verify [N=3000] [LATENCY_MS=100] [CONCURRENCY=64]
 #       import N simulator receipts into a fresh SQLite file, then one `renewal run`: receipts/s,
 #       Apple requests/s against the limit concurrency / latency (efficiency), CPU ms per 1,000
-#       receipts, peak RSS.
+#       receipts, peak RSS. RECHECK=1 then checks every receipt again (`backfill --all`), Apple
+#       answering as before, and prints the job CPU per 1,000 re-checks.
 #   Scripts/bench.sh scale [N=100000] [DUE_PERCENT=1]
 #       N stored receipts, DUE_PERCENT of them due: import rate and memory, time to the first claim
 #       (`run --limit 1`, process start included), then run / status --json / report / backfill
@@ -151,6 +152,11 @@ if count:
     print(f"  mean Apple request as the job timed it: {total / count * 1000:.1f} ms over {count:.0f} requests")
 PY
   tail -n 1 "$dir/out.run" | sed 's/^/  /'
+  if [ "${RECHECK:-0}" = 1 ]; then
+    # Every receipt checked again at once, Apple answering as before: the cost of a check that changes nothing.
+    measure recheck "$BIN/renewal" backfill --all --concurrency "$concurrency"
+    python3 -c "print(f'  re-check job CPU {$cpu * 1e6 / $count:.0f} ms per 1,000 receipts')"
+  fi
 }
 
 # make_mostly_not_due sqlite|postgres FILE_OR_URL PERCENT: all but PERCENT % of the rows become due a week later.
