@@ -1,6 +1,7 @@
 import AppStoreSimulator
 import Foundation
 import RenewalCore
+import RenewalSQLite
 import Testing
 
 /// `renewal discover` through the real binary and the simulator's Notification History, on SQLite and
@@ -103,6 +104,46 @@ struct DiscoverTests {
             ] {
                 #expect(result.stdout.contains(line), "\(line) missing from:\n\(result.stdout)")
             }
+        }
+    }
+
+    @Test(
+        """
+        An outage of Notification History is exit 3 naming the stream, adopting nothing; run again once Apple \
+        answers, discover resumes that window and adopts everything. During copy-database it exits 75 (SQLite)
+        """)
+    func failureAndLock() async throws {
+        try await CLI.withDirectoryAndSimulator(secret: ServerAPIMigrationTests.secret) {
+            directory, state, configuration, endpoints in
+            let environment = try ServerAPIMigrationTests.environment(configuration, endpoints, directory: directory)
+            let lost = state.makeLostPurchases(
+                count: 3, prefix: "outage", start: state.now.addingTimeInterval(-Self.day), withToken: false,
+                period: 365 * Self.day)
+            let database = directory + "/outage.sqlite"
+            let target = KillLoopTests.Target.sqlite(database)
+            let migrated = try await CLI.run(["migrate", "--database", database])
+            #expect(migrated.status == 0, "\(migrated.stderr)")
+            let sqlite = try SQLiteDatabase(path: database, create: false)
+            let arguments = ["discover", "--since", "2d", "--now", Timestamp.string(state.now), "--database", database]
+            let locked = try await sqlite.withCopyLock(owner: "copy-in-test") {
+                try await CLI.run(arguments, environment: environment)
+            }
+            #expect(locked.status == 75, "\(locked.stdout)\n\(locked.stderr)")
+            #expect(try await target.count("SELECT COUNT(*) FROM discover_cursors") == 0, "nothing written")
+
+            state.feedFault = .outage
+            let outage = try await CLI.run(arguments + ["--json", "--max-attempts", "1"], environment: environment)
+            #expect(outage.status == 3, "\(outage.stdout)\n\(outage.stderr.suffix(2_000))")
+            let failed = try #require(
+                try JSONSerialization.jsonObject(with: Data(outage.stdout.utf8)) as? [String: Any])
+            let failures = failed["failed"] as? [[String: Any]] ?? []
+            #expect(failures.map { $0["stream"] as? String } == ["Production", "Sandbox"], "\(failed)")
+            #expect(failed["adopted"] as? Int == 0)
+            state.feedFault = .none
+            let rerun = try await Self.discover("2d", target, state: state, environment: environment)
+            #expect(rerun["adopted"] as? Int == lost.count, "\(rerun)")
+            let windows = rerun["windows"] as? [[String: Any]] ?? []
+            #expect(windows.allSatisfy { $0["resumed"] as? Bool == true }, "\(windows)")
         }
     }
 
