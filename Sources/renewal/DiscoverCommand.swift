@@ -23,7 +23,7 @@ struct DiscoverCommand: AsyncParsableCommand {
             already held, and the adopted transactions' revenue per currency (--json: one object). Spends the \
             same request budget as `run`. Runs under the writers' lock. Exit 0 done, 3 a stream could not be \
             read or a notification failed verification, 64 --since over 180 days, 75 copy-database holds the \
-            database, 78 no App Store Server API key.
+            database, 78 no App Store Server API key or one Apple refused.
             """ + EnvironmentHelp.text(.database, .apple, .webhook, .logging))
 
     @Option(
@@ -108,6 +108,18 @@ struct DiscoverCommand: AsyncParsableCommand {
                 }
             }
             print(json ? DiscoverOutput.json(outcome) : DiscoverOutput.text(outcome), terminator: "")
+            let refusedKeys = outcome.failed.filter { $0.value == .serverAPIUnauthorized }.map(\.key.key).sorted()
+            if !refusedKeys.isEmpty {
+                FileHandle.standardError.write(
+                    Data(
+                        """
+                        renewal: the App Store Server API refused the key reading \(refusedKeys.joined(separator: ", ")) \
+                        (HTTP 401); check APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and the key file (or \
+                        that app's entry in the apps file). The other streams were read.
+
+                        """.utf8))
+                throw ExitCode(ExitStatus.configuration.rawValue)
+            }
             if !outcome.failed.isEmpty || !outcome.refused.isEmpty {
                 throw ExitCode(ExitStatus.someFailed.rawValue)
             }

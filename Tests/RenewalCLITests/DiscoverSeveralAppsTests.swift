@@ -43,4 +43,28 @@ struct DiscoverSeveralAppsTests {
             #expect(adopted == lost.map { "\($0.originalTransactionID) \($0.bundleIdentifier)" }, "\(adopted)")
         }
     }
+
+    @Test(
+        "a key Apple refuses is exit 78 naming its app's streams; the other app's purchases are adopted",
+        arguments: SeveralAppsTests.backends)
+    func refusedKey(_ backend: String) async throws {
+        try await SeveralAppsServerAPITests.withApps(backend, macKeyAccepted: false) {
+            directory, database, state, environment in
+            let phone = SimulatedReceipt(
+                account: "discover-phone-\(UUID().uuidString.prefix(8))", scenario: .renewal,
+                start: state.now.addingTimeInterval(-86_400), period: 365 * 86_400,
+                productID: SeveralAppsTests.phoneProduct, bundle: SeveralAppsTests.phone)
+            state.register([phone])
+            let migrated = try await CLI.run(["migrate", "--database", database], environment: environment)
+            #expect(migrated.status == 0, "\(migrated.stderr)")
+            let result = try await CLI.run(
+                ["discover", "--since", "30d", "--database", database, "--now", Timestamp.string(state.now)],
+                environment: environment)
+            #expect(result.status == 78, "\(result.stdout)\n\(result.stderr.suffix(2_000))")
+            #expect(result.stderr.contains("com.example.mac/Production"), "\(result.stderr)")
+            let adopted = try await SeveralAppsTests.strings(
+                "SELECT original_transaction_id AS value FROM adopted_purchases", backend: backend, database: database)
+            #expect(adopted == [phone.originalTransactionID])
+        }
+    }
 }
