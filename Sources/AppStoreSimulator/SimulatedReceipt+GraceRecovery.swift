@@ -25,20 +25,8 @@ extension SimulatedReceipt {
         let failure = extendedFirstEnd(until: now, grace: Self.graceRecoveryDays * Self.day)
         let recovery = failure.addingTimeInterval(Self.graceRecoveryDays * Self.day)
         guard now >= recovery else { return (failure, recovery, []) }
-        var pending = grantedExtensions(until: now).filter { $0.at >= recovery }[...]
-        var periods: [(index: Int, start: Date, end: Date)] = []
-        var periodStart = recovery
-        var periodEnd = failure.addingTimeInterval(period)
-        for index in 1..<10_000 {
-            while let next = pending.first, next.at < periodEnd {
-                periodEnd = periodEnd.addingTimeInterval(Double(next.days) * Self.day)
-                pending.removeFirst()
-            }
-            periods.append((index, periodStart, periodEnd))
-            if now < periodEnd { break }
-            periodStart = periodEnd
-            periodEnd = periodStart.addingTimeInterval(period)
-        }
+        let periods = extendedPeriods(
+            from: recovery, firstEnd: failure.addingTimeInterval(period), firstIndex: 1, until: now)
         return (failure, recovery, periods)
     }
 

@@ -218,14 +218,18 @@ extension SimulatedReceipt {
 
     /// The periods of a subscription renewing every `period` from `origin`, up to the one `now` falls in:
     /// each extension moves the end of the period it was granted in (and so every later period) by its
-    /// days; those granted before `origin` belong to an earlier subscription and move nothing.
-    func extendedPeriods(from origin: Date? = nil, until now: Date) -> [(index: Int, start: Date, end: Date)] {
+    /// days; those granted before `origin` belong to an earlier subscription and move nothing. The first
+    /// period may end elsewhere than a `period` after `origin` (`firstEnd`: a recovery keeps the renewal
+    /// date) and count from `firstIndex`.
+    func extendedPeriods(
+        from origin: Date? = nil, firstEnd: Date? = nil, firstIndex: Int = 0, until now: Date
+    ) -> [(index: Int, start: Date, end: Date)] {
         let origin = origin ?? start
         var pending = grantedExtensions(until: now).filter { $0.at >= origin }[...]
         var periods: [(index: Int, start: Date, end: Date)] = []
         var periodStart = origin
-        var periodEnd = origin.addingTimeInterval(period)
-        for index in 0..<10_000 {
+        var periodEnd = firstEnd ?? origin.addingTimeInterval(period)
+        for index in firstIndex..<(firstIndex + 10_000) {
             while let next = pending.first, next.at < periodEnd {
                 periodEnd = periodEnd.addingTimeInterval(Double(next.days) * Self.day)
                 pending.removeFirst()
