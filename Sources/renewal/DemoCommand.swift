@@ -25,7 +25,9 @@ struct DemoCommand: AsyncParsableCommand {
             day 16 caught by the next run, a refund request answered with the customer's consent, a seat \
             refund that revokes nobody), then with a second app (a Mac app with its own shared secret) in \
             the same database, then extends renewal dates after an outage (one subscriber, and a mass \
-            extension of a product in one storefront, read back through the feed); prints the changes, then the analytics of those days from the transaction \
+            extension of a product in one storefront, read back through the feed), adopts a purchase that never \
+            reached the server from the feed and claims it for the customer by her order ID (lookup, claim); \
+            prints the changes, then the analytics of those days from the transaction \
             ledger (prices in four currencies, yearly, weekly and introductory-price plans) with their HTML \
             page, and where the reports and the database are.
             """)
@@ -96,7 +98,7 @@ struct DemoCommand: AsyncParsableCommand {
 }
 
 /// The demo's runs after the import, each on the simulator's clock and printed as it ends.
-private struct DemoScript {
+struct DemoScript {
     let store: SQLiteSubscriptionStore
     let state: SimulatorState
     let output: DemoOutput
@@ -181,10 +183,15 @@ private struct DemoScript {
             intent: "outage-day-24", days: 3, reason: 3, productID: "com.example.pro.yearly", storefronts: ["FRA"])
         let accepted = try await extensions.runMass(yearly)
         output.extensions(lines, mass: accepted)
+        let lost = losePurchase()
         let outcome = try await run(
-            9, "Day 24, three hours on: Apple's RENEWAL_EXTENDED and the mass extension's summary, through the feed",
+            9,
+            "Day 24, three hours on: Apple's RENEWAL_EXTENDED, the mass extension's summary and vera's lost "
+                + "purchase, through the feed",
             advanceDays: 0.125, verifier: router, feed: serverAPI, history: serverAPI, operatorActions: serverAPI)
+        try await printAdoptions(of: outcome)
         output.afterExtensions(outcome, mass: try await extensions.runMass(yearly))
+        if let lost { try await lookUpAndClaim(lost, serverAPI: serverAPI) }
     }
 
     /// The analytics of the demo's days from the ledger the runs wrote: the daily series refreshed, the

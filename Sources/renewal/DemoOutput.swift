@@ -44,8 +44,25 @@ struct DemoOutput {
         guard let path = outcome.reportPath, let data = FileManager.default.contents(atPath: path),
             let report = try JSONSerialization.jsonObject(with: data) as? [String: Any]
         else { return }
+        changes(report["changes"] as? [[String: Any]] ?? [])
+        for failure in report["failures"] as? [[String: Any]] ?? [] {
+            print(
+                "  \(pad(failure["user_id"] as? String ?? "?", 12)) "
+                    + "failed: \(pad(failure["reason"] as? String ?? "?", 16)) state kept, retried later"
+            )
+        }
+        for conflict in report["conflicts"] as? [[String: Any]] ?? [] {
+            print(
+                "  \(pad(conflict["user_id"] as? String ?? "?", 12)) conflict: shared_apple_id, subscription stays "
+                    + "with \(conflict["owner_user_id"] as? String ?? "?")"
+            )
+        }
+    }
+
+    /// One line per change of a report's `changes`, as the runs print them.
+    func changes(_ changes: [[String: Any]]) {
         var lastMove: String?
-        for change in report["changes"] as? [[String: Any]] ?? [] {
+        for change in changes {
             let user = change["user_id"] as? String ?? "?"
             let kind = change["kind"] as? String ?? "?"
             let from = change["from_state"] as? String ?? "?"
@@ -61,18 +78,6 @@ struct DemoOutput {
             print(
                 "  \(pad(user, 12)) \(pad(kind, 22)) \(pad(shownMove, 30)) "
                     + "\(pad(product, 32)) \(pad(expires, 19)) \(environment)"
-            )
-        }
-        for failure in report["failures"] as? [[String: Any]] ?? [] {
-            print(
-                "  \(pad(failure["user_id"] as? String ?? "?", 12)) "
-                    + "failed: \(pad(failure["reason"] as? String ?? "?", 16)) state kept, retried later"
-            )
-        }
-        for conflict in report["conflicts"] as? [[String: Any]] ?? [] {
-            print(
-                "  \(pad(conflict["user_id"] as? String ?? "?", 12)) conflict: shared_apple_id, subscription stays "
-                    + "with \(conflict["owner_user_id"] as? String ?? "?")"
             )
         }
     }

@@ -281,6 +281,15 @@ struct ReportFormatTests {
             "status", "--json", "--user", "mac-uma", "--database", dir + "/demo/renewal.sqlite",
         ])
         #expect(status.stdout.contains(#""bundle_id":"com.example.mac""#), "\(status.stdout)")
+        // Issue 44: vera's purchase never reached the server; run 9 adopts it from the feed (unclaimed),
+        // support finds it by her order ID and claims it for her.
+        #expect(runNine.contains("purchase_unclaimed     unverified -> unverified"), "\(runNine)")
+        let support = demo.stdout.components(separatedBy: "vera writes to support").last ?? ""
+        #expect(support.contains("com.example.pro.monthly  unclaimed  active  yes"), "\(support)")
+        #expect(support.contains("for vera: was unclaimed; purchase_claimed recorded"), "\(support)")
+        let vera = try await CLI.run(["status", "--json", "--user", "vera", "--database", dir + "/demo/renewal.sqlite"])
+        #expect(
+            vera.stdout.contains(#""user_id":"vera""#) && vera.stdout.contains(#""entitled":true"#), "\(vera.stdout)")
         // Each run's line adds up: receipts changed, unchanged and failed make the receipts checked; the
         // events come after.
         let countLines = demo.stdout.split(separator: "\n").filter {
