@@ -60,6 +60,8 @@ struct FeedPull: Sendable {
         /// The applied notifications that changed something, for the report (receipts without
         /// their receipt data, which can be large).
         var changed: [AppliedNotification] = []
+        /// The purchases adopted from new notifications, as their changes were recorded.
+        var purchaseChanges: [PurchaseChange] = []
         var byType: [String: Int] = [:]
         var refused: [FailureReason] = []
         /// Verified notifications whose `data` could not be decoded (among `refused`): failures of the run.
@@ -82,6 +84,7 @@ struct FeedPull: Sendable {
             known += other.known
             rechecked.merge(other.rechecked, uniquingKeysWith: +)
             changed += other.changed
+            purchaseChanges += other.purchaseChanges
             byType.merge(other.byType, uniquingKeysWith: +)
             refused += other.refused
             undecodable += other.undecodable
@@ -107,6 +110,8 @@ struct FeedPull: Sendable {
             applied += recorded.applied.count
             known += recorded.known
             rechecked.merge(recorded.rechecked, uniquingKeysWith: +)
+            purchaseChanges += recorded.purchaseChanges
+            changes += recorded.purchaseChanges.count
             for var item in recorded.applied {
                 if item.decision.update.migrated { migrated += 1 }
                 guard !item.decision.changes.isEmpty else { continue }

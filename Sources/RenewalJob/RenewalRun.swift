@@ -213,6 +213,11 @@ public struct RenewalRun: Sendable {
                         changes: item.decision.changes, userID: item.receipt.userID, bundleID: update.bundleID,
                         ownership: update.ownershipTypes, source: update.source)
                 }
+                for change in outcome.purchaseChanges {
+                    try await report?.append(
+                        changes: [change.event], userID: change.userID, bundleID: change.bundleID, ownership: [:],
+                        source: .serverAPI)
+                }
             }
         }
         let health = try await FeedHealth.assess(

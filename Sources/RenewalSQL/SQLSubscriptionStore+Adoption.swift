@@ -7,6 +7,8 @@ extension SQLSubscriptionStore {
     struct Adopted {
         var created = false
         var claimed = false
+        /// The change recorded for it.
+        var change: PurchaseChange?
     }
 
     /// Writes `adoption` in the transaction recording its notification (docs/design.md §7): the purchase in
@@ -54,14 +56,22 @@ extension SQLSubscriptionStore {
                 originalTransactionID: id, user: user, method: .token, runID: runID, queueWebhooks: queueWebhooks,
                 now: adoption.at)
             if case .success = try perform(claim, reassign: false, on: connection, dialect: dialect) {
-                return Adopted(created: true, claimed: true)
+                let event = SubscriptionEvent.purchaseClaimed(
+                    originalTransactionID: id, productID: adoption.productID, state: .unverified, expiresAt: nil,
+                    environment: adoption.environment)
+                return Adopted(
+                    created: true, claimed: true,
+                    change: PurchaseChange(event: event, userID: user, bundleID: adoption.bundleID))
             }
         }
         try recordPurchaseChange(
             .purchaseUnclaimed(adoption), user: adoption.userKey, runID: runID,
             source: CheckSource.serverAPI.rawValue, bundleID: adoption.bundleID, queueWebhooks: queueWebhooks,
             at: adoption.at, on: connection)
-        return Adopted(created: true, claimed: false)
+        return Adopted(
+            created: true, claimed: false,
+            change: PurchaseChange(
+                event: .purchaseUnclaimed(adoption), userID: adoption.userKey, bundleID: adoption.bundleID))
     }
 
     /// The user the app registered `token` for, if any.

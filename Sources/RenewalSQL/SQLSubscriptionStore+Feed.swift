@@ -44,6 +44,7 @@ extension SQLSubscriptionStore {
                         queueWebhooks: context?.queueWebhooks ?? false, on: connection, dialect: dialect)
                     if adopted.created { result.adopted += 1 }
                     if adopted.claimed { result.claimedAtAdoption += 1 }
+                    if let change = adopted.change { result.purchaseChanges.append(change) }
                 case .makeDue(let receiptID, let due):
                     result.madeDue += try Self.makeDue(receiptID, due, on: connection, dialect: dialect)
                 case .weigh(let receiptID, let evidence, let context):

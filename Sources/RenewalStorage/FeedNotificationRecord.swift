@@ -64,8 +64,24 @@ public struct FeedRecordResult: Sendable, Hashable {
     /// and how many of them a registered `appAccountToken` claimed for their user at once.
     public var adopted = 0
     public var claimedAtAdoption = 0
+    /// The changes those adoptions recorded (`purchase_unclaimed`, or `purchase_claimed` when a token
+    /// claimed it at once), for the run's report and counts.
+    public var purchaseChanges: [PurchaseChange] = []
 
     public init() {}
+}
+
+/// A change an adoption recorded, with the user (or reserved key) it was recorded under.
+public struct PurchaseChange: Sendable, Hashable {
+    public var event: SubscriptionEvent
+    public var userID: String
+    public var bundleID: String?
+
+    public init(event: SubscriptionEvent, userID: String, bundleID: String?) {
+        self.event = event
+        self.userID = userID
+        self.bundleID = bundleID
+    }
 }
 
 /// A notification applied to the receipt holding its subscription.

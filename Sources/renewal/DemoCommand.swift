@@ -189,7 +189,6 @@ struct DemoScript {
             "Day 24, three hours on: Apple's RENEWAL_EXTENDED, the mass extension's summary and vera's lost "
                 + "purchase, through the feed",
             advanceDays: 0.125, verifier: router, feed: serverAPI, history: serverAPI, operatorActions: serverAPI)
-        try await printAdoptions(of: outcome)
         output.afterExtensions(outcome, mass: try await extensions.runMass(yearly))
         if let lost { try await lookUpAndClaim(lost, serverAPI: serverAPI) }
     }

@@ -24,31 +24,6 @@ extension DemoScript {
         return lost
     }
 
-    /// Run 9's adoption (`purchase_unclaimed`) as the database records it, rendered like
-    /// `renewal report --run ID`; printed only when the run's own report does not list it already.
-    func printAdoptions(of outcome: RenewalOutcome) async throws {
-        if try Self.changes(atPath: outcome.reportPath).contains(where: Self.isAdoption) { return }
-        let path = (directory as NSString).appendingPathComponent(".report-run-\(outcome.runID).json")
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        let report = try ReportOutput(path: path)
-        try await StoredReport(store: store).render(.run(outcome.runID), format: .json, to: report)
-        try await report.finish()
-        let adoptions = try Self.changes(atPath: path).filter(Self.isAdoption)
-        print("  renewal report --run \(outcome.runID) (the database's record of this run) also lists:")
-        output.changes(adoptions)
-    }
-
-    private static func isAdoption(_ change: [String: Any]) -> Bool {
-        change["kind"] as? String == "purchase_unclaimed"
-    }
-
-    private static func changes(atPath path: String?) throws -> [[String: Any]] {
-        guard let path, let data = FileManager.default.contents(atPath: path),
-            let report = try JSONSerialization.jsonObject(with: data) as? [String: Any]
-        else { return [] }
-        return report["changes"] as? [[String: Any]] ?? []
-    }
-
     /// After run 9: the customer writes to support with her order ID; support looks it up (unclaimed) and
     /// claims it for her, as `renewal lookup` and `renewal claim` do, on the demo's clock.
     func lookUpAndClaim(_ receipt: SimulatedReceipt, serverAPI: ServerAPIClient) async throws {

@@ -85,6 +85,8 @@ struct LostPurchaseAdoptionTests {
                 }
                 #expect(report.filter { $0.hasPrefix("purchase_unclaimed") }.count == 3, "\(report)")
                 #expect(report.contains("purchase_claimed u-zero"), "\(report)")
+                // The run's own count of changes is the changes it recorded, adoptions included.
+                #expect(run.counts.changed == report.count, "\(run.counts) against \(report)")
 
                 // The token of the second arrives later: its purchase becomes that user's.
                 let later = try await h.store.importReceipts(
