@@ -5,13 +5,17 @@ import RenewalStorage
 extension SQLSubscriptionStore {
     /// Records the facts an update adds (`SubscriptionFact.added`), in the transaction that writes it and
     /// before its rows are overwritten: each subscription this receipt writes against its stored row, each
-    /// ledger transaction against the ledger's row of it. Returns the facts it recorded.
+    /// ledger transaction against the ledger's row of it. A `fresh` subscription (`FreshLedger`) has
+    /// neither, so nothing of it is read. Returns the facts it recorded.
     @discardableResult
-    static func recordFacts(of write: ReceiptUpdate, on connection: any SQLConnection) throws -> [SubscriptionFact] {
+    static func recordFacts(
+        of write: ReceiptUpdate, fresh: Set<String> = [], on connection: any SQLConnection
+    ) throws -> [SubscriptionFact] {
         var facts: [SubscriptionFact] = []
         if !write.subscriptions.isEmpty {
             let stored = try storedSubscriptions(
-                write.subscriptions.map(\.snapshot.originalTransactionID), on: connection)
+                write.subscriptions.map(\.snapshot.originalTransactionID).filter { !fresh.contains($0) },
+                on: connection)
             for subscription in write.subscriptions {
                 let id = subscription.snapshot.originalTransactionID
                 let previous = stored[id]
@@ -23,18 +27,21 @@ extension SQLSubscriptionStore {
                     statedAt: subscription.appleSignedAt)
             }
         }
-        facts += try transactionFacts(write.transactions, now: write.checkedAt, on: connection)
+        facts += try transactionFacts(
+            write.transactions, unrecorded: fresh, now: write.checkedAt, on: connection)
         try insert(facts, runID: write.runID, recordedAt: write.checkedAt, on: connection)
         return facts
     }
 
-    /// The facts new versions of ledger transactions add over the ledger's rows of them.
+    /// The facts new versions of ledger transactions add over the ledger's rows of them; the ledger holds
+    /// nothing of the subscriptions `unrecorded` names, so their transactions are not looked up.
     static func transactionFacts(
-        _ transactions: [LedgerTransaction], now: Date, on connection: any SQLConnection
+        _ transactions: [LedgerTransaction], unrecorded: Set<String> = [], now: Date, on connection: any SQLConnection
     ) throws -> [SubscriptionFact] {
         guard !transactions.isEmpty else { return [] }
         var recorded: [String: LedgerTransaction] = [:]
-        for chunk in Array(Set(transactions.map(\.transactionID))).sorted().chunked(by: chunkSize) {
+        let looked = transactions.filter { !unrecorded.contains($0.originalTransactionID) }.map(\.transactionID)
+        for chunk in Array(Set(looked)).sorted().chunked(by: chunkSize) where !chunk.isEmpty {
             var binds = SQLBinds()
             let list = binds.list(chunk.map { .text($0) })
             for row in try connection.execute(
@@ -69,7 +76,7 @@ extension SQLSubscriptionStore {
         _ ids: [String], on connection: any SQLConnection
     ) throws -> [String: (receiptID: Int64, snapshot: SubscriptionSnapshot)] {
         var stored: [String: (receiptID: Int64, snapshot: SubscriptionSnapshot)] = [:]
-        for chunk in Array(Set(ids)).sorted().chunked(by: chunkSize) {
+        for chunk in Array(Set(ids)).sorted().chunked(by: chunkSize) where !chunk.isEmpty {
             var binds = SQLBinds()
             let list = binds.list(chunk.map { .text($0) })
             for row in try connection.execute(

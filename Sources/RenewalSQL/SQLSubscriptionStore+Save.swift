@@ -53,7 +53,7 @@ extension SQLSubscriptionStore {
         }
         let (claimed, owners) = try claim(item.claiming, forReceipt: item.receiptID, on: connection)
         let decision = item.decide(owners: owners)
-        try write(decision.update, on: connection, dialect: dialect)
+        try write(decision.update, claimed: claimed, on: connection, dialect: dialect)
         try giveBack(claimed, unusedBy: decision.update, on: connection)
         return decision
     }
@@ -169,8 +169,12 @@ extension SQLSubscriptionStore {
             ])
     }
 
-    /// Writes one update on a connection already inside a transaction.
-    static func write(_ write: ReceiptUpdate, on connection: any SQLConnection, dialect: SQLDialect) throws {
+    /// Writes one update on a connection already inside a transaction. `claimed` are the subscriptions
+    /// this transaction has just created rows for (`claim`): those whose history starts with this write are
+    /// written without reading their rows, ledger, facts or spans back (`FreshLedger`).
+    static func write(
+        _ write: ReceiptUpdate, claimed: [String] = [], on connection: any SQLConnection, dialect: SQLDialect
+    ) throws {
         // The receipt row goes last: if it is gone, everything before is rolled back with it.
         let ownership = Dictionary(
             write.subscriptions.map { ($0.snapshot.originalTransactionID, $0.snapshot.ownershipType) },
@@ -204,7 +208,9 @@ extension SQLSubscriptionStore {
             )
         }
         // What the rows say before this update overwrites them decides which facts it adds.
-        let facts = try Self.recordFacts(of: write, on: connection)
+        let fresh = try FreshLedger.subscriptions(
+            claimed: claimed, transactions: write.transactions, on: connection)
+        let facts = try Self.recordFacts(of: write, fresh: fresh, on: connection)
         for subscription in write.subscriptions {
             try Self.upsert(subscription, of: write, on: connection)
         }
@@ -221,7 +227,11 @@ extension SQLSubscriptionStore {
         // from the ledger and the facts alone, so a subscription this update adds neither to (a re-check
         // Apple answers as before: its transactions are not rewritten) keeps its spans unread.
         try LedgerSQL.replaceSpans(
-            of: write.transactions.map(\.originalTransactionID) + facts.map(\.originalTransactionID), on: connection)
+            of: (write.transactions.map(\.originalTransactionID) + facts.map(\.originalTransactionID))
+                .filter { !fresh.contains($0) },
+            on: connection)
+        try FreshLedger.insertSpans(
+            of: fresh, write: write, environments: environments, facts: facts, on: connection)
         try Self.updateReceipt(write, on: connection)
     }
 

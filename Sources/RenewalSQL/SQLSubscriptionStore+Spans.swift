@@ -35,18 +35,19 @@ enum LedgerSQL {
             let list = binds.list(changed.map { .text($0) })
             _ = try connection.execute(
                 "DELETE FROM entitlement_spans WHERE original_transaction_id IN (\(list))", binds.values)
-            let rows = changed.flatMap { id in
-                (computed[id] ?? []).map { kept -> [SQLValue] in
-                    let span = kept.span
-                    return [
-                        .text(id), SQLValue(span.startsAt), SQLValue(span.endsAt), .text(span.kind.rawValue),
-                        SQLValue(span.byGrace), .text(span.transactionID), SQLValue(span.productID),
-                        SQLValue(kept.bundleID), SQLValue(kept.environment),
-                    ]
-                }
-            }
+            let rows = changed.flatMap { id in (computed[id] ?? []).map { spanRow(id: id, $0) } }
             try insertSpans(rows, on: connection)
         }
+    }
+
+    /// The values of one `entitlement_spans` row, in `insertSpans`' column order.
+    static func spanRow(id: String, _ kept: KeptSpan) -> [SQLValue] {
+        let span = kept.span
+        return [
+            .text(id), SQLValue(span.startsAt), SQLValue(span.endsAt), .text(span.kind.rawValue),
+            SQLValue(span.byGrace), .text(span.transactionID), SQLValue(span.productID),
+            SQLValue(kept.bundleID), SQLValue(kept.environment),
+        ]
     }
 
     /// One stored span with the columns it is grouped by.
@@ -85,7 +86,7 @@ enum LedgerSQL {
         return kept
     }
 
-    private static func insertSpans(_ rows: [[SQLValue]], on connection: any SQLConnection) throws {
+    static func insertSpans(_ rows: [[SQLValue]], on connection: any SQLConnection) throws {
         for chunk in rows.chunked(by: spanRowsPerInsert) where !chunk.isEmpty {
             var binds = SQLBinds()
             let values = chunk.map { "(" + binds.list($0) + ")" }.joined(separator: ", ")
