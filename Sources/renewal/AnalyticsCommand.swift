@@ -114,7 +114,9 @@ struct AnalyticsCommand: AsyncParsableCommand {
             let work = AnalyticsWork(store: store, app: app, catalogue: products, rates: exchange)
             let sink = ReportOutput()
             if refreshDaily {
-                if let refreshed = try await work.refresh(from: start, through: end) {
+                // It replaces the daily series: refused (exit 75) while copy-database copies the database.
+                if let refreshed = try await store.withWriterLock({ try await work.refresh(from: start, through: end) })
+                {
                     try await sink.write(json ? refreshed.json + "\n" : refreshed.text + "\n")
                 }
                 try await sink.finish()

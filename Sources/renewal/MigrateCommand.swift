@@ -17,7 +17,9 @@ struct MigrateCommand: AsyncParsableCommand {
         try await ExitMapping.run {
             let logger = logging.makeLogger()
             let store = try StoreFactory.open(database.resolved, create: true)
-            let applied = try await store.migrate()
+            // A writer like the others (it may change the schema and compacts the summaries): refused
+            // (exit 75) before anything is written while copy-database copies the database.
+            let applied = try await store.withWriterLock { try await store.migrate() }
             logger.info(
                 "Schema migrated", metadata: [LogKey.backend: "\(store.backendName)", LogKey.dbApplied: "\(applied)"])
             print(
