@@ -41,19 +41,6 @@ public struct ExtensionIntent: Sendable, Hashable {
     }
 }
 
-/// Where an extension request stands.
-public enum ExtensionState: String, Sendable, Hashable, CaseIterable {
-    /// Its identifier is stored; it was never sent.
-    case pending
-    /// About to be sent, or sent without an answer recorded (a crash, a timeout): never sent again; Apple's
-    /// `RENEWAL_EXTENDED` or a later status answer confirms it.
-    case sending
-    /// Apple extended the subscription.
-    case succeeded
-    /// Apple refused it (ineligible, over the yearly limit): not sent again.
-    case rejected
-}
-
 /// An extension request as stored: its identifier, sent to Apple, and where it stands.
 public struct StoredExtension: Sendable, Hashable {
     public var requestIdentifier: String
@@ -71,18 +58,6 @@ public struct StoredExtension: Sendable, Hashable {
         self.appleErrorCode = appleErrorCode
         self.lastError = lastError
     }
-}
-
-/// What became of sending one extension request.
-public enum ExtensionResult: Sendable, Hashable {
-    /// Apple extended it; its new renewal date is effective from `effectiveAt`.
-    case succeeded(effectiveAt: Date?, at: Date)
-    /// Apple refused it for good.
-    case rejected(httpStatus: Int?, errorCode: Int?, reason: String, at: Date)
-    /// Apple turned it away unread (a rate limit, a refused token): pending again, sent by a later invocation.
-    case notSent(reason: String)
-    /// It may have reached Apple (a timeout, a broken connection, a 5xx): kept as sent, never sent again.
-    case unconfirmed(reason: String)
 }
 
 /// One operator intent about every active subscriber of a product (in some storefronts, or all).
@@ -108,21 +83,6 @@ public struct MassExtensionIntent: Sendable, Hashable {
         self.days = days
         self.reason = reason
     }
-}
-
-/// Where a mass extension stands.
-public enum MassExtensionState: String, Sendable, Hashable, CaseIterable {
-    /// Stored, never sent.
-    case pending
-    /// Sent without a recorded answer: sent again with the same identifier (Apple answers a repeated one
-    /// again and extends nobody twice).
-    case sending
-    /// Apple accepted it and is carrying it out; later runs follow its status.
-    case accepted
-    /// Apple finished it.
-    case complete
-    /// Apple refused it.
-    case rejected
 }
 
 /// A mass extension as stored.
@@ -158,17 +118,6 @@ public struct StoredMassExtension: Sendable, Hashable {
         self.failedCount = failedCount
         self.lastError = lastError
     }
-}
-
-/// What became of sending a mass extension, or of asking its status.
-public enum MassExtensionResult: Sendable, Hashable {
-    case accepted(at: Date, nextStatusAt: Date)
-    case rejected(httpStatus: Int?, errorCode: Int?, reason: String)
-    /// Not accepted yet (an outage): sent again, with its identifier, by a later run or invocation.
-    case notAccepted(reason: String)
-    /// Apple's status: still running (asked again at `nextStatusAt`), or complete with its counts.
-    case inProgress(succeeded: Int?, failed: Int?, nextStatusAt: Date)
-    case complete(succeeded: Int?, failed: Int?, at: Date)
 }
 
 /// Where renewal-date extensions are kept: each request's identifier stored before it is sent, so a crash,
