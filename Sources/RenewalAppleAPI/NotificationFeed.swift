@@ -19,10 +19,15 @@ public struct FeedPage: Sendable {
     public var refused: [FailureReason]
     /// The next page's token; nil on the last page.
     public var nextToken: String?
-    /// The subscriptions (original transaction ids) named by verified notifications whose data could
-    /// not be decoded (among `refused` as `notification_data_unreadable`): the notification is lost, so
-    /// the subscription is made due and the next check reads its state from Apple instead.
-    public var unreadableSubscriptions: [String] = []
+    /// Verified notifications whose data could not be decoded (among `refused` as
+    /// `notification_data_unreadable`): their uuid, type and signed date, and the subscription as far as
+    /// it could still be read (no signed data). Recorded by their uuid like the others, so a window read
+    /// again counts each failure once; the subscription is made due and its next check reads its state
+    /// from Apple instead.
+    public var unreadable: [FeedNotification] = []
+
+    /// The subscriptions (original transaction ids) the unreadable notifications name.
+    public var unreadableSubscriptions: [String] { unreadable.compactMap(\.originalTransactionID) }
 
     public init(notifications: [FeedNotification], refused: [FailureReason], nextToken: String?) {
         self.notifications = notifications

@@ -135,9 +135,9 @@ public struct Discovery: Sendable {
         let context = EntitlementDecision.Context(
             now: now, random: 0.5, runID: nil, leaseOwner: nil, queueWebhooks: queueWebhooks, rules: rules)
         let recorded = try await store.recordFeedNotifications(records, runID: nil, now: now, applying: context)
-        if !page.unreadableSubscriptions.isEmpty {
-            _ = try await store.makeDue(afterUnreadableNotificationsAbout: page.unreadableSubscriptions, now: clock())
-        }
+        _ = try await store.recordUnreadableNotifications(
+            page.unreadable.map { FeedNotificationRecord($0, environment: stream.environment, app: stream.app) },
+            runID: nil, now: clock())
         let after = try await open.isEmpty ? [:] : held.heldSubscriptions(originalTransactionIDs: open)
         tracker.note(
             page: page, heldBefore: Set(before.keys), heldAfter: Set(after.keys), named: named, recorded: recorded)

@@ -245,34 +245,47 @@ struct FeedPull: Sendable {
                     LogKey.appStoreEnvironment: "\(environment.rawValue)",
                 ])
         }
-        if !page.unreadableSubscriptions.isEmpty {
-            outcome.madeDue += try await store.makeDue(
-                afterUnreadableNotificationsAbout: page.unreadableSubscriptions, now: clock())
+        try await recordUnreadable(page, of: stream, logger: logger, into: &outcome)
+    }
+
+    /// Records the page's verified notifications whose data could not be decoded by their uuid: each new
+    /// one is an error and a failure of the run, and makes the subscription it names due; one an
+    /// earlier read recorded (the window's overlap) is neither counted nor logged again.
+    private func recordUnreadable(
+        _ page: FeedPage, of stream: FeedStream, logger: Logger, into outcome: inout Outcome
+    ) async throws {
+        guard !page.unreadable.isEmpty else { return }
+        let recorded = try await store.recordUnreadableNotifications(
+            page.unreadable.map { FeedNotificationRecord($0, environment: stream.environment, app: stream.app) },
+            runID: runID, now: clock())
+        outcome.madeDue += recorded.madeDue
+        outcome.undecodable += recorded.new.count
+        outcome.refused += recorded.new.map { _ in .notificationDataUnreadable }
+        for notification in recorded.new {
+            logger.error(
+                """
+                A verified notification from the change feed has data the job cannot decode; its \
+                subscription, when named, is made due
+                """,
+                metadata: [
+                    LogKey.appStoreEnvironment: "\(stream.environment.rawValue)",
+                    LogKey.reason: "\(FailureReason.notificationDataUnreadable)",
+                    LogKey.notificationType: "\(notification.type)",
+                    LogKey.originalTransactionID: "\(notification.originalTransactionID ?? "")",
+                ])
         }
     }
 
-    /// Logs the page's refused notifications; one verified but with data the job cannot decode is
-    /// an error and a failure of the run, the others (failed verification) warnings.
+    /// Logs the page's notifications that failed verification (warnings: they change nothing). Those
+    /// verified but with data the job cannot decode are recorded and logged by `recordUnreadable`.
     private func logRefusals(
         _ refused: [FailureReason], environment: AppStoreEnvironment, logger: Logger, outcome: inout Outcome
     ) {
-        outcome.refused += refused
-        for reason in refused {
-            let metadata: Logger.Metadata = [
-                LogKey.appStoreEnvironment: "\(environment.rawValue)", LogKey.reason: "\(reason)",
-            ]
-            if reason == .notificationDataUnreadable {
-                outcome.undecodable += 1
-                logger.error(
-                    """
-                    A verified notification from the change feed has data the job cannot decode; its \
-                    subscription, when named, is made due
-                    """,
-                    metadata: metadata)
-            } else {
-                logger.warning(
-                    "A notification from the change feed failed verification and changes nothing", metadata: metadata)
-            }
+        for reason in refused where reason != .notificationDataUnreadable {
+            outcome.refused.append(reason)
+            logger.warning(
+                "A notification from the change feed failed verification and changes nothing",
+                metadata: [LogKey.appStoreEnvironment: "\(environment.rawValue)", LogKey.reason: "\(reason)"])
         }
     }
 }

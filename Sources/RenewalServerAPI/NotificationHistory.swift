@@ -251,7 +251,7 @@ extension ServerAPIClient: NotificationFeed {
         }
         var notifications: [FeedNotification] = []
         var refused: [FailureReason] = []
-        var unreadable: [String] = []
+        var unreadable: [FeedNotification] = []
         for record in page.notificationHistory ?? [] {
             guard let signed = record.signedPayload else {
                 refused.append(.jwsMalformed)
@@ -261,7 +261,10 @@ extension ServerAPIClient: NotificationFeed {
                 let verified = try await verifier.notification(signed, environment: environment.rawValue)
                 guard !verified.dataUnreadable else {
                     refused.append(.notificationDataUnreadable)
-                    if let id = verified.originalTransactionID { unreadable.append(id) }
+                    unreadable.append(
+                        FeedNotification(
+                            uuid: verified.uuid, type: verified.type, subtype: verified.subtype,
+                            signedDate: verified.signedDate, originalTransactionID: verified.originalTransactionID))
                     continue
                 }
                 let isSubscription = verified.transaction?.isAutoRenewableSubscription ?? false
@@ -284,7 +287,7 @@ extension ServerAPIClient: NotificationFeed {
             }
         }
         var feedPage = FeedPage(notifications: notifications, refused: refused, nextToken: page.nextToken)
-        feedPage.unreadableSubscriptions = unreadable
+        feedPage.unreadable = unreadable
         return .success(feedPage)
     }
 }

@@ -71,6 +71,16 @@ public struct FeedRecordResult: Sendable, Hashable {
     public init() {}
 }
 
+/// What recording notifications whose data could not be decoded did.
+public struct UnreadableRecordResult: Sendable, Hashable {
+    /// The notifications seen for the first time (the others were recorded by an earlier read).
+    public var new: [FeedNotificationRecord] = []
+    /// Receipts made due now.
+    public var madeDue = 0
+
+    public init() {}
+}
+
 /// A change an adoption recorded, with the user (or reserved key) it was recorded under.
 public struct PurchaseChange: Sendable, Hashable {
     public var event: SubscriptionEvent

@@ -87,11 +87,14 @@ public protocol SubscriptionStore: TransactionHistoryStore, RefundRequestStore, 
         applying context: EntitlementDecision.Context?
     ) async throws -> FeedRecordResult
 
-    /// Makes due at `now` (never later than it already was) each receipt holding one of
-    /// `originalTransactionIDs`: subscriptions named by verified notifications whose data could not be
-    /// decoded, so the next check reads their state from Apple. Unknown ids are skipped. Returns how
-    /// many receipts were made due.
-    func makeDue(afterUnreadableNotificationsAbout originalTransactionIDs: [String], now: Date) async throws -> Int
+    /// Records verified notifications whose data could not be decoded, by their uuid like the others
+    /// (`feed_notifications`), so a window read again, or Notification History read by `discover`, meets
+    /// each one once. A new one is a failure of `runID` (`run_failures`, reason
+    /// `notification_data_unreadable`, when the database holds the subscription it names) and makes that
+    /// subscription's receipt due at `now` (never later than it already was), so the next check reads its
+    /// state from Apple. Returns the new ones and how many receipts were made due.
+    func recordUnreadableNotifications(_ notifications: [FeedNotificationRecord], runID: String?, now: Date)
+        async throws -> UnreadableRecordResult
 
     /// While `stream`'s feed is down: makes due every receipt of its environment (and app) whose
     /// outage check (`ReceiptUpdate.outageCheckAt`) has come by `now`, leaving the feed's schedule of
