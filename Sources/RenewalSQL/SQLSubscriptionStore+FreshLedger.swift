@@ -3,15 +3,17 @@ import RenewalCore
 import RenewalStorage
 
 /// A first check's shortcut. A subscription the saving transaction has just claimed (its row did not
-/// exist) and of which the database holds no ledger row, fact or span starts its history with this write:
+/// exist) and of which the ledger holds no transaction starts its history with this write:
 /// its previous state is none, none of its transactions is recorded, and its spans follow from what the
 /// write itself stores. Knowing that saves reading back, per subscription, its row, its ledger, its facts
 /// and its spans, and deleting spans that are not there: most of what keeping facts and spans cost a
 /// first check.
 enum FreshLedger {
-    /// The ids among `claimed` of which no ledger row, fact or span exists. One statement per chunk.
-    /// (Apple's transaction ids are unique and each belongs to one original transaction id for good, so
-    /// a subscription without ledger rows has none of its transactions recorded.)
+    /// The ids among `claimed` of which the ledger holds no transaction. One statement per chunk. Facts
+    /// and spans need no probe: both are written only with the subscription's row (a save, a history page)
+    /// or from its ledger rows, and a claimed subscription had no row. (Apple's transaction ids are unique
+    /// and each belongs to one original transaction id for good, so a subscription without ledger rows
+    /// has none of its transactions recorded.)
     static func subscriptions(
         claimed: some Collection<String>, transactions: [LedgerTransaction], on connection: any SQLConnection
     ) throws -> Set<String> {
@@ -21,11 +23,8 @@ enum FreshLedger {
             var binds = SQLBinds()
             let list = binds.list(chunk.map { .text($0) })
             for row in try connection.execute(
-                """
-                SELECT original_transaction_id FROM transactions WHERE original_transaction_id IN (\(list))
-                UNION SELECT original_transaction_id FROM subscription_facts WHERE original_transaction_id IN (\(list))
-                UNION SELECT original_transaction_id FROM entitlement_spans WHERE original_transaction_id IN (\(list))
-                """, binds.values)
+                "SELECT DISTINCT original_transaction_id FROM transactions WHERE original_transaction_id IN (\(list))",
+                binds.values)
             {
                 held.insert(try row.text("original_transaction_id"))
             }

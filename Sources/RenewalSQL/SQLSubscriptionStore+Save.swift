@@ -236,53 +236,19 @@ extension SQLSubscriptionStore {
     }
 
     private static func updateReceipt(_ write: ReceiptUpdate, on connection: any SQLConnection) throws {
-        var binds = SQLBinds()
-        let id = binds.add(.int64(write.receiptID))
-        var assignments = [
-            "status = \(binds.add(.text(write.status.rawValue)))",
-            "last_checked_at = \(binds.add(SQLValue(write.checkedAt)))",
-            "updated_at = \(binds.add(SQLValue(write.checkedAt)))",
-            "next_check_at = \(binds.add(SQLValue(write.nextCheckAt)))",
-            "polling_check_at = \(binds.add(SQLValue(write.pollingCheckAt)))",
-            "outage_check_at = \(binds.add(SQLValue(write.outageCheckAt)))",
-            "consecutive_failures = \(binds.add(SQLValue(write.consecutiveFailures)))",
-            "consecutive_malformed = \(binds.add(SQLValue(write.consecutiveMalformed)))",
-            "last_failure_reason = \(binds.add(SQLValue(write.failure?.reason.rawValue)))",
-            "rejected_since = \(binds.add(SQLValue(write.rejectedSince)))",
-            "no_subscription_since = \(binds.add(SQLValue(write.noSubscriptionSince)))",
+        var values: [SQLValue] = [
+            .int64(write.receiptID), .text(write.status.rawValue), SQLValue(write.checkedAt),
+            SQLValue(write.nextCheckAt), SQLValue(write.pollingCheckAt), SQLValue(write.outageCheckAt),
+            SQLValue(write.consecutiveFailures), SQLValue(write.consecutiveMalformed),
+            SQLValue(write.failure?.reason.rawValue), SQLValue(write.rejectedSince),
+            SQLValue(write.noSubscriptionSince),
+            SQLValue(write.newLatestReceipt), SQLValue(write.environment?.rawValue), SQLValue(write.verifiedAt),
+            SQLValue(write.source?.rawValue), SQLValue(write.originalTransactionID),
+            SQLValue(write.migrated ? write.checkedAt : nil), SQLValue(write.bundleID),
         ]
-        if let receipt = write.newLatestReceipt {
-            assignments.append("latest_receipt = \(binds.add(.text(receipt)))")
-        }
-        if let environment = write.environment {
-            assignments.append("environment = \(binds.add(.text(environment.rawValue)))")
-        }
-        if let verifiedAt = write.verifiedAt {
-            assignments.append("last_verified_at = \(binds.add(SQLValue(verifiedAt)))")
-        }
-        if let source = write.source {
-            assignments.append("source = \(binds.add(.text(source.rawValue)))")
-        }
-        if let id = write.originalTransactionID {
-            assignments.append("original_transaction_id = \(binds.add(.text(id)))")
-        }
-        if write.migrated {
-            assignments.append("migrated_at = \(binds.add(SQLValue(write.checkedAt)))")
-        }
-        if let bundleID = write.bundleID {
-            assignments.append("bundle_id = COALESCE(bundle_id, \(binds.add(.text(bundleID))))")
-        }
-        var condition = "id = \(id)"
-        if let owner = write.leaseOwner {
-            // Fenced: written (and the lease released) only while this worker holds the lease.
-            assignments.append("lease_owner = NULL")
-            assignments.append("lease_expires_at = NULL")
-            condition += " AND lease_owner = \(binds.add(.text(owner)))"
-        }
+        if let owner = write.leaseOwner { values.append(.text(owner)) }
         let rows = try connection.execute(
-            "UPDATE receipts SET \(assignments.joined(separator: ", ")) WHERE \(condition) RETURNING id",
-            binds.values
-        )
+            write.leaseOwner == nil ? SaveSQL.updateReceipt : SaveSQL.updateLeasedReceipt, values)
         guard !rows.isEmpty else {
             if write.leaseOwner != nil { throw SubscriptionStoreError.leaseLost(receiptID: write.receiptID) }
             throw SubscriptionStoreError.query("receipt \(write.receiptID) does not exist")

@@ -62,6 +62,31 @@ enum SaveSQL {
         ]
     }
 
+    /// Writes a check's outcome to its receipt row (`$1` the id). What the check did not learn (a newer
+    /// receipt, the environment, a verification, the source, the original transaction id, a migration)
+    /// is passed as NULL and leaves the column as it is; the app's bundle id is set once. One text for
+    /// every check, so it is prepared once per connection.
+    static let updateReceipt = receiptUpdate(fenced: false)
+
+    /// `updateReceipt` for a leased check: written (and the lease released) only while the worker whose
+    /// lease owner is `$19` still holds the lease.
+    static let updateLeasedReceipt = receiptUpdate(fenced: true)
+
+    private static func receiptUpdate(fenced: Bool) -> String {
+        """
+        UPDATE receipts SET status = $2, last_checked_at = $3, updated_at = $3, next_check_at = $4,
+            polling_check_at = $5, outage_check_at = $6, consecutive_failures = $7, consecutive_malformed = $8,
+            last_failure_reason = $9, rejected_since = $10, no_subscription_since = $11,
+            latest_receipt = COALESCE($12, latest_receipt), environment = COALESCE($13, environment),
+            last_verified_at = COALESCE($14, last_verified_at), source = COALESCE($15, source),
+            original_transaction_id = COALESCE($16, original_transaction_id),
+            migrated_at = COALESCE($17, migrated_at), bundle_id = COALESCE(bundle_id, $18)\(
+                fenced ? ", lease_owner = NULL, lease_expires_at = NULL" : "")
+        WHERE id = $1\(fenced ? " AND lease_owner = $19" : "")
+        RETURNING id
+        """
+    }
+
     /// Records one dated fact (`subscription_facts`); the same fact stated again is left as recorded.
     static let insertFact = """
         INSERT INTO subscription_facts (original_transaction_id, kind, transaction_id, starts_at, ends_at, value,
