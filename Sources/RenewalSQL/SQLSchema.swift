@@ -51,6 +51,7 @@ public enum SQLSchema {
         Migration(version: 23, statements: version23),
         Migration(version: 24, statements: version24),
         Migration(version: 25, statements: version25),
+        Migration(version: 26, statements: version26),
     ]
 
     static let createMigrationsTable = """
