@@ -64,6 +64,11 @@ public struct SubscriptionAnalytics: Sendable {
     public let environment: AppStoreEnvironment
     public private(set) var total = AnalyticsFigures()
     public private(set) var byProduct: [String: AnalyticsFigures] = [:]
+    /// MRR movement over the window and each of its days (MRRMovement.swift).
+    public private(set) var movement: MRRMovementSeries
+    /// Refund rate, trial conversion and LTV by month, and the subscriptions paying in the window, for
+    /// ARPU (CohortFigures.swift).
+    public private(set) var cohortFigures: CohortFigures
 
     /// A billing failure can be recovered for up to 60 days; a purchase after a longer lapse, or one
     /// Apple calls `PURCHASE`, is a reactivation rather than a recovered renewal.
@@ -78,18 +83,26 @@ public struct SubscriptionAnalytics: Sendable {
         self.catalogue = catalogue
         self.reportingCurrency = reportingCurrency
         self.environment = environment
+        movement = MRRMovementSeries(since: since, until: until)
+        cohortFigures = CohortFigures(since: since, asOf: until)
     }
 
     public mutating func add(_ ledger: SubscriptionLedger) {
-        for (product, productFigures) in figures(of: ledger) {
+        let timeline = ledger.timeline(in: environment)
+        for (product, productFigures) in figures(of: timeline) {
             byProduct[product, default: AnalyticsFigures()].add(productFigures)
             total.add(productFigures)
         }
+        movement.add(timeline, monthly: monthlyPrice(of:))
+        cohortFigures.add(timeline) { catalogue.price(of: $0, preferring: reportingCurrency) }
     }
 
     /// One subscription's part of every figure, by product.
     public func figures(of ledger: SubscriptionLedger) -> [String: AnalyticsFigures] {
-        let timeline = ledger.timeline(in: environment)
+        figures(of: ledger.timeline(in: environment))
+    }
+
+    func figures(of timeline: EntitlementTimeline) -> [String: AnalyticsFigures] {
         let counted = timeline.transactions
         guard !counted.isEmpty else { return [:] }
         var figures: [String: AnalyticsFigures] = [:]
@@ -198,7 +211,7 @@ public struct SubscriptionAnalytics: Sendable {
     }
 
     /// A paid period's price times its seats still paid for, normalised to a month.
-    private func monthlyPrice(of transaction: LedgerTransaction) -> Money? {
+    func monthlyPrice(of transaction: LedgerTransaction) -> Money? {
         guard let price = catalogue.price(of: transaction, preferring: reportingCurrency),
             let period = catalogue.period(of: transaction)
         else { return nil }
