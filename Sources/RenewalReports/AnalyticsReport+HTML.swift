@@ -75,6 +75,7 @@ extension AnalyticsReport {
                 ("churned", days.map(\.churned)), ("new subscriptions", days.map(\.newSubscriptions)),
                 ("reactivations", days.map(\.reactivations)),
             ], xLabels: names)
+        page += movementHTML()
         page += "<h2>Each day</h2>\n" + dayTable(days)
         page += "<h2>By product</h2>\n"
         page += HTMLPage.table(

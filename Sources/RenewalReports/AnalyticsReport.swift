@@ -134,6 +134,14 @@ public struct AnalyticsReport: Encodable, Sendable {
     /// The window's figures of the adopted purchases no user has claimed yet, already counted in `total`;
     /// nil when not asked for (a store without adoption).
     public var unclaimed: Unclaimed?
+    /// How MRR moved from `since` to `until`, and each day (AnalyticsReport+Movement.swift).
+    public var mrrMovement: MovementWindow?
+    public var mrrMovementDaily: [MovementDay] = []
+    public var arpu: ARPU?
+    /// By month, as of `until` (AnalyticsReport+Cohorts.swift).
+    public var refundRateByPeriod: [RefundRateMonth] = []
+    public var trialConversionByCohort: [TrialConversionCohort] = []
+    public var ltvByCohort: [LTVCohort] = []
 
     public init(
         _ analytics: SubscriptionAnalytics, cohorts: CohortRetention? = nil, rates: ExchangeRates, bundleID: String?
@@ -147,10 +155,14 @@ public struct AnalyticsReport: Encodable, Sendable {
             analytics.byProduct[product].map { Figures($0, productID: product, rates: rates) }
         }
         self.cohorts = (cohorts?.table ?? []).map(Cohort.init)
+        addMovement(analytics, rates: rates)
     }
 
     enum CodingKeys: String, CodingKey {
         case since, until, currency, bundleID = "bundle_id", byProduct = "by_product", cohorts, unclaimed
+        case mrrMovement = "mrr_movement", mrrMovementDaily = "mrr_movement_daily", arpu
+        case refundRateByPeriod = "refund_rate_by_period", trialConversionByCohort = "trial_conversion_by_cohort"
+        case ltvByCohort = "ltv_by_cohort"
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -163,6 +175,12 @@ public struct AnalyticsReport: Encodable, Sendable {
         try container.encode(byProduct, forKey: .byProduct)
         try container.encode(cohorts, forKey: .cohorts)
         try container.encodeIfPresent(unclaimed, forKey: .unclaimed)
+        try container.encodeIfPresent(mrrMovement, forKey: .mrrMovement)
+        try container.encode(mrrMovementDaily, forKey: .mrrMovementDaily)
+        try container.encodeIfPresent(arpu, forKey: .arpu)
+        try container.encode(refundRateByPeriod, forKey: .refundRateByPeriod)
+        try container.encode(trialConversionByCohort, forKey: .trialConversionByCohort)
+        try container.encode(ltvByCohort, forKey: .ltvByCohort)
     }
 
     /// The one JSON object of `--json`, keys sorted.
@@ -202,6 +220,7 @@ public struct AnalyticsReport: Encodable, Sendable {
         lines.append(
             "Trials begun in the window: \(funnel.started); by --until \(funnel.converted) paid, "
                 + "\(funnel.inTrial) still in the trial, \(funnel.lapsed) lapsed")
+        lines += movementLines()
         if !total.unconverted.isEmpty {
             let parts = total.unconverted.keys.sorted().map { currency in
                 let amounts = total.unconverted[currency] ?? Unconverted(mrr: 0, revenue: 0, refunds: 0, netRevenue: 0)

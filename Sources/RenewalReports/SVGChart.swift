@@ -110,3 +110,74 @@ enum SVGChart {
         return svg + "</svg>\n"
     }
 }
+
+extension SVGChart {
+    /// Stacked bars per x label around a zero line: each series' positive values stack up from it and
+    /// negative ones down (MRR gained and lost each day), with a legend and a dot at each label's net.
+    static func divergingBars(id: String, series: [(name: String, values: [Double])], xLabels: [String]) -> String {
+        let width = 860.0, height = 280.0, left = 60.0, right = 250.0, top = 12.0, bottom = 30.0
+        let plotWidth = width - left - right, plotHeight = height - top - bottom
+        let indices = xLabels.indices
+        let ups = indices.map { i in series.reduce(0.0) { $0 + max(0, $1.values[safe: i] ?? 0) } }
+        let downs = indices.map { i in series.reduce(0.0) { $0 + min(0, $1.values[safe: i] ?? 0) } }
+        let high = max(ups.max() ?? 0, 1), low = min(downs.min() ?? 0, 0)
+        let scale = plotHeight / (high - low)
+        let zero = top + high * scale
+        func y(_ value: Double) -> String { String(format: "%.1f", zero - value * scale) }
+        var svg =
+            """
+            <svg class=\"chart\" id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" \
+            height=\"\(Int(height))\" role=\"img\" aria-label=\"\(id)\">\n
+            """
+        svg +=
+            "<line x1=\"\(Int(left))\" y1=\"\(y(0))\" x2=\"\(Int(left + plotWidth))\" y2=\"\(y(0))\" stroke=\"#8a939c\"/>"
+        svg += "<text x=\"\(Int(left - 6))\" y=\"\(Int(top + 10))\" text-anchor=\"end\">\(Int(high.rounded()))</text>"
+        svg += "<text x=\"\(Int(left - 6))\" y=\"\(y(0))\" text-anchor=\"end\">0</text>"
+        if low < 0 {
+            svg +=
+                "<text x=\"\(Int(left - 6))\" y=\"\(Int(top + plotHeight))\" text-anchor=\"end\">\(Int(low.rounded()))</text>"
+        }
+        if let first = xLabels.first {
+            svg += "<text x=\"\(Int(left))\" y=\"\(Int(height - 8))\">\(HTMLPage.escape(first))</text>"
+        }
+        if xLabels.count > 1, let last = xLabels.last {
+            svg +=
+                "<text x=\"\(Int(left + plotWidth))\" y=\"\(Int(height - 8))\" text-anchor=\"end\">"
+                + "\(HTMLPage.escape(last))</text>"
+        }
+        svg += "\n"
+        if xLabels.isEmpty { svg += "<text x=\"\(Int(left + 10))\" y=\"\(Int(top + 20))\">nothing to draw</text>\n" }
+        let slot = plotWidth / Double(max(xLabels.count, 1))
+        let barWidth = max(1, slot * 0.7)
+        for (i, label) in xLabels.enumerated() {
+            var up = 0.0, down = 0.0
+            let x = String(format: "%.1f", left + Double(i) * slot + (slot - barWidth) / 2)
+            for (index, line) in series.prefix(palette.count).enumerated() {
+                let value = line.values[safe: i] ?? 0
+                guard value != 0 else { continue }
+                let from = value > 0 ? up : down
+                let to = from + value
+                if value > 0 { up = to } else { down = to }
+                let rectTop = zero - max(from, to) * scale
+                svg +=
+                    "<rect class=\"mark\" x=\"\(x)\" y=\"\(String(format: "%.1f", rectTop))\" "
+                    + "width=\"\(String(format: "%.1f", barWidth))\" "
+                    + "height=\"\(String(format: "%.1f", max(0.5, abs(value) * scale)))\" fill=\"\(palette[index])\">"
+                    + "<title>\(HTMLPage.escape(label)) \(HTMLPage.escape(line.name)): "
+                    + "\(String(format: "%.2f", value))</title></rect>"
+            }
+        }
+        for (index, line) in series.prefix(palette.count).enumerated() {
+            let legendY = top + 14 + Double(index) * 18
+            svg +=
+                "<rect x=\"\(Int(width - right + 12))\" y=\"\(Int(legendY - 9))\" width=\"10\" height=\"10\" "
+                + "fill=\"\(palette[index])\"/><text x=\"\(Int(width - right + 28))\" y=\"\(Int(legendY))\">"
+                + "\(HTMLPage.escape(line.name)) (\(String(format: "%.2f", line.values.reduce(0, +))))</text>\n"
+        }
+        return svg + "</svg>\n"
+    }
+}
+
+extension Array {
+    fileprivate subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
+}

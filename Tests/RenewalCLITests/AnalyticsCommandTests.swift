@@ -238,6 +238,11 @@ struct AnalyticsCommandTests {
         let funnel = try #require(object["trial_funnel"] as? [String: Int], "\(result.stdout)")
         #expect(funnel == ["started": 2, "converted": 1, "in_trial": 0, "lapsed": 1], "\(funnel)")
         #expect(card("trial_conversions") == "1")
+        // The MRR movement cards say what mrr_movement says.
+        let movement = try #require(object["mrr_movement"] as? [String: Any])
+        for bucket in ["new", "expansion", "contraction", "churned", "reactivation", "net"] {
+            #expect(card("mrr_movement.\(bucket)") == Self.cents(movement[bucket]), "\(bucket)")
+        }
         // One row per day of the window, from the daily series: dan is paid from Dec 10, so the active
         // subscriptions at the end of Dec 8 and Dec 9 (midnight, when his first paid period begins) differ by one.
         let days = page.matches(of: try Regex(#"<tr data-day="(\d{4}-\d{2}-\d{2})">"#))
@@ -251,7 +256,7 @@ struct AnalyticsCommandTests {
                 as? [[String: Any]])
         #expect(
             charts.compactMap { $0["id"] as? String } == [
-                "mrr-over-time", "active-over-time", "trial-funnel", "churn-over-time",
+                "mrr-over-time", "active-over-time", "trial-funnel", "churn-over-time", "mrr-movement",
             ], "\(charts)")
         for chart in charts {
             #expect((chart["marks"] as? Int ?? 0) > 0 && (chart["width"] as? Int ?? 0) > 300, "\(chart)")
