@@ -204,34 +204,44 @@ extension SQLSubscriptionStore {
         }
     }
 
+    /// Whether the stream's feed shows activity since `since`, as Core's `FeedActivityWindow` defines it:
+    /// storage reads its bounds and kinds, and asks only whether one row meets them.
     public func feedActivity(_ stream: FeedStream, since: Date) async throws -> FeedActivity {
-        let ofApp = stream.app == nil ? "" : "AND bundle_id = $3"
-        let app: [SQLValue] = stream.app.map { [.text($0)] } ?? []
+        let window = FeedActivityWindow(since: since)
         return try await onConnection { connection in
             let env = SQLValue.text(stream.environment.rawValue)
             let pulledSince = try connection.execute(
                 "SELECT pulled_since FROM feed_cursors WHERE environment = $1", [.text(stream.key)]
             ).first?.optionalDate("pulled_since")
+            var binds = SQLBinds()
+            let ofApp = stream.app.map { " AND bundle_id = \(binds.add(.text($0)))" } ?? ""
+            let ofStream = "environment = \(binds.add(env))" + ofApp
+            var notifiedBinds = binds
             let notified = try connection.execute(
-                "SELECT 1 AS found FROM feed_notifications WHERE signed_at >= $2 AND environment = $1 \(ofApp) LIMIT 1",
-                [env, SQLValue(since)] + app)
-            // A renewal Apple made since then (it takes effect at the old expiry), not merely one a check
-            // found since then: a late check of an old renewal says nothing about today's feed.
+                """
+                SELECT 1 AS found FROM feed_notifications
+                WHERE \(ofStream) AND signed_at >= \(notifiedBinds.add(SQLValue(window.notifiedSince))) LIMIT 1
+                """, notifiedBinds.values)
             guard notified.isEmpty else {
                 return FeedActivity(pulledSince: pulledSince, notified: true, renewed: false)
             }
-            let kinds = FeedStream.renewalKinds.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+            let kinds = window.renewalKinds.map { "'\($0.rawValue)'" }.joined(separator: ", ")
             let renewed = try connection.execute(
                 """
                 SELECT 1 AS found FROM entitlement_changes
-                WHERE occurred_at >= $2 AND environment = $1 AND kind IN (\(kinds))
-                AND old_expires_at >= $2 \(ofApp) LIMIT 1
+                WHERE \(ofStream) AND kind IN (\(kinds))
+                AND occurred_at >= \(binds.add(SQLValue(window.recordedSince)))
+                AND old_expires_at >= \(binds.add(SQLValue(window.tookEffectSince))) LIMIT 1
                 """,
-                [env, SQLValue(since)] + app)
+                binds.values)
             return FeedActivity(pulledSince: pulledSince, notified: false, renewed: !renewed.isEmpty)
         }
     }
 
+    /// Core's `PollingFallback` over a whole stream, as one set-based statement per table (a stream can
+    /// hold millions of receipts): each check moves to the earlier of itself and the polling check
+    /// (`nextCheck`), only ever earlier (`moves`), and the polling check is dropped.
+    /// `FeedSilenceStoreTests` holds this SQL to Core's function on both databases.
     public func fallBackToPolling(_ stream: FeedStream) async throws -> Int {
         let ofApp = stream.app == nil ? "" : "AND bundle_id = $2"
         let binds: [SQLValue] = [.text(stream.environment.rawValue)] + (stream.app.map { [.text($0)] } ?? [])

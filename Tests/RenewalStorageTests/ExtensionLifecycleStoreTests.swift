@@ -22,7 +22,9 @@ struct ExtensionLifecycleStoreTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
     static var ms: Int64 { Int64(now.timeIntervalSince1970 * 1000) }
 
-    static func with(_ backend: Backend, _ body: (any SQLStoreChecks) async throws -> Void) async throws {
+    static func with(_ backend: Backend, _ body: (any SQLStoreChecks & RunHistoryStore) async throws -> Void)
+        async throws
+    {
         switch backend {
         case .sqlite:
             let directory = NSTemporaryDirectory() + "renewal-extension-lifecycle-" + UUID().uuidString
@@ -158,6 +160,7 @@ struct ExtensionLifecycleStoreTests {
 
 /// What the suite asks of either store, beside the public port.
 protocol SQLStoreChecks: RenewalExtensionStore {
+    func int64(_ sql: String) async throws -> Int64?
     func run(_ sql: String) async throws
     func stateOf(_ id: String, in table: String) async throws -> String?
     func confirm(_ originalTransactionID: String, at: Date) async throws
