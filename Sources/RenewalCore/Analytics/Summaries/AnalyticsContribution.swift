@@ -1,0 +1,117 @@
+import Foundation
+
+/// Where a contribution row counts on a window's axis of units (UTC days unless said otherwise). A window
+/// `[since, until)` aligned to units is the pair of unit indices `(s, u)`, `s < u`; every figure of
+/// `SubscriptionAnalytics` is a sum of the rows whose shape matches the pair, so a summary that sums the
+/// rows of every subscription answers any aligned window without reading a ledger.
+public enum ContributionShape: Sendable, Hashable {
+    /// Something that happened during unit `index` (a purchase, a refund): counts when `s ≤ index < u`.
+    case event(Int)
+    /// A step (+1 where a standing begins, −1 where it ends) of a standing at a moment: counts at a
+    /// window bound `b` (`s` or `u`) when `index ≤ b`. The first unit whose start the standing holds.
+    case step(Int)
+    /// A corner of a rectangle of `(s, u)` pairs: counts when `since ≤ s` and `until ≤ u`. Four corners
+    /// (+, −, −, +) make a rectangle; `ContributionShape.always` stands for "no lower bound".
+    case corner(since: Int, until: Int)
+
+    /// A corner bound every window passes.
+    public static let always = Int.min
+}
+
+/// What a contribution row adds to: one figure of `AnalyticsFigures`, or the standing both point figures
+/// read. Raw values name the rows in a summary table.
+public enum ContributionFigure: String, Sendable, Hashable, CaseIterable {
+    /// A paid transaction purchased (`revenue`, or `unpriced_transactions` when the query finds no price).
+    case revenue
+    /// A refund, or seats refunded (`refunds`; nothing when the query finds no price).
+    case refund
+    case newTrial = "new_trial"
+    case newSubscription = "new_subscription"
+    case trialConversion = "trial_conversion"
+    /// Paid and entitled (steps): `active_at_since` at `s`; `active_subscriptions`, `mrr` at `u`.
+    case paid
+    /// Entitled by a free trial (steps): `active_trials` at `u`.
+    case trial
+    /// Corners of the (paid at `s`, not entitled at `u`, no refund between) region.
+    case churned
+    /// Corners of the (first reactivation in the window) region.
+    case reactivation
+    /// Corners of the trial funnel's regions: converted by `u`, still in the trial at `u`.
+    case trialConverted = "trial_converted"
+    case trialInTrial = "trial_in_trial"
+}
+
+/// The price a row's transactions carry, as the ledger holds it: Apple's milliunits and currency when it
+/// gave them. The catalogue's list price is a query-time input, so a row keeps what the catalogue looks
+/// up by (the product, in the key, and the currency) rather than a resolved amount.
+public struct PriceSource: Sendable, Hashable {
+    public var milliunits: Int64?
+    public var currency: String?
+
+    public init(milliunits: Int64?, currency: String?) {
+        self.milliunits = milliunits
+        self.currency = currency
+    }
+}
+
+/// One row of a subscription's contribution, without its count: where it counts, to what, and the
+/// attributes the query needs to turn counts into figures (product, price, inferred period, factor).
+/// Rows of different subscriptions with the same key add up; the summary keeps one count per key.
+public struct ContributionKey: Sendable, Hashable {
+    public var shape: ContributionShape
+    public var figure: ContributionFigure
+    /// The app, when an answer said it: a summary answers for one app or all of them.
+    public var bundleID: String?
+    public var environment: AppStoreEnvironment
+    /// The transaction's product as the ledger holds it (`by_product` reads nil as `unknown`).
+    public var productID: String?
+    /// Money rows and paid steps only.
+    public var price: PriceSource?
+    /// Paid steps only: the period inferred from the transaction's dates; the catalogue's period for the
+    /// product, when it has one, replaces it at query time.
+    public var period: BillingPeriod?
+    /// Money rows and paid steps: the seats or share the price is multiplied by for one transaction
+    /// (quantity for revenue, seats × share for a refund, seats still paid for MRR); 1 otherwise.
+    public var factor: Decimal
+
+    public init(
+        shape: ContributionShape, figure: ContributionFigure, bundleID: String?, environment: AppStoreEnvironment,
+        productID: String?, price: PriceSource? = nil, period: BillingPeriod? = nil, factor: Decimal = 1
+    ) {
+        self.shape = shape
+        self.figure = figure
+        self.bundleID = bundleID
+        self.environment = environment
+        self.productID = productID
+        self.price = price
+        self.period = period
+        self.factor = factor
+    }
+}
+
+/// Summed contribution rows: a count per key. Kept by adding a subscription's rows and, when its ledger
+/// or facts change, subtracting its old rows and adding its new ones; a count that reaches zero is
+/// dropped, so a summary kept that way equals one summed from scratch.
+public struct AnalyticsSummary: Sendable, Hashable {
+    public private(set) var counts: [ContributionKey: Int] = [:]
+
+    public init() {}
+
+    public init(_ rows: [ContributionKey: Int]) {
+        add(rows)
+    }
+
+    /// Adds `rows` (`sign` −1 subtracts them).
+    public mutating func add(_ rows: [ContributionKey: Int], sign: Int = 1) {
+        for (key, count) in rows {
+            let sum = counts[key, default: 0] + sign * count
+            counts[key] = sum == 0 ? nil : sum
+        }
+    }
+
+    /// Replaces one subscription's rows: what the job does when a run changes its ledger or facts.
+    public mutating func replace(_ old: [ContributionKey: Int], with new: [ContributionKey: Int]) {
+        add(old, sign: -1)
+        add(new)
+    }
+}

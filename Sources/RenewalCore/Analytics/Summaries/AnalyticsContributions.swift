@@ -1,0 +1,173 @@
+import Foundation
+
+/// One subscription's contribution rows: derived from its ledger and facts by the same definitions as
+/// `SubscriptionAnalytics` (through `EntitlementTimeline` and its spans), so that for every window aligned
+/// to `unit` the summed rows of every subscription give exactly the figures a full recomputation gives
+/// (`SummaryQuery` folds them). docs/analytics.md, "How a window is answered fast", says why each figure
+/// has the shape it has.
+public struct AnalyticsContributions: Sendable {
+    /// The unit windows are aligned to, in seconds: a UTC day unless a caller wants hours.
+    public let unit: TimeInterval
+
+    public init(unit: TimeInterval = 86_400) {
+        self.unit = unit
+    }
+
+    /// The rows `ledger` contributes, each with its count (negative for a step down or a corner that
+    /// subtracts). Empty for a subscription with no counted transaction or no known environment.
+    public func rows(of ledger: SubscriptionLedger) -> [ContributionKey: Int] {
+        guard let environment = ledger.environment else { return [:] }
+        let timeline = ledger.timeline(in: environment)
+        let counted = timeline.transactions
+        guard let first = counted.first else { return [:] }
+        var builder = Builder(keys: RowKeys(bundleID: ledger.bundleID, environment: environment))
+        let spans = Self.unitSpans(of: timeline, unit: unit)
+        steps(spans, &builder)
+        events(counted, first: first, &builder)
+        funnel(counted, first: first, trialSpans: spans.filter { $0.kind == .trial }, &builder)
+        reactivations(counted, &builder)
+        churn(counted, spans: spans, &builder)
+        return builder.rows
+    }
+
+    /// The unit index holding `moment` (an event at `moment` is in window `(s, u)` when `s ≤ it < u`).
+    func index(of moment: Date) -> Int {
+        Self.clamped((moment.timeIntervalSince1970 / unit).rounded(.down))
+    }
+
+    /// The first unit index whose start is at or after `moment`: a span `[a, b)` holds the start of unit
+    /// `k` exactly when `boundary(a) ≤ k < boundary(b)`.
+    func boundary(of moment: Date) -> Int {
+        Self.clamped((moment.timeIntervalSince1970 / unit).rounded(.up))
+    }
+
+    /// A unit index as an integer; a date beyond ±10^15 units (no real one is) is held there, not trapped on.
+    static func clamped(_ units: Double) -> Int {
+        Int(min(max(units.isNaN ? 0 : units, -1e15), 1e15))
+    }
+
+    /// Steps of the standing at a window bound: +1 where a span starts holding unit starts, −1 where it
+    /// stops. Paid steps carry what MRR needs of the entitling transaction.
+    private func steps(_ spans: [UnitSpan], _ builder: inout Builder) {
+        let keys = builder.keys
+        for span in spans {
+            let transaction = span.transaction
+            let key: (ContributionShape) -> ContributionKey
+            if span.kind == .paid {
+                key = { keys.key($0, .paid, transaction, factor: Self.paidSeats(transaction), period: true) }
+            } else {
+                key = { keys.key($0, .trial, productID: transaction.productID) }
+            }
+            builder.add(key(.step(span.start)), 1)
+            if let end = span.end { builder.add(key(.step(end)), -1) }
+        }
+    }
+
+    /// Additive figures, by the unit of the moment they happened: revenue by purchase, refunds by refund
+    /// (and seat refunds by when they were seen), new trials, new subscriptions and trial conversions.
+    private func events(_ counted: [LedgerTransaction], first: LedgerTransaction, _ builder: inout Builder) {
+        let keys = builder.keys
+        for transaction in counted where !transaction.isTrial {
+            if let purchased = transaction.purchasedAt {
+                let factor = Decimal(max(transaction.quantity, 1))
+                builder.add(keys.key(.event(index(of: purchased)), .revenue, transaction, factor: factor), 1)
+            }
+            if SubscriptionAnalytics.isRefund(transaction), let revoked = transaction.revokedAt {
+                let share = transaction.revocationPercentage.map { Decimal($0) / 100_000 } ?? 1
+                let seats = Decimal(transaction.quantity > 1 ? transaction.paidSeats : 1)
+                builder.add(keys.key(.event(index(of: revoked)), .refund, transaction, factor: seats * share), 1)
+            }
+            if let seats = transaction.revokedSeatQuantity, seats > 0, let at = transaction.seatsRevokedAt {
+                builder.add(keys.key(.event(index(of: at)), .refund, transaction, factor: Decimal(seats)), 1)
+            }
+        }
+        if first.isTrial, let purchased = first.purchasedAt {
+            builder.add(keys.key(.event(index(of: purchased)), .newTrial, productID: first.productID), 1)
+        }
+        if let firstPaid = counted.first(where: { !$0.isTrial }), let purchased = firstPaid.purchasedAt {
+            let day = ContributionShape.event(index(of: purchased))
+            builder.add(keys.key(day, .newSubscription, productID: firstPaid.productID), 1)
+            if first.isTrial { builder.add(keys.key(day, .trialConversion, productID: firstPaid.productID), 1) }
+        }
+    }
+
+    /// The seats a paid period's MRR counts: those still paid for of a multiseat purchase, else 1.
+    static func paidSeats(_ transaction: LedgerTransaction) -> Decimal {
+        Decimal(transaction.quantity > 1 ? transaction.paidSeats : 1)
+    }
+}
+
+/// A span of the timeline on the unit axis: the unit starts it holds are `[start, end)`; `end` nil when
+/// nothing recorded ends it.
+struct UnitSpan {
+    var start: Int
+    var end: Int?
+    var kind: EntitlementSpan.Kind
+    var transaction: LedgerTransaction
+}
+
+extension AnalyticsContributions {
+    /// The timeline's spans on the unit axis, oldest first, leaving out those that hold no unit start.
+    static func unitSpans(of timeline: EntitlementTimeline, unit: TimeInterval) -> [UnitSpan] {
+        let contributions = AnalyticsContributions(unit: unit)
+        return timeline.spans.compactMap { span in
+            let start = contributions.boundary(of: span.startsAt)
+            let end = span.endsAt.map(contributions.boundary(of:))
+            guard end.map({ $0 > start }) ?? true,
+                let transaction = timeline.transactions.last(where: { $0.transactionID == span.transactionID })
+            else { return nil }
+            return UnitSpan(start: start, end: end, kind: span.kind, transaction: transaction)
+        }
+    }
+}
+
+/// Collects one subscription's rows.
+struct Builder {
+    let keys: RowKeys
+    var rows: [ContributionKey: Int] = [:]
+
+    mutating func add(_ key: ContributionKey, _ count: Int) {
+        let sum = rows[key, default: 0] + count
+        rows[key] = sum == 0 ? nil : sum
+    }
+
+    /// The corners of the rectangle `since ∈ [sinceFrom, sinceTo)`, `until ∈ [untilFrom, untilTo)` (nil: no
+    /// upper bound); nothing when it is empty.
+    mutating func rectangle(
+        _ key: (ContributionShape) -> ContributionKey, since sinceFrom: Int, _ sinceTo: Int, until untilFrom: Int,
+        _ untilTo: Int?
+    ) {
+        guard sinceFrom < sinceTo, untilTo.map({ untilFrom < $0 }) ?? true else { return }
+        add(key(.corner(since: sinceFrom, until: untilFrom)), 1)
+        add(key(.corner(since: sinceTo, until: untilFrom)), -1)
+        if let untilTo {
+            add(key(.corner(since: sinceFrom, until: untilTo)), -1)
+            add(key(.corner(since: sinceTo, until: untilTo)), 1)
+        }
+    }
+}
+
+/// The keys of one subscription's rows: its app and environment, and what each figure keeps.
+struct RowKeys {
+    var bundleID: String?
+    var environment: AppStoreEnvironment
+
+    func key(_ shape: ContributionShape, _ figure: ContributionFigure, productID: String?) -> ContributionKey {
+        ContributionKey(
+            shape: shape, figure: figure, bundleID: bundleID, environment: environment, productID: productID)
+    }
+
+    /// A money row or paid step of `transaction`: its price as the ledger holds it, and (for MRR) the
+    /// period its dates give.
+    func key(
+        _ shape: ContributionShape, _ figure: ContributionFigure, _ transaction: LedgerTransaction,
+        factor: Decimal, period: Bool = false
+    ) -> ContributionKey {
+        ContributionKey(
+            shape: shape, figure: figure, bundleID: bundleID, environment: environment,
+            productID: transaction.productID,
+            price: PriceSource(milliunits: transaction.priceMilliunits, currency: transaction.currency),
+            period: period ? BillingPeriod.inferred(from: transaction.purchasedAt, to: transaction.expiresAt) : nil,
+            factor: factor)
+    }
+}

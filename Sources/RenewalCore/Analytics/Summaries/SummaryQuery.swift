@@ -1,0 +1,133 @@
+import Foundation
+
+/// A window's figures from a summary of contribution rows: the same `AnalyticsFigures`, total and by
+/// product, as `SubscriptionAnalytics` over every subscription's ledger, for a window aligned to the
+/// summary's unit. The catalogue (list prices, period overrides) and the reporting currency apply here,
+/// at query time, so the summary never goes stale when they change; rates apply after, as for the
+/// recomputation. A window not aligned to the unit has no summary answer: the caller recomputes.
+public struct SummaryQuery: Sendable {
+    public let since: Date
+    public let until: Date
+    public let catalogue: ProductCatalogue
+    public let reportingCurrency: String
+    public let environment: AppStoreEnvironment
+    /// The window as unit indices `[s, u)`.
+    let s: Int
+    let u: Int
+
+    /// Nil when `since` or `until` is not the start of a unit, or `since` is not before `until`.
+    public init?(
+        since: Date, until: Date, catalogue: ProductCatalogue = .init(), reportingCurrency: String = "USD",
+        environment: AppStoreEnvironment = .production, unit: TimeInterval = 86_400
+    ) {
+        let contributions = AnalyticsContributions(unit: unit)
+        let s = contributions.index(of: since)
+        let u = contributions.index(of: until)
+        guard s < u, Double(s) * unit == since.timeIntervalSince1970, Double(u) * unit == until.timeIntervalSince1970
+        else { return nil }
+        self.since = since
+        self.until = until
+        self.catalogue = catalogue
+        self.reportingCurrency = reportingCurrency
+        self.environment = environment
+        self.s = s
+        self.u = u
+    }
+
+    /// Where a selected row's count goes: to the window (events, corners), or to the standing at a bound.
+    enum Role: Hashable {
+        case window
+        case atSince
+        case atUntil
+    }
+
+    /// Which rows the window selects: each key without its shape, the role it plays, and the summed count.
+    /// A database does this part with one `GROUP BY` over the rows the shapes select.
+    func selected(_ summary: AnalyticsSummary, bundleID: String?) -> [SelectedKey: Int] {
+        var selected: [SelectedKey: Int] = [:]
+        func add(_ key: ContributionKey, _ role: Role, _ count: Int) {
+            var bare = key
+            bare.shape = .event(0)
+            selected[SelectedKey(role: role, key: bare), default: 0] += count
+        }
+        for (key, count) in summary.counts where key.environment == environment {
+            if let bundleID, key.bundleID != bundleID { continue }
+            switch key.shape {
+            case .event(let index):
+                if s <= index, index < u { add(key, .window, count) }
+            case .step(let index):
+                if index <= s { add(key, .atSince, count) }
+                if index <= u { add(key, .atUntil, count) }
+            case .corner(let sinceBound, let untilBound):
+                // Rectangles end in s before they begin in u: corners at or before s cancel.
+                if sinceBound <= s, s < untilBound, untilBound <= u { add(key, .window, count) }
+            }
+        }
+        return selected.filter { $0.value != 0 }
+    }
+
+    struct SelectedKey: Hashable {
+        var role: Role
+        var key: ContributionKey
+    }
+
+    /// The window's figures over `summary` (one app's rows when `bundleID` is given).
+    public func figures(of summary: AnalyticsSummary, bundleID: String? = nil)
+        -> (total: AnalyticsFigures, byProduct: [String: AnalyticsFigures])
+    {
+        var byProduct: [String: AnalyticsFigures] = [:]
+        for (selected, count) in selected(summary, bundleID: bundleID) {
+            let key = selected.key
+            apply(key, selected.role, count, to: &byProduct[key.productID ?? "unknown", default: AnalyticsFigures()])
+        }
+        var total = AnalyticsFigures()
+        for figures in byProduct.values { total.add(figures) }
+        return (total, byProduct)
+    }
+
+    private func apply(_ key: ContributionKey, _ role: Role, _ count: Int, to figures: inout AnalyticsFigures) {
+        let times = Decimal(count)
+        switch (key.figure, role) {
+        case (.revenue, _):
+            if let price = price(of: key) {
+                figures.revenue.add(price, times: key.factor * times)
+            } else {
+                figures.unpricedTransactions += count
+            }
+        case (.refund, _):
+            if let price = price(of: key) { figures.refunds.add(price, times: key.factor * times) }
+        case (.newTrial, _): figures.newTrials += count
+        case (.newSubscription, _): figures.newSubscriptions += count
+        case (.trialConversion, _): figures.trialConversions += count
+        case (.paid, .atSince): figures.activeAtSince += count
+        case (.paid, _):
+            figures.activeSubscriptions += count
+            if let price = price(of: key), let period = period(of: key) {
+                figures.mrr.add(
+                    Money(currency: price.currency, amount: period.perMonth(price.amount * key.factor)), times: times)
+            } else {
+                figures.unpricedTransactions += count
+            }
+        case (.trial, .atUntil): figures.activeTrials += count
+        case (.trial, _): break
+        case (.churned, _): figures.churned += count
+        case (.reactivation, _): figures.reactivations += count
+        case (.trialConverted, _): figures.newTrialsConverted += count
+        case (.trialInTrial, _): figures.newTrialsInTrial += count
+        }
+    }
+
+    /// The price `ProductCatalogue.price(of:preferring:)` gives a paid transaction of the row's product,
+    /// price and currency.
+    private func price(of key: ContributionKey) -> Money? {
+        let transaction = LedgerTransaction(
+            transactionID: "", originalTransactionID: "", productID: key.productID, purchasedAt: nil, expiresAt: nil,
+            priceMilliunits: key.price?.milliunits, currency: key.price?.currency, origin: .statusAnswer)
+        return catalogue.price(of: transaction, preferring: reportingCurrency)
+    }
+
+    /// The catalogue's period for the product, else the one inferred from the transaction's dates.
+    private func period(of key: ContributionKey) -> BillingPeriod? {
+        key.productID.flatMap { catalogue.products[$0]?.period } ?? key.period
+    }
+}
