@@ -23,6 +23,11 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
     /// How many times this session holds the writers' shared lock (`PostgresDatabase.withWriterLock`);
     /// taken again after a reconnect.
     var writerLocks = 0
+    /// The result columns of each statement text seen, reused while the server names them the same:
+    /// naming a row's columns (a dictionary of each name and its lowercase) per result cost more than
+    /// reading a one-row result. Emptied when it grows past `columnNamesCapacity` (dynamic `IN` lists).
+    private var columnNames: [String: SQLColumnNames] = [:]
+    private static let columnNamesCapacity = 256
 
     /// Client-side defaults, each overridden by the URL or the matching `PG*` variable: give up
     /// connecting after 10 s, and notice a dead server or a lost network within about a minute
@@ -104,7 +109,8 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
             return []
         case PGRES_TUPLES_OK:
-            return Self.rows(of: result)
+            guard PQntuples(result) > 0 else { return [] }
+            return Self.rows(of: result, named: resultColumns(of: result, sql: sql))
         default:
             throw lostOrFailed(result, binds: binds)
         }
@@ -288,11 +294,27 @@ final class PostgresConnection: SQLConnection, @unchecked Sendable {
         }
     }
 
-    private static func rows(of result: OpaquePointer) -> [SQLRow] {
+    /// The result's columns, from `columnNames` when the server names them as before.
+    private func resultColumns(of result: OpaquePointer, sql: String) -> SQLColumnNames {
+        let count = Int(PQnfields(result))
+        if let cached = columnNames[sql], cached.names.count == count,
+            cached.names.indices.allSatisfy({ index in
+                guard let name = PQfname(result, Int32(index)) else { return false }
+                return cached.names[index].withCString { strcmp($0, name) == 0 }
+            })
+        {
+            return cached
+        }
+        let names = SQLColumnNames(
+            (0..<Int32(count)).map { column in PQfname(result, column).map { String(cString: $0) } ?? "?column?" })
+        if columnNames.count >= Self.columnNamesCapacity { columnNames.removeAll(keepingCapacity: true) }
+        columnNames[sql] = names
+        return names
+    }
+
+    private static func rows(of result: OpaquePointer, named columns: SQLColumnNames) -> [SQLRow] {
         let columnCount = PQnfields(result)
         let rowCount = PQntuples(result)
-        let columns = SQLColumnNames(
-            (0..<columnCount).map { column in PQfname(result, column).map { String(cString: $0) } ?? "?column?" })
         let types = (0..<columnCount).map { PQftype(result, $0) }
         return (0..<rowCount).map { row in
             let values = (0..<columnCount).map { column -> SQLValue in

@@ -13,6 +13,9 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
 
     private let handle: OpaquePointer
     private var cache: [String: OpaquePointer] = [:]
+    /// The result columns of each cached statement, built once: naming a row's columns (a dictionary of
+    /// each name and its lowercase) cost more than running a one-row query by primary key.
+    private var columnNames: [OpaquePointer: SQLColumnNames] = [:]
     /// The database file, named in every error so an operator knows which file to fix.
     private let path: String
 
@@ -50,17 +53,36 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         for (offset, value) in binds.enumerated() {
             try bind(value, at: Int32(offset + 1), to: statement)
         }
-        let columnCount = sqlite3_column_count(statement)
-        let columns = SQLColumnNames((0..<columnCount).map { String(cString: sqlite3_column_name(statement, $0)) })
+        var columns: SQLColumnNames?
         var rows: [SQLRow] = []
         while true {
             let code = sqlite3_step(statement)
             if code == SQLITE_DONE { break }
             guard code == SQLITE_ROW else { throw error(code, while: "running a statement") }
-            let values = (0..<columnCount).map { column(statement, $0) }
-            rows.append(SQLRow(names: columns, values: values))
+            let names = columns ?? resultColumns(of: statement)
+            columns = names
+            let values = (0..<Int32(names.names.count)).map { column(statement, $0) }
+            rows.append(SQLRow(names: names, values: values))
         }
         return rows
+    }
+
+    /// The statement's result columns, from the cache when SQLite still names them the same (a statement
+    /// SQLite prepared again after a schema change may not: `SELECT *` after a migration added a column).
+    private func resultColumns(of statement: OpaquePointer) -> SQLColumnNames {
+        let count = Int(sqlite3_column_count(statement))
+        if let cached = columnNames[statement], cached.names.count == count,
+            cached.names.indices.allSatisfy({ index in
+                guard let name = sqlite3_column_name(statement, Int32(index)) else { return false }
+                return cached.names[index].withCString { strcmp($0, name) == 0 }
+            })
+        {
+            return cached
+        }
+        let names = SQLColumnNames(
+            (0..<Int32(count)).map { sqlite3_column_name(statement, $0).map { String(cString: $0) } ?? "?column?" })
+        columnNames[statement] = names
+        return names
     }
 
     func beginTransaction() throws {
@@ -92,6 +114,7 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         if cache.count >= Self.cacheCapacity {
             for cached in cache.values { sqlite3_finalize(cached) }
             cache.removeAll(keepingCapacity: true)
+            columnNames.removeAll(keepingCapacity: true)
         }
         cache[sql] = statement
         return statement
