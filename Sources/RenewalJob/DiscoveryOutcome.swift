@@ -17,8 +17,16 @@ public struct DiscoveryOutcome: Sendable {
     public var alreadyHeld = 0
     /// Neither held nor adopted: another app's or product's, or not an auto-renewable subscription.
     public var notAdopted = 0
-    /// The prices of the adopted subscriptions' signed transactions read, in milliunits, by currency.
+    /// The prices of the adopted subscriptions' signed transactions read, in milliunits, by currency: gross,
+    /// each transaction once.
     public var revenue: [String: Int64] = [:]
+    /// What Apple refunded of those transactions (a revoked one's price, or its prorated share), in
+    /// milliunits, by currency; net revenue is `revenue` less this.
+    public var refunds: [String: Int64] = [:]
+    /// Gross revenue less refunds, by currency (every currency with revenue or refunds).
+    public var netRevenue: [String: Int64] {
+        revenue.merging(refunds.mapValues { -$0 }, uniquingKeysWith: +)
+    }
     /// Notifications that failed verification (changing nothing), by reason.
     public var refused: [FailureReason] = []
     /// Streams whose read failed; running discover again goes on from the failed page.
@@ -41,6 +49,7 @@ public struct DiscoveryOutcome: Sendable {
         alreadyHeld += other.alreadyHeld
         notAdopted += other.notAdopted
         revenue.merge(other.revenue, uniquingKeysWith: +)
+        refunds.merge(other.refunds, uniquingKeysWith: +)
         refused += other.refused
         failed.merge(other.failed) { first, _ in first }
         busy.formUnion(other.busy)
@@ -55,10 +64,12 @@ struct DiscoveryTracker {
     var adopted: Set<String> = []
     var held: Set<String> = []
     var counted: Set<String> = []
+    var refunded: Set<String> = []
     var outcome = DiscoveryOutcome()
 
     /// Notes one recorded page: subscriptions held before it are already held; ones held only after
-    /// were adopted by it. Adopted subscriptions' signed transactions add their prices once each.
+    /// were adopted by it. Adopted subscriptions' signed transactions add their prices once each, and a
+    /// refunded one its refund once.
     mutating func note(
         page: FeedPage, heldBefore: Set<String>, heldAfter: Set<String>, named pageNamed: Set<String>,
         recorded: FeedRecordResult
@@ -75,15 +86,26 @@ struct DiscoveryTracker {
                 let transactions = notification.evidence?.subscription?.transactions
             else { continue }
             for transaction in transactions where transaction.originalTransactionID == id {
-                guard counted.insert(transaction.transactionID).inserted, let price = transaction.priceMilliunits,
-                    let currency = transaction.currency
-                else { continue }
-                outcome.revenue[currency, default: 0] += price
+                guard let price = transaction.priceMilliunits, let currency = transaction.currency else { continue }
+                if counted.insert(transaction.transactionID).inserted {
+                    outcome.revenue[currency, default: 0] += price
+                }
+                if Self.isRefund(transaction), refunded.insert(transaction.transactionID).inserted {
+                    // revocationPercentage is in milliunits of the price (50000 is 50 %); nil for a full refund.
+                    let share = Int64(transaction.revocationPercentage ?? 100_000)
+                    outcome.refunds[currency, default: 0] += price * share / 100_000
+                }
             }
         }
         outcome.found = named.count
         outcome.adopted = adopted.count
         outcome.alreadyHeld = held.subtracting(adopted).count
         outcome.notAdopted = named.subtracting(adopted).subtracting(held).count
+    }
+
+    /// A revocation that is a refund, as the analytics count refunds (`SubscriptionAnalytics.isRefund`):
+    /// not the rest of a period credited for an upgrade, nor a family member losing access.
+    static func isRefund(_ transaction: LedgerTransaction) -> Bool {
+        transaction.revokedAt != nil && !transaction.isUpgraded && transaction.revocationType != "FAMILY_REVOKE"
     }
 }

@@ -20,8 +20,8 @@ struct DiscoverCommand: AsyncParsableCommand {
             recorded before are not acted on again, so running it twice adopts nothing new; the regular feed's \
             cursor is not moved. Progress is stored after every page: a discover that was killed or failed goes \
             on from where it stopped when run again. Prints notifications read, subscriptions found, adopted, \
-            already held, and the adopted transactions' revenue per currency (--json: one object). Spends the \
-            same request budget as `run`. Runs under the writers' lock. Exit 0 done, 3 a stream could not be \
+            already held, and the adopted transactions' revenue per currency, gross, refunded and net (--json: \
+            one object). Spends the same request budget as `run`. Runs under the writers' lock. Exit 0 done, 3 a stream could not be \
             read or a notification failed verification, 64 --since over 180 days, 75 copy-database holds the \
             database, 78 no App Store Server API key or one Apple refused.
             """ + EnvironmentHelp.text(.database, .apple, .webhook, .logging))

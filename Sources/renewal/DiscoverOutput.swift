@@ -17,9 +17,14 @@ enum DiscoverOutput {
         lines.append("  adopted: \(outcome.adopted) (claimed by appAccountToken at once: \(outcome.claimed))")
         lines.append("  already held: \(outcome.alreadyHeld)")
         lines.append("  not adopted (another app or product, or not a subscription): \(outcome.notAdopted)")
-        let revenue = outcome.revenue.sorted { $0.key < $1.key }.map { "\(amount($0.value)) \($0.key)" }
+        let net = outcome.netRevenue
+        let revenue = net.keys.sorted().map { currency in
+            let gross = outcome.revenue[currency] ?? 0
+            let refunds = outcome.refunds[currency] ?? 0
+            return "\(amount(gross)) \(currency) gross, \(amount(refunds)) refunded, \(amount(net[currency] ?? 0)) net"
+        }
         lines.append(
-            "Revenue of the adopted transactions: " + (revenue.isEmpty ? "none" : revenue.joined(separator: ", ")))
+            "Revenue of the adopted transactions: " + (revenue.isEmpty ? "none" : revenue.joined(separator: "; ")))
         if outcome.adopted > 0 {
             lines.append("The adopted subscriptions are due: the next `renewal run` checks them.")
         }
@@ -55,8 +60,12 @@ enum DiscoverOutput {
             notifications: outcome.notifications, newNotifications: outcome.newNotifications,
             subscriptionsFound: outcome.found, adopted: outcome.adopted, claimed: outcome.claimed,
             alreadyHeld: outcome.alreadyHeld, notAdopted: outcome.notAdopted,
-            revenue: outcome.revenue.sorted { $0.key < $1.key }.map {
-                .init(currency: $0.key, milliunits: $0.value, amount: amount($0.value))
+            revenue: outcome.netRevenue.keys.sorted().map { currency in
+                let gross = outcome.revenue[currency] ?? 0
+                let refunds = outcome.refunds[currency] ?? 0
+                return .init(
+                    currency: currency, milliunits: gross, amount: amount(gross), refundsMilliunits: refunds,
+                    refundsAmount: amount(refunds), netMilliunits: gross - refunds, netAmount: amount(gross - refunds))
             },
             refused: outcome.refused.count,
             failed: outcome.failed.sorted(by: { $0.key.key < $1.key.key }).map {
@@ -82,10 +91,16 @@ struct DiscoverJSON: Encodable {
         var resumed: Bool
     }
 
+    /// One currency's revenue: `milliunits`/`amount` gross (every adopted transaction's price), the refunds
+    /// Apple made of them, and net (gross less refunds).
     struct Revenue: Encodable {
         var currency: String
         var milliunits: Int64
         var amount: String
+        var refundsMilliunits: Int64
+        var refundsAmount: String
+        var netMilliunits: Int64
+        var netAmount: String
     }
 
     struct Failure: Encodable {
