@@ -13,9 +13,15 @@ package struct ReceiptImporter: Sendable {
     /// The verifier of `signed_transaction`, made on the first signed line, so a receipt-only file
     /// never needs the trusted roots.
     package var signedTransactions: @Sendable () throws -> SignedTransactionImport
+    /// Queue a `purchase.claimed` webhook for each adopted purchase a line claims (a webhook URL is set).
+    package var queueClaimWebhooks: Bool
 
-    package init(batchSize: Int, signedTransactions: @escaping @Sendable () throws -> SignedTransactionImport) {
+    package init(
+        batchSize: Int, queueClaimWebhooks: Bool = false,
+        signedTransactions: @escaping @Sendable () throws -> SignedTransactionImport
+    ) {
         self.batchSize = max(1, batchSize)
+        self.queueClaimWebhooks = queueClaimWebhooks
         self.signedTransactions = signedTransactions
     }
 
@@ -67,7 +73,9 @@ package struct ReceiptImporter: Sendable {
         }
         func write(_ full: [(line: Int, item: ReceiptImport)]) async throws {
             try await finishWriting()
-            writing = Task { try await Self.store(full, in: store, now: now, problem: problem) }
+            writing = Task { [queueClaimWebhooks] in
+                try await Self.store(full, in: store, now: now, queueClaimWebhooks: queueClaimWebhooks, problem: problem)
+            }
         }
         do {
             while let line = try await reader.next() {
@@ -108,9 +116,15 @@ package struct ReceiptImporter: Sendable {
     /// receipt is another app's.
     private static func store(
         _ batch: [(line: Int, item: ReceiptImport)], in store: any SubscriptionStore, now: Date,
-        problem: @Sendable (Int, String) -> Void
+        queueClaimWebhooks: Bool, problem: @Sendable (Int, String) -> Void
     ) async throws -> [ReceiptImportOutcome] {
-        let outcomes = try await store.importReceipts(batch.map(\.item), now: now)
+        let items = batch.map(\.item)
+        let outcomes =
+            if queueClaimWebhooks, let claiming = store as? any ClaimWebhookImporting {
+                try await claiming.importReceipts(items, now: now, queueClaimWebhooks: true)
+            } else {
+                try await store.importReceipts(items, now: now)
+            }
         for (entry, outcome) in zip(batch, outcomes) where outcome == .tokenConflict {
             problem(
                 entry.line,

@@ -58,9 +58,15 @@ package struct ReportChange: Encodable {
             source: recorded.source, bundleID: recorded.bundleID)
     }
 
+    /// The user as reports and webhooks show it: nil (JSON null) while the subscription is unclaimed, since
+    /// its stored key (`adopted:<original transaction id>`) names no user of the app (docs/design.md §7).
+    package static func shownUser(_ userID: String) -> String? {
+        PurchaseAdoption.isReserved(userID) ? nil : userID
+    }
+
     package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: ReportKey.self)
-        try c.encode(userID, forKey: ReportKey("user_id"))
+        try c.encode(Self.shownUser(userID), forKey: ReportKey("user_id"))
         try c.encodeIfPresent(bundleID, forKey: ReportKey("bundle_id"))
         try c.encode(event.originalTransactionID, forKey: ReportKey("original_transaction_id"))
         try c.encode(event.productID, forKey: ReportKey("product_id"))

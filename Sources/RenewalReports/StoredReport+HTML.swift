@@ -139,7 +139,8 @@ extension StoredReport {
                 for change in changes {
                     let event = change.event
                     let cells: [HTMLPage.Cell] = [
-                        .time(change.occurredAt), .text(change.userID), .text(event.productID ?? ""),
+                        .time(change.occurredAt), .text(ReportChange.shownUser(change.userID) ?? "unclaimed"),
+                        .text(event.productID ?? ""),
                         .text(event.kind.rawValue),
                         .text(event.fromState.rawValue), .text(event.toState.rawValue), .time(event.newExpiresAt),
                         .text(event.environment?.rawValue ?? ""),

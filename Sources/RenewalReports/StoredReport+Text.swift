@@ -65,7 +65,8 @@ extension StoredReport {
                 for change in page {
                     let event = change.event
                     let values: [String?] = [
-                        run.id, Timestamp.string(change.occurredAt), change.userID, event.originalTransactionID,
+                        run.id, Timestamp.string(change.occurredAt), ReportChange.shownUser(change.userID),
+                        event.originalTransactionID,
                         event.productID,
                         event.kind.rawValue, event.fromState.rawValue, event.toState.rawValue,
                         event.oldExpiresAt.map(Timestamp.string), event.newExpiresAt.map(Timestamp.string),

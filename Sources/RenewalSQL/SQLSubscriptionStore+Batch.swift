@@ -92,11 +92,26 @@ extension SQLSubscriptionStore {
         )
     }
 
+    /// The rows of `users`: keyed by them, or claimed for them under another key (`owner_user_id`; see
+    /// `ownerSQL`), found through the subscriptions' user (indexed) and, for a row not checked yet, the small
+    /// `adopted_purchases` table, so a user's backfill stays on indexes.
+    private static func userCondition(_ users: [String], binds: inout SQLBinds) -> String {
+        let keyed = binds.list(users.map { .text($0) })
+        let owners = binds.list(users.map { .text($0) })
+        let subscribed = binds.list(users.map { .text($0) })
+        let adopted = binds.list(users.map { .text($0) })
+        return """
+            (r.user_id IN (\(keyed)) OR (r.owner_user_id IN (\(owners)) AND r.id IN (\
+            SELECT s.receipt_id FROM subscriptions s WHERE s.user_id IN (\(subscribed)) \
+            UNION SELECT a.receipt_id FROM adopted_purchases a WHERE a.claimed_user_id IN (\(adopted)))))
+            """
+    }
+
     /// The backfill selector as `AND`ed conditions on `receipts r`; lists are bound one value each.
     private static func backfillConditions(_ selector: BackfillSelector, binds: inout SQLBinds) -> [String] {
         var conditions: [String] = []
         if !selector.userIDs.isEmpty {
-            conditions.append("r.user_id IN (\(binds.list(selector.userIDs.map { .text($0) })))")
+            conditions.append(userCondition(selector.userIDs, binds: &binds))
         }
         if !selector.productIDs.isEmpty {
             let products = binds.list(selector.productIDs.map { .text($0) })

@@ -18,6 +18,68 @@ extension SQLSubscriptionStore: PurchaseClaiming {
         return try outcome.get()
     }
 
+    public func claim(
+        originalTransactionIDs ids: [String], user: String, reassign: Bool, method: ClaimMethod, runID: String?,
+        queueWebhooks: Bool, now: Date
+    ) async throws -> [ClaimResult] {
+        guard !PurchaseAdoption.isReserved(user) else { throw ClaimError.reservedUserID(user) }
+        let dialect = database.dialect
+        // A refusal is committed (recorded in ownership_conflicts) before it is thrown; nothing is claimed then.
+        let outcome = try await inTransaction { connection -> Result<[ClaimResult], ClaimError> in
+            var owned: [String: String] = [:]
+            for id in ids {
+                guard let owner = try Self.currentOwner(of: id, on: connection, dialect: dialect) else {
+                    return .failure(.notHeld(originalTransactionID: id))
+                }
+                if let owner = owner.user, owner != user { owned[id] = owner }
+            }
+            if !owned.isEmpty, !reassign {
+                for (id, owner) in owned {
+                    try Self.recordConflict(id, owner: owner, claimant: user, runID: runID, at: now, on: connection)
+                }
+                if owned.count == 1, let only = owned.first {
+                    return .failure(.ownedByAnotherUser(originalTransactionID: only.key, owner: only.value))
+                }
+                return .failure(.ownedByOtherUsers(owners: owned))
+            }
+            return .success(
+                try ids.map { id in
+                    let claim = Claim(
+                        originalTransactionID: id, user: user, method: method, runID: runID,
+                        queueWebhooks: queueWebhooks, now: now)
+                    // Checked above: a failure here throws, so the transaction claims nothing.
+                    return try Self.perform(claim, reassign: reassign, on: connection, dialect: dialect).get()
+                })
+        }
+        return try outcome.get()
+    }
+
+    /// Who holds `id` now, the row locked: nil when no receipts row holds it; `user` nil when unclaimed.
+    private static func currentOwner(of id: String, on connection: any SQLConnection, dialect: SQLDialect) throws
+        -> (receiptID: Int64, user: String?)?
+    {
+        guard let receiptID = try heldBy(id, on: connection),
+            let row = try connection.execute(
+                "SELECT \(ownerSQL("r")) AS owner FROM receipts r WHERE id = $1 \(dialect.rowLockClause)",
+                [.int64(receiptID)]
+            ).first
+        else { return nil }
+        return (receiptID, try row.optionalText("owner"))
+    }
+
+    /// Records a claim of another user's subscription in `ownership_conflicts`, refused or moved.
+    private static func recordConflict(
+        _ id: String, owner: String, claimant: String, runID: String?, at now: Date, on connection: any SQLConnection
+    ) throws {
+        _ = try connection.execute(
+            """
+            INSERT INTO ownership_conflicts (run_id, original_transaction_id, owner_user_id, claimant_user_id,
+                product_id, detected_at)
+            VALUES ($1, $2, $3, $4, (SELECT product_id FROM subscriptions WHERE original_transaction_id = $2), $5)
+            """,
+            [SQLValue(runID), .text(id), .text(owner), .text(claimant), SQLValue(now)])
+    }
+
     /// The owner of the receipts row `alias`, as SQL: its `owner_user_id` when set, NULL when it is an
     /// adopted row no user claimed (its `user_id` is a reserved key), else its `user_id`.
     public static func ownerSQL(_ alias: String) -> String {
@@ -56,13 +118,8 @@ extension SQLSubscriptionStore: PurchaseClaiming {
         }
         if let owner {
             // Recorded either way: a refusal, and a reassignment, are conflicts support resolved.
-            _ = try connection.execute(
-                """
-                INSERT INTO ownership_conflicts (run_id, original_transaction_id, owner_user_id, claimant_user_id,
-                    product_id, detected_at)
-                VALUES ($1, $2, $3, $4, (SELECT product_id FROM subscriptions WHERE original_transaction_id = $2), $5)
-                """,
-                [SQLValue(claim.runID), .text(id), .text(owner), .text(claim.user), SQLValue(claim.now)])
+            try recordConflict(
+                id, owner: owner, claimant: claim.user, runID: claim.runID, at: claim.now, on: connection)
             guard reassign else { return .failure(.ownedByAnotherUser(originalTransactionID: id, owner: owner)) }
         }
         try move(receiptID, keyed: try row.text("user_id"), to: claim, on: connection)

@@ -65,21 +65,10 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
     // MARK: - Import
 
     public func importReceipts(_ items: [ReceiptImport], now: Date) async throws -> [ReceiptImportOutcome] {
-        guard !items.isEmpty else { return [] }
-        let dialect = database.dialect
-        return try await inTransaction { connection in
-            try Self.recordConsents(items, now: now, on: connection)
-            // Tokens and adopted purchases first (docs/design.md §7): the lines they settle store nothing else.
-            var outcomes = try Self.settleTokensAndAdoptions(items, now: now, on: connection, dialect: dialect)
-            let rest = outcomes.indices.filter { outcomes[$0] == nil }
-            for (index, outcome) in zip(rest, try Self.storeLines(rest.map { items[$0] }, now: now, on: connection)) {
-                outcomes[index] = outcome
-            }
-            return outcomes.map { $0 ?? .unchanged }
-        }
+        try await importReceipts(items, now: now, queueClaimWebhooks: false)
     }
 
-    private static func storeLines(_ items: [ReceiptImport], now: Date, on connection: any SQLConnection) throws
+    static func storeLines(_ items: [ReceiptImport], now: Date, on connection: any SQLConnection) throws
         -> [ReceiptImportOutcome]
     {
         // A batch naming each user once loads in bulk where the backend can (PostgreSQL's COPY and

@@ -28,7 +28,7 @@ public enum OrderLookup: Sendable, Hashable {
     /// A valid order (status 0) in `environment`: its transactions, each verified (chain, Apple's
     /// certificate OIDs, bundle, environment), and the reasons of those that failed verification.
     case found(environment: AppStoreEnvironment, transactions: [JWSTransaction], refused: [FailureReason])
-    /// Apple does not know the order id (status 1) in any environment asked.
+    /// Apple does not know the order id (status 1): Look Up Order ID is asked in production only.
     case invalidOrder
 }
 
@@ -41,45 +41,36 @@ struct OrderLookupResponse: Decodable {
 extension ServerAPIClient {
     /// `GET /inApps/v1/lookup/{orderId}`: the transactions of the order on the customer's e-mailed receipt.
     ///
-    /// Production is asked first (Apple documents the endpoint there); the sandbox only when production
-    /// says the order is invalid, does not know it or refuses the key (an app not released yet), so a
-    /// sandbox purchase's order can be looked up too. A sandbox failure after production's "invalid" is
-    /// read as invalid. Retried like the other calls; every request waits for `endpointBudget` (Apple's 10
-    /// per second by default, this process's) and the status budget.
+    /// Production only: Apple documents that the endpoint "isn't available in the sandbox environment" (the
+    /// sandbox sends no e-mailed receipts, so its purchases have no order ID a customer could give), so asking
+    /// the sandbox after production said "invalid" would only spend a request against Apple. Status 1 (or
+    /// 404) is an invalid order. Retried like the other calls; the request waits for `endpointBudget`
+    /// (Apple's 10 per second by default, this process's) and the status budget.
     public func lookUpOrder(
         orderID: String, endpointBudget: (any RequestBudget)? = nil, logger: Logger
     ) async -> Result<OrderLookup, AppleAPIError> {
         let path =
             "/inApps/v1/lookup/" + (orderID.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
-        var productionSaidInvalid = false
-        var lastFailure: AppleAPIError = .notFound
-        for environment in [AppStoreEnvironment.production, .sandbox] {
-            let bucket = RequestBucket(
-                endpoint: OrderEndpoints.lookUp.endpoint, environment: environment, app: configuration.budgetApp)
-            do {
-                try await (endpointBudget ?? OrderEndpoints.processBudgets.lookUp).admit(bucket)
-            } catch {
-                return .failure(.connection("cancelled"))
-            }
-            switch await pageExchange(path, environment: environment, logger: logger, as: OrderLookupResponse.self) {
-            case .success(let response) where response.status == 0:
-                return .success(await verified(response.signedTransactions ?? [], environment: environment))
-            case .success(let response) where response.status == 1:
-                productionSaidInvalid = productionSaidInvalid || environment == .production
-                lastFailure = .notFound
-            case .success:
-                return .failure(.unreadableField(path: "status", detail: "neither 0 (valid) nor 1 (invalid)"))
-            case .failure(.notFound):
-                lastFailure = .notFound
-            case .failure(.unauthorized) where environment == .production:
-                lastFailure = .unauthorized
-            case .failure(let error):
-                if productionSaidInvalid { return .success(.invalidOrder) }
-                return .failure(error)
-            }
+        let environment = AppStoreEnvironment.production
+        let bucket = RequestBucket(
+            endpoint: OrderEndpoints.lookUp.endpoint, environment: environment, app: configuration.budgetApp)
+        do {
+            try await (endpointBudget ?? OrderEndpoints.processBudgets.lookUp).admit(bucket)
+        } catch {
+            return .failure(.connection("cancelled"))
         }
-        if productionSaidInvalid { return .success(.invalidOrder) }
-        return lastFailure == .notFound ? .success(.invalidOrder) : .failure(lastFailure)
+        switch await pageExchange(path, environment: environment, logger: logger, as: OrderLookupResponse.self) {
+        case .success(let response) where response.status == 0:
+            return .success(await verified(response.signedTransactions ?? [], environment: environment))
+        case .success(let response) where response.status == 1:
+            return .success(.invalidOrder)
+        case .success:
+            return .failure(.unreadableField(path: "status", detail: "neither 0 (valid) nor 1 (invalid)"))
+        case .failure(.notFound):
+            return .success(.invalidOrder)
+        case .failure(let error):
+            return .failure(error)
+        }
     }
 
     /// Each signed transaction verified; those that fail are counted by reason, never trusted.

@@ -15,6 +15,15 @@ public protocol PurchaseClaiming: Sendable {
         originalTransactionID: String, user: String, reassign: Bool, method: ClaimMethod, runID: String?,
         queueWebhooks: Bool, now: Date
     ) async throws -> ClaimResult
+
+    /// Claims every subscription of `originalTransactionIDs` (an order's, say) or none, in one transaction:
+    /// each is checked first, and when any is not held, or belongs to another user without `reassign`,
+    /// nothing is claimed. Each refusal is recorded in `ownership_conflicts` before the error is thrown,
+    /// naming every subscription another user owns (`ownedByOtherUsers` when more than one).
+    func claim(
+        originalTransactionIDs: [String], user: String, reassign: Bool, method: ClaimMethod, runID: String?,
+        queueWebhooks: Bool, now: Date
+    ) async throws -> [ClaimResult]
 }
 
 /// How a subscription came to be claimed, stored in `adopted_purchases.claimed_by`.
@@ -51,6 +60,9 @@ public enum ClaimError: Error, Sendable, Hashable, CustomStringConvertible {
     case notHeld(originalTransactionID: String)
     /// It belongs to `owner`; a claim without `reassign` leaves it there.
     case ownedByAnotherUser(originalTransactionID: String, owner: String)
+    /// Several subscriptions of one claim belong to other users (original transaction id to owner); none was
+    /// claimed.
+    case ownedByOtherUsers(owners: [String: String])
     /// The user id is one of the reserved keys of adopted purchases, never an app user's.
     case reservedUserID(String)
 
@@ -66,6 +78,12 @@ public enum ClaimError: Error, Sendable, Hashable, CustomStringConvertible {
             subscription \(id) belongs to user \(owner); nothing was changed. Pass --reassign to move it \
             (the refusal and the move are both recorded)
             """
+        case .ownedByOtherUsers(let owners):
+            """
+            \(owners.sorted { $0.key < $1.key }.map { "subscription \($0.key) belongs to user \($0.value)" }
+                .joined(separator: ", ")); nothing was claimed. Pass --reassign to move them (the refusals and \
+            the moves are all recorded)
+            """
         case .reservedUserID(let user):
             """
             user id \(user) is reserved for purchases no user claimed yet (prefix \
@@ -73,4 +91,14 @@ public enum ClaimError: Error, Sendable, Hashable, CustomStringConvertible {
             """
         }
     }
+}
+
+/// An import that can queue the `purchase.claimed` webhooks of the claims its lines make (a registered
+/// `appAccountToken` claiming a waiting adopted purchase, or a transaction-id line naming one), as
+/// `renewal claim` queues its own. Without it an app that registered a token late never hears that the
+/// customer's purchase is now its user's.
+public protocol ClaimWebhookImporting: Sendable {
+    /// `SubscriptionStore.importReceipts(_:now:)`, queueing each claim's webhook when `queueClaimWebhooks`.
+    func importReceipts(_ items: [ReceiptImport], now: Date, queueClaimWebhooks: Bool) async throws
+        -> [ReceiptImportOutcome]
 }

@@ -174,23 +174,24 @@ struct ClaimWork: Sendable {
         if failed { throw ExitCode(ExitStatus.someFailed.rawValue) }
     }
 
-    /// Claims each subscription for the user, printing one line each; the first refusal ends the command.
+    /// Claims every subscription for the user, or none (one transaction): a subscription the database does
+    /// not hold, or another user's without --reassign, refuses them all, naming each. One line per claim.
     func claim(_ ids: [String], claims: any PurchaseClaiming) async throws {
-        for id in ids {
-            let result: ClaimResult
-            do {
-                result = try await claims.claim(
-                    originalTransactionID: id, user: user, reassign: reassign, method: .hand, runID: nil,
-                    queueWebhooks: queueWebhooks, now: Date())
-            } catch let error as ClaimError {
-                switch error {
-                case .ownedByAnotherUser:
-                    try Self.fail("\(error)", code: .configuration)
-                case .notHeld, .reservedUserID:
-                    try Self.fail("\(error)")
-                }
+        let results: [ClaimResult]
+        do {
+            results = try await claims.claim(
+                originalTransactionIDs: ids, user: user, reassign: reassign, method: .hand, runID: nil,
+                queueWebhooks: queueWebhooks, now: Date())
+        } catch let error as ClaimError {
+            switch error {
+            case .ownedByAnotherUser, .ownedByOtherUsers:
+                try Self.fail("\(error)", code: .configuration)
+            case .notHeld, .reservedUserID:
+                try Self.fail("\(error)\(ids.count > 1 ? "; nothing was claimed" : "")")
             }
-            print("Claimed \(id) for \(user): \(Self.describe(result))")
+        }
+        for result in results {
+            print("Claimed \(result.originalTransactionID) for \(user): \(Self.describe(result))")
         }
     }
 

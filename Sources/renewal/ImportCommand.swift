@@ -19,13 +19,16 @@ struct ImportCommand: AsyncParsableCommand {
             "signed_transaction" (Transaction.jwsRepresentation, verified here) instead of the receipt, and \
             optionally "app_account_token". Upserts by user_id: a new receipt or id replaces the stored one, \
             the same just becomes due now. A bad line is reported with its line number and skipped; the rest \
-            is imported. Exit 0 when every line was imported, 3 when some were skipped.
-            """ + EnvironmentHelp.text(.database))
+            is imported. A line that claims a purchase the change feed adopted (a registered app_account_token, or \
+            its original_transaction_id) queues a purchase.claimed webhook when a webhook URL is set, delivered \
+            by the next run or `renewal deliver`. Exit 0 when every line was imported, 3 when some were skipped.
+            """ + EnvironmentHelp.text(.database, .webhook))
 
     @Argument(help: ArgumentHelp("JSON Lines file, or - for standard input.", valueName: "file"))
     var file: String
 
     @OptionGroup var database: DatabaseOptions
+    @OptionGroup var webhook: WebhookOptions
     @OptionGroup var logging: LoggingOptions
 
     @Option(name: .long, help: "Lines written per transaction.")
@@ -60,7 +63,8 @@ struct ImportCommand: AsyncParsableCommand {
             let handle = file == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: file)
             guard let handle else { throw ValidationError("Cannot read \(file).") }
             let bundleID = bundleID ?? Environment.value("APPSTORE_BUNDLE_ID")
-            let importer = ReceiptImporter(batchSize: batchSize) {
+            // A claim a line makes is queued as purchase.claimed when webhooks are set (docs/design.md §7).
+            let importer = ReceiptImporter(batchSize: batchSize, queueClaimWebhooks: webhook.resolvedURL != nil) {
                 SignedTransactionImport(roots: try ServerAPIOptions.trustedRoots(), bundleID: bundleID)
             }
             // Refused (exit 75) before the first line is written while copy-database copies the database.

@@ -11,8 +11,8 @@ struct LookupCommand: AsyncParsableCommand {
         commandName: "lookup",
         abstract: "Look up a customer's order ID at Apple: its transactions, and whose each subscription is here.",
         discussion: """
-            For support ("I paid but have no access"): asks Apple's Look Up Order ID with the order ID from the \
-            customer's e-mailed receipt, verifies every signed transaction (chain, bundle, environment), and \
+            For support ("I paid but have no access"): asks Apple's Look Up Order ID (production only: Apple does not \
+            serve it in the sandbox) with the order ID from the customer's e-mailed receipt, verifies every signed transaction (chain, bundle, environment), and \
             prints them with each subscription's state as the database holds it and whose it is: a user, \
             unclaimed (adopted from Apple's change feed, no user yet; attach it with `renewal claim`), or not \
             in the database. Writes nothing (on PostgreSQL, only the request budget's slots). --json prints \
@@ -206,8 +206,9 @@ struct OrderLookupFailure: Error, CustomStringConvertible {
     var description: String {
         if error == .unauthorized {
             return """
-                The App Store Server API refused the key while looking up order ID \(orderID) (HTTP 401 in both \
-                environments); check APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, APPSTORE_BUNDLE_ID and the key file.
+                The App Store Server API refused the key while looking up order ID \(orderID) (HTTP 401; Look Up \
+                Order ID is asked in production only); check APPSTORE_KEY_ID, APPSTORE_ISSUER_ID, \
+                APPSTORE_BUNDLE_ID and the key file.
                 """
         }
         let why =

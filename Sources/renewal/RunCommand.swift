@@ -127,6 +127,8 @@ struct JobRunner {
                     status: code == RunStatus.locked.exitCode ? .locked : .failed, exitCode: code,
                     startedAt: startedAt, finishedAt: clock(), dueAtStart: nil, dueLeft: nil,
                     lastSuccess: try? await store.lastSuccess())
+                // Purchases wait however the run ended: counted whenever the database can still be read.
+                if command == .run { await Self.pushUnclaimed(metrics, store: store, now: clock()) }
                 await metricsOutput.write(metrics, warn: warn)
             }
             throw error
@@ -136,12 +138,18 @@ struct JobRunner {
                 status: outcome.status, exitCode: outcome.status.exitCode, startedAt: outcome.startedAt,
                 finishedAt: clock(), dueAtStart: outcome.counts.dueAtStart,
                 dueLeft: command == .run ? outcome.counts.dueLeft : nil, lastSuccess: try? await store.lastSuccess())
-            if command == .run, let unclaimed = try? await (store as? any UnclaimedPurchaseStore)?.unclaimedSummary() {
-                metrics.unclaimedPurchases(unclaimed, now: clock())
-            }
+            if command == .run { await Self.pushUnclaimed(metrics, store: store, now: clock()) }
             await metricsOutput.write(metrics, warn: warn)
         }
         return outcome
+    }
+
+    /// The unclaimed-purchase gauges (docs/design.md §7), when the database answers: a run that ended in
+    /// failures, or stopped on an error, still says how many customers' purchases wait, so
+    /// `RenewalUnclaimedPurchaseWaiting` keeps seeing them; a database that cannot be read writes none.
+    private static func pushUnclaimed(_ metrics: RunMetrics, store: any RenewalStore, now: Date) async {
+        guard let unclaimed = try? await (store as? any UnclaimedPurchaseStore)?.unclaimedSummary() else { return }
+        metrics.unclaimedPurchases(unclaimed, now: now)
     }
 
     /// `--html FILE`: the run's page, from what it stored (a dry run stores nothing).
