@@ -166,6 +166,18 @@ extension SQLSubscriptionStore {
         transition.orderedFrom.map { " AND state IN (\(list($0)))" } ?? ""
     }
 
+    /// `column` in `states` (Core's set, in `allCases` order) as SQL: an equality for one state, so a
+    /// partial index on that state still serves the query on both databases.
+    static func column<State: RawRepresentable & CaseIterable>(_ column: String, in states: Set<State>) -> String
+    where State.RawValue == String {
+        let ordered = State.allCases.filter(states.contains)
+        switch ordered.count {
+        case 0: return "1 = 0"
+        case 1: return "\(column) = '\(ordered[0].rawValue)'"
+        default: return "\(column) IN (\(list(ordered)))"
+        }
+    }
+
     /// States as an SQL list of literals (Core's names, never input).
     static func list<State: RawRepresentable>(_ states: [State]) -> String where State.RawValue == String {
         states.map { "'\($0.rawValue)'" }.joined(separator: ", ")

@@ -16,7 +16,7 @@ extension SQLSubscriptionStore {
         let claim = """
             WITH picked AS MATERIALIZED (
                 SELECT q.notification_uuid FROM refund_requests q
-                WHERE q.state = 'pending' AND q.next_attempt_at <= $1
+                WHERE \(Self.column("q.state", in: RefundRequests.open)) AND q.next_attempt_at <= $1
                     AND (q.claimed_until IS NULL OR q.claimed_until <= $1
                         OR EXISTS (SELECT 1 FROM runs r WHERE r.id = q.run_id AND r.status <> 'running'))
                 ORDER BY q.answer_by, q.notification_uuid LIMIT $3 \(database.dialect.lockingClause))
@@ -117,12 +117,14 @@ extension SQLSubscriptionStore {
 
     public func refundRequestBacklog(now: Date) async throws -> RefundRequestBacklog {
         try await onConnection { connection in
+            // Open and missed as Core's `RefundRequests.isOpen` and `isMissed` say, over the last day.
             let row = try connection.execute(
                 """
-                SELECT (SELECT COUNT(*) FROM refund_requests WHERE state = 'pending' AND answer_by > $1) AS open,
+                SELECT (SELECT COUNT(*) FROM refund_requests
+                        WHERE \(Self.column("state", in: RefundRequests.open)) AND answer_by > $1) AS open,
                     (SELECT COUNT(*) FROM refund_requests WHERE answer_by > $2 AND answer_by <= $1
-                        AND (state = 'missed' OR state = 'pending')) AS missed
-                """, [SQLValue(now), SQLValue(now.addingTimeInterval(-86_400))]
+                        AND \(Self.column("state", in: RefundRequests.unanswered))) AS missed
+                """, [SQLValue(now), SQLValue(now.addingTimeInterval(-RefundRequests.missedWindow))]
             ).first
             return RefundRequestBacklog(open: try row?.int("open") ?? 0, missedLastDay: try row?.int("missed") ?? 0)
         }

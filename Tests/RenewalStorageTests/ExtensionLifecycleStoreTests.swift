@@ -159,7 +159,7 @@ struct ExtensionLifecycleStoreTests {
 }
 
 /// What the suite asks of either store, beside the public port.
-protocol SQLStoreChecks: RenewalExtensionStore {
+protocol SQLStoreChecks: RenewalExtensionStore, RefundRequestStore {
     func int64(_ sql: String) async throws -> Int64?
     func run(_ sql: String) async throws
     func stateOf(_ id: String, in table: String) async throws -> String?
