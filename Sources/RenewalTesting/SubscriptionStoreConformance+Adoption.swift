@@ -102,7 +102,11 @@ extension SubscriptionStoreConformance {
         _ = try await adopt(store, [adoptable("n-3", about: "otid-c", token: t3)], runID: "run-c")
         #expect(try await store.importReceipts([token("dave", t3)], now: at(minutes: 20)) == [.tokenRecorded])
         #expect(try await stored(store, user: "adopted:otid-c").userID == "dave")
-        #expect(try await stored(store, user: "dave").latestReceipt == "receipt-of-dave")
+        // Dave's selection (backfill --user dave) takes his own row and the one claimed for him.
+        let daves = try await store.nextBatch(
+            .backfill(BackfillSelector(userIDs: ["dave"])), after: nil, limit: 3, lease: nil)
+        #expect(daves.count == 2 && daves.allSatisfy { $0.userID == "dave" }, "\(daves.map(\.userID))")
+        #expect(daves.contains { $0.latestReceipt == "receipt-of-dave" })
 
         // The app's server stores the purchase late, by transaction id: the line claims the adopted row
         // instead of storing a second one for the same subscription.
