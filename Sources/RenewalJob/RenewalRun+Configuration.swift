@@ -100,7 +100,7 @@ extension RenewalRun {
         public init(
             store: any SubscriptionStore, verifier: any ReceiptVerifier, logger: Logger,
             now: @escaping @Sendable () -> Date = { Date() },
-            random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+            random: @escaping @Sendable () -> Double = { Jitter.shared.next() }
         ) {
             self.store = store
             self.verifier = verifier

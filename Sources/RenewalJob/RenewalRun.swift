@@ -32,11 +32,11 @@ public struct RenewalRun: Sendable {
     ///
     /// - Parameters:
     ///   - now: the clock (injected so tests and the demo control time). Default: the system clock.
-    ///   - random: values in 0..<1 for backoff jitter. Default: the system generator.
+    ///   - random: values in 0..<1 for backoff jitter. Default: a generator seeded once by the system's (`Jitter`).
     public init(
         configuration: Configuration, store: any SubscriptionStore, verifier: any ReceiptVerifier, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() },
-        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+        random: @escaping @Sendable () -> Double = { Jitter.shared.next() }
     ) {
         self.init(
             configuration: configuration,
