@@ -14,8 +14,9 @@ struct ClaimCommand: AsyncParsableCommand {
             For support: makes the subscription --original-transaction-id, or every subscription of the order \
             --order-id (looked up at Apple's Look Up Order ID and verified), the --user's, and records a \
             purchase_claimed change for them (queued as a purchase.claimed webhook when a webhook URL is set; \
-            delivered by the next run or `renewal deliver`). A subscription that belongs to another user is \
-            refused (exit 78, naming the owner) unless --reassign moves it; the refusal and the move are both \
+            delivered by the next run or `renewal deliver`). An order is claimed whole or not at all: every \
+            subscription is checked first. A subscription that belongs to another user is refused (exit 78, \
+            naming each owner; nothing claimed) unless --reassign moves it; the refusal and the move are both \
             recorded in ownership_conflicts. --set-app-account-token also binds that token at Apple (Set App \
             Account Token), so Apple's later notifications carry it. Runs under the writers' lock: while \
             copy-database copies the database it exits 75 and changes nothing. Exit 0 claimed (or already the \
