@@ -136,6 +136,9 @@ extension SQLSchema {
     /// Every subscription's spans, from its ledger and facts, a chunk at a time (memory stays flat); then
     /// the views.
     static func version22Rebuild(_ connection: any SQLConnection, _ dialect: SQLDialect) throws {
+        // Migration 21 may have filled `subscription_facts` in this same transaction: without statistics
+        // PostgreSQL would plan each chunk's read of it as a scan of the whole table.
+        if dialect == .postgres { _ = try connection.execute("ANALYZE subscription_facts", []) }
         try LedgerSQL.rebuildSpans(on: connection)
         for statement in version22Views(dialect) { _ = try connection.execute(statement, []) }
     }
