@@ -79,7 +79,9 @@ struct RefundRequestAnswers {
     /// One attempt at `request`.
     private func answer(_ request: RefundRequest) async -> RefundRequestResult {
         let at = now()
-        guard at < request.answerBy else { return .missed(reason: nil, at: at) }
+        guard RefundRequests.isAnswerable(answerBy: request.answerBy, at: at) else {
+            return .missed(reason: nil, at: at)
+        }
         guard request.consented == true else { return .noConsent(at: at) }
         guard let source = sources[request.bundleID] ?? sources[nil] else {
             // No Server API key for its app: nothing can answer it; it is missed when its time is up.
@@ -98,7 +100,10 @@ struct RefundRequestAnswers {
         case .failure(let error) where error.isRetryable:
             let retryAt = now().addingTimeInterval(
                 Self.backoff.delay(afterRetries: request.attempts, random: random()))
-            guard retryAt < request.answerBy else { return .missed(reason: error.reason.rawValue, at: now()) }
+            // A retry due at or after the deadline could not be answered: missed now (Core's rule).
+            guard RefundRequests.isAnswerable(answerBy: request.answerBy, at: retryAt) else {
+                return .missed(reason: error.reason.rawValue, at: now())
+            }
             return .retry(reason: error.reason.rawValue, retryAt: retryAt)
         case .failure(let error):
             let (status, code) = error.appleRefusal

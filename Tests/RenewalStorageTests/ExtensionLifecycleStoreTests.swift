@@ -161,6 +161,7 @@ struct ExtensionLifecycleStoreTests {
 /// What the suite asks of either store, beside the public port.
 protocol SQLStoreChecks: RenewalExtensionStore, RefundRequestStore {
     func int64(_ sql: String) async throws -> Int64?
+    func text(_ sql: String) async throws -> String?
     func run(_ sql: String) async throws
     func stateOf(_ id: String, in table: String) async throws -> String?
     func confirm(_ originalTransactionID: String, at: Date) async throws
