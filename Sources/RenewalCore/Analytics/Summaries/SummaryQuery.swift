@@ -77,15 +77,21 @@ public struct SummaryQuery: Sendable {
     {
         var byProduct: [String: AnalyticsFigures] = [:]
         for (selected, count) in selected(summary, bundleID: bundleID) {
-            let key = selected.key
-            apply(key, selected.role, count, to: &byProduct[key.productID ?? "unknown", default: AnalyticsFigures()])
+            let product = selected.key.productID ?? "unknown"
+            var figures = byProduct[product] ?? AnalyticsFigures()
+            // A product is listed when something counted under it, as in the recomputation.
+            if apply(selected.key, selected.role, count, to: &figures) { byProduct[product] = figures }
         }
         var total = AnalyticsFigures()
         for figures in byProduct.values { total.add(figures) }
         return (total, byProduct)
     }
 
-    private func apply(_ key: ContributionKey, _ role: Role, _ count: Int, to figures: inout AnalyticsFigures) {
+    /// Adds a selected row's count to its figure; false when it counts for nothing (a refund without a
+    /// price, a trial at `since`).
+    private func apply(_ key: ContributionKey, _ role: Role, _ count: Int, to figures: inout AnalyticsFigures)
+        -> Bool
+    {
         let times = Decimal(count)
         switch (key.figure, role) {
         case (.revenue, _):
@@ -95,7 +101,8 @@ public struct SummaryQuery: Sendable {
                 figures.unpricedTransactions += count
             }
         case (.refund, _):
-            if let price = price(of: key) { figures.refunds.add(price, times: key.factor * times) }
+            guard let price = price(of: key) else { return false }
+            figures.refunds.add(price, times: key.factor * times)
         case (.newTrial, _): figures.newTrials += count
         case (.newSubscription, _): figures.newSubscriptions += count
         case (.trialConversion, _): figures.trialConversions += count
@@ -109,12 +116,13 @@ public struct SummaryQuery: Sendable {
                 figures.unpricedTransactions += count
             }
         case (.trial, .atUntil): figures.activeTrials += count
-        case (.trial, _): break
+        case (.trial, _): return false
         case (.churned, _): figures.churned += count
         case (.reactivation, _): figures.reactivations += count
         case (.trialConverted, _): figures.newTrialsConverted += count
         case (.trialInTrial, _): figures.newTrialsInTrial += count
         }
+        return true
     }
 
     /// The price `ProductCatalogue.price(of:preferring:)` gives a paid transaction of the row's product,
