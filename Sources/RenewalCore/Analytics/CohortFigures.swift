@@ -61,9 +61,19 @@ public struct CohortFigures: Sendable {
     public let asOf: Date
     let firstMonth: Date
     let firstLTVMonth: Date
-    public private(set) var refundMonths: [String: RefundMonth] = [:]
-    public private(set) var trialCohorts: [String: TrialCohort] = [:]
-    public private(set) var ltvCohorts: [String: LTVCohort] = [:]
+    /// Keyed by `monthIndex`: a month's name is made once, not for every transaction.
+    private var refunds: [Int: RefundMonth] = [:]
+    private var trials: [Int: TrialCohort] = [:]
+    private var ltv: [Int: LTVCohort] = [:]
+
+    /// By month (`YYYY-MM`).
+    public var refundMonths: [String: RefundMonth] {
+        Dictionary(uniqueKeysWithValues: refunds.values.map { ($0.month, $0) })
+    }
+    public var trialCohorts: [String: TrialCohort] {
+        Dictionary(uniqueKeysWithValues: trials.values.map { ($0.month, $0) })
+    }
+    public var ltvCohorts: [String: LTVCohort] { Dictionary(uniqueKeysWithValues: ltv.values.map { ($0.month, $0) }) }
     /// Per currency: subscriptions with a priced paid transaction purchased in `[since, asOf)`, under the
     /// currency of the last one (ARPU's denominator).
     public private(set) var payingInWindow: [String: Int] = [:]
@@ -77,40 +87,40 @@ public struct CohortFigures: Sendable {
         firstLTVMonth = calendar.date(byAdding: .month, value: -(Self.ltvMonths - 1), to: month) ?? month
     }
 
+    /// A paid transaction and its price of one period (nil when unpriced).
+    typealias Priced = (transaction: LedgerTransaction, price: Money?)
+
     /// Adds one subscription. `price`: a transaction's price of one period (nil when unpriced).
     public mutating func add(_ timeline: EntitlementTimeline, price: (LedgerTransaction) -> Money?) {
         let counted = timeline.transactions
         guard let first = counted.first else { return }
-        let paid = counted.filter { !$0.isTrial }
-        addRefunds(paid, price: price)
-        let firstPaid = paid.first?.purchasedAt
+        let paid: [Priced] = counted.filter { !$0.isTrial }.map { ($0, price($0)) }
+        addRefunds(paid)
+        let firstPaid = paid.first?.transaction.purchasedAt
         if first.isTrial, let started = first.purchasedAt, started >= firstMonth, started < asOf {
-            let month = Self.month(of: started)
-            var cohort = trialCohorts[month] ?? TrialCohort(month: month)
+            let month = Self.monthIndex(of: started)
+            var cohort = trials[month] ?? TrialCohort(month: Self.monthName(month))
             cohort.started += 1
             if let firstPaid, firstPaid < asOf {
                 cohort.converted += 1
             } else if case .trial = timeline.standing(at: asOf) {
                 cohort.inTrial += 1
             }
-            trialCohorts[month] = cohort
+            trials[month] = cohort
         }
-        if let firstPaid, firstPaid >= firstLTVMonth, firstPaid < asOf {
-            addLTV(paid, from: firstPaid, price: price)
+        if let firstPaid, firstPaid >= firstLTVMonth, firstPaid < asOf { addLTV(paid, from: firstPaid) }
+        let paying = paid.last { item in
+            item.price != nil && item.transaction.purchasedAt.map { since <= $0 && $0 < asOf } ?? false
         }
-        let paying = paid.last { transaction in
-            transaction.purchasedAt.map { since <= $0 && $0 < asOf } ?? false && price(transaction) != nil
-        }
-        if let paying, let currency = price(paying)?.currency { payingInWindow[currency, default: 0] += 1 }
+        if let currency = paying?.price?.currency { payingInWindow[currency, default: 0] += 1 }
     }
 
-    private mutating func addRefunds(_ paid: [LedgerTransaction], price: (LedgerTransaction) -> Money?) {
-        for transaction in paid {
+    private mutating func addRefunds(_ paid: [Priced]) {
+        for (transaction, money) in paid {
             guard let purchased = transaction.purchasedAt, purchased >= firstMonth, purchased < asOf else { continue }
-            let month = Self.month(of: purchased)
-            var row = refundMonths[month] ?? RefundMonth(month: month)
+            let month = Self.monthIndex(of: purchased)
+            var row = refunds[month] ?? RefundMonth(month: Self.monthName(month))
             row.transactions += 1
-            let money = price(transaction)
             if let money { row.purchased.add(money, times: Decimal(max(transaction.quantity, 1))) }
             if SubscriptionAnalytics.isRefund(transaction), let revoked = transaction.revokedAt, revoked < asOf {
                 row.refunded += 1
@@ -121,38 +131,42 @@ public struct CohortFigures: Sendable {
             {
                 row.refunds.add(money, times: Decimal(seats))
             }
-            refundMonths[month] = row
+            refunds[month] = row
         }
     }
 
-    private mutating func addLTV(
-        _ paid: [LedgerTransaction], from start: Date, price: (LedgerTransaction) -> Money?
-    ) {
-        let month = Self.month(of: start)
-        let calendar = BillingPeriod.utc
-        let monthStart = calendar.dateInterval(of: .month, for: start)?.start ?? start
-        var cohort =
-            ltvCohorts[month]
-            ?? LTVCohort(month: month, monthEnd: calendar.date(byAdding: .month, value: 1, to: monthStart) ?? start)
+    /// Each purchase adds its revenue, and each refund takes its amount back, at every horizon whose end
+    /// is after it.
+    private mutating func addLTV(_ paid: [Priced], from start: Date) {
+        let month = Self.monthIndex(of: start)
+        var cohort = ltv[month] ?? Self.ltvCohort(month)
         cohort.customers += 1
-        if let currency = paid.first.flatMap(price)?.currency { cohort.customersByCurrency[currency, default: 0] += 1 }
-        for (index, days) in Self.ltvHorizons.enumerated() {
-            let end = start.addingTimeInterval(Double(days) * 86_400)
-            func within(_ moment: Date?) -> Bool { moment.map { start <= $0 && $0 < end } ?? false }
-            for transaction in paid {
-                guard let money = price(transaction) else { continue }
-                if within(transaction.purchasedAt) {
-                    cohort.netRevenue[index].add(money, times: Decimal(max(transaction.quantity, 1)))
-                }
-                if SubscriptionAnalytics.isRefund(transaction), within(transaction.revokedAt) {
-                    cohort.netRevenue[index].add(money, times: -Self.refundedUnits(of: transaction))
-                }
-                if let seats = transaction.revokedSeatQuantity, seats > 0, within(transaction.seatsRevokedAt) {
-                    cohort.netRevenue[index].add(money, times: -Decimal(seats))
-                }
+        if let currency = paid.first?.price?.currency { cohort.customersByCurrency[currency, default: 0] += 1 }
+        let ends = Self.ltvHorizons.map { start.addingTimeInterval(Double($0) * 86_400) }
+        func add(_ money: Money, times factor: Decimal, at moment: Date?) {
+            guard let moment, moment >= start else { return }
+            for (index, end) in ends.enumerated() where moment < end {
+                cohort.netRevenue[index].add(money, times: factor)
             }
         }
-        ltvCohorts[month] = cohort
+        for (transaction, money) in paid {
+            guard let money else { continue }
+            add(money, times: Decimal(max(transaction.quantity, 1)), at: transaction.purchasedAt)
+            if SubscriptionAnalytics.isRefund(transaction) {
+                add(money, times: -Self.refundedUnits(of: transaction), at: transaction.revokedAt)
+            }
+            if let seats = transaction.revokedSeatQuantity, seats > 0 {
+                add(money, times: -Decimal(seats), at: transaction.seatsRevokedAt)
+            }
+        }
+        ltv[month] = cohort
+    }
+
+    private static func ltvCohort(_ month: Int) -> LTVCohort {
+        let name = monthName(month)
+        let start = DailyAnalytics.dayStart(named: name + "-01") ?? .distantPast
+        let end = BillingPeriod.utc.date(byAdding: .month, value: 1, to: start) ?? start
+        return LTVCohort(month: name, monthEnd: end)
     }
 
     /// The units of a transaction's price its refund returned: its seats still paid for (1 for a single
@@ -162,5 +176,23 @@ public struct CohortFigures: Sendable {
         return Decimal(transaction.quantity > 1 ? transaction.paidSeats : 1) * share
     }
 
-    static func month(of date: Date) -> String { String(Timestamp.string(date).prefix(7)) }
+    /// The UTC month of `date` as year × 12 + month − 1, by arithmetic on days (Hinnant's civil-from-days):
+    /// formatting a date for every transaction costs more than the rest of the figure.
+    static func monthIndex(of date: Date) -> Int {
+        let z = Int((date.timeIntervalSince1970 / 86_400).rounded(.down)) + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shifted = (5 * dayOfYear + 2) / 153
+        let month = shifted < 10 ? shifted + 3 : shifted - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        return year * 12 + month - 1
+    }
+
+    /// `YYYY-MM` of a `monthIndex`.
+    static func monthName(_ index: Int) -> String {
+        let month = index % 12 + 1
+        return "\(index / 12)-" + (month < 10 ? "0\(month)" : "\(month)")
+    }
 }

@@ -25,8 +25,8 @@ public struct MRRMovement: Sendable, Hashable {
 
     public private(set) var buckets: [Bucket: Amounts] = [:]
     /// MRR at the start and at the end, summed like the buckets.
-    public private(set) var atStart = Amounts()
-    public private(set) var atEnd = Amounts()
+    public internal(set) var atStart = Amounts()
+    public internal(set) var atEnd = Amounts()
 
     public init() {}
 
@@ -44,6 +44,11 @@ public struct MRRMovement: Sendable, Hashable {
     public mutating func add(from start: Point, to end: Point, paidBefore: Bool) {
         if let mrr = start.mrr { atStart.add(mrr) }
         if let mrr = end.mrr { atEnd.add(mrr) }
+        addChange(from: start, to: end, paidBefore: paidBefore)
+    }
+
+    /// The buckets only, without MRR at the start and end.
+    mutating func addChange(from start: Point, to end: Point, paidBefore: Bool) {
         for (bucket, money) in Self.classify(from: start, to: end, paidBefore: paidBefore) {
             buckets[bucket, default: Amounts()].add(money)
         }
@@ -102,8 +107,9 @@ public struct MRRMovementSeries: Sendable {
     /// `since`, each UTC midnight strictly inside the window, `until`.
     public let boundaries: [Date]
     public private(set) var window = MRRMovement()
-    /// One per day: `[boundaries[i], boundaries[i + 1])`.
-    public private(set) var days: [MRRMovement]
+    /// Per day, the buckets only: a day's MRR at its start and end follow from the window's start and the
+    /// days' nets, so a subscription whose MRR did not move that day costs nothing.
+    private var changes: [MRRMovement]
     /// Per currency: subscriptions paid, entitled and priced at `until` (ARPU's denominator).
     public private(set) var payingAtUntil: [String: Int] = [:]
 
@@ -118,7 +124,19 @@ public struct MRRMovementSeries: Sendable {
         }
         if until > since { boundaries.append(until) }
         self.boundaries = boundaries
-        days = Array(repeating: MRRMovement(), count: max(boundaries.count - 1, 0))
+        changes = Array(repeating: MRRMovement(), count: max(boundaries.count - 1, 0))
+    }
+
+    /// One per day: `[boundaries[i], boundaries[i + 1])`, with MRR at its start and end.
+    public var days: [MRRMovement] {
+        var start = window.atStart
+        return changes.map { change in
+            var day = change
+            day.atStart = start
+            start.add(change.net)
+            day.atEnd = start
+            return day
+        }
     }
 
     /// The UTC day (`YYYY-MM-DD`) of each of `days`.
@@ -133,9 +151,14 @@ public struct MRRMovementSeries: Sendable {
         guard boundaries.count > 1, !timeline.transactions.isEmpty else { return }
         let events = Self.events(of: timeline)
         let firstPaid = timeline.transactions.first { !$0.isTrial }?.purchasedAt
+        // The same period usually holds at many boundaries: its MRR is worked out once.
+        var last: (id: String, mrr: Money?)?
         func point(_ moment: Date) -> MRRMovement.Point {
             guard case .paid(let transaction, _) = timeline.standing(at: moment) else { return .none }
-            return MRRMovement.Point(paid: true, mrr: monthly(transaction))
+            if let last, last.id == transaction.transactionID { return MRRMovement.Point(paid: true, mrr: last.mrr) }
+            let mrr = monthly(transaction)
+            last = (transaction.transactionID, mrr)
+            return MRRMovement.Point(paid: true, mrr: mrr)
         }
         let first = point(boundaries[0])
         var previous = first
@@ -147,8 +170,11 @@ public struct MRRMovementSeries: Sendable {
                 current = point(boundary)
                 while next < events.count, events[next] <= boundary { next += 1 }
             }
-            let start = boundaries[index - 1]
-            days[index - 1].add(from: previous, to: current, paidBefore: firstPaid.map { $0 < start } ?? false)
+            if current != previous {
+                let start = boundaries[index - 1]
+                changes[index - 1].addChange(
+                    from: previous, to: current, paidBefore: firstPaid.map { $0 < start } ?? false)
+            }
             previous = current
         }
         window.add(from: first, to: previous, paidBefore: firstPaid.map { $0 < since } ?? false)
