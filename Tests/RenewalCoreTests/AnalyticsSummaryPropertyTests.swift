@@ -14,9 +14,9 @@ struct AnalyticsSummaryPropertyTests {
     static let seeds: [UInt64] = [1, 2, 3, 4, 5, 6, 130]
 
     /// The summed rows of `ledgers`.
-    static func summary(_ ledgers: [SubscriptionLedger]) -> AnalyticsSummary {
+    static func summary(_ ledgers: [SubscriptionLedger], unit: TimeInterval = 86_400) -> AnalyticsSummary {
         var summary = AnalyticsSummary()
-        let contributions = AnalyticsContributions()
+        let contributions = AnalyticsContributions(unit: unit)
         for ledger in ledgers { summary.add(contributions.rows(of: ledger)) }
         return summary
     }
@@ -57,7 +57,7 @@ struct AnalyticsSummaryPropertyTests {
     /// Both answers for one window, every product and the total; the differences, named.
     static func compare(
         _ ledgers: [SubscriptionLedger], _ summary: AnalyticsSummary, since: Date, until: Date,
-        environment: AppStoreEnvironment = .production
+        environment: AppStoreEnvironment = .production, unit: TimeInterval = 86_400
     ) throws -> [String] {
         var reference = SubscriptionAnalytics(
             since: since, until: until, catalogue: SummaryPopulation.catalogue, reportingCurrency: "USD",
@@ -66,7 +66,7 @@ struct AnalyticsSummaryPropertyTests {
         let query = try #require(
             SummaryQuery(
                 since: since, until: until, catalogue: SummaryPopulation.catalogue, reportingCurrency: "USD",
-                environment: environment))
+                environment: environment, unit: unit))
         let answer = query.figures(of: summary)
         let window = "[\(Timestamp.string(since)), \(Timestamp.string(until)))"
         var found = differences(reference.total, answer.total).map { "\(window) total \($0)" }
@@ -135,6 +135,24 @@ struct AnalyticsSummaryPropertyTests {
             found += try Self.compare(population.ledgers, summary, since: since, until: until)
         }
         #expect(found.count == 0, "seed \(seed): \(found.count) differences, first: \(found.prefix(8))")
+    }
+
+    @Test("an hourly summary answers windows aligned to hours, from one hour to 90 days")
+    func hourlyWindows() throws {
+        let population = SummaryPopulation(count: 300, seed: 7)
+        let summary = Self.summary(population.ledgers, unit: 3_600)
+        var random = SeededGenerator(seed: 77)
+        var found: [String] = []
+        for _ in 0..<40 {
+            let start = Int.random(in: -100 * 24...260 * 24, using: &random)
+            let hours =
+                Bool.random(using: &random)
+                ? Int.random(in: 1...48, using: &random) : Int.random(in: 1...2_160, using: &random)
+            let since = SummaryPopulation.origin.addingTimeInterval(Double(start) * 3_600)
+            let until = since.addingTimeInterval(Double(hours) * 3_600)
+            found += try Self.compare(population.ledgers, summary, since: since, until: until, unit: 3_600)
+        }
+        #expect(found.count == 0, "\(found.count) differences, first: \(found.prefix(8))")
     }
 
     @Test("a window not aligned to UTC days has no summary answer")
