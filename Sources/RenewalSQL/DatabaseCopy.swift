@@ -59,9 +59,13 @@ public struct DatabaseCopy: Sendable {
 
     /// Tables that are not copied: the target's migrations write its own `schema_migrations`, and
     /// PostgreSQL's dashboard summaries are rebuilt from the copied tables. The analytics' daily series
-    /// is computed again by `renewal analytics --refresh-daily` on the target.
+    /// is computed again by `renewal analytics --refresh-daily` on the target, and its summaries by
+    /// `renewal analytics --rebuild` (until then the target recomputes every window).
     public static let tablesNotCopied: Set<String> = Set(
-        ["schema_migrations", "analytics_daily", "analytics_cohorts"] + DashboardSummary.all.map(\.table))
+        [
+            "schema_migrations", "analytics_daily", "analytics_cohorts", "analytics_summary_rows",
+            "analytics_summary_state",
+        ] + DashboardSummary.all.map(\.table))
 
     /// Rows read and written per batch unless the caller says otherwise: a few megabytes of receipts.
     public static let defaultBatchSize = 1000

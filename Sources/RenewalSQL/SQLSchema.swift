@@ -52,6 +52,7 @@ public enum SQLSchema {
         Migration(version: 24, statements: version24),
         Migration(version: 25, statements: version25),
         Migration(version: 26, statements: version26),
+        Migration(version: 27, statements: version27),
     ]
 
     static let createMigrationsTable = """

@@ -54,6 +54,33 @@ struct AnalyticsCommand: AsyncParsableCommand {
             """)
     var refreshDaily = false
 
+    @Flag(
+        name: .long,
+        help: """
+            Rebuild the analytics summaries (analytics_summary_rows: every subscription's contribution rows \
+            summed per day, product, price and environment) from the whole ledger, a page at a time, and mark \
+            them current; prints the rows and the time taken. Run after an upgrade or a ledger loaded behind \
+            the job's back.
+            """)
+    var rebuild = false
+
+    @Flag(
+        name: .long,
+        help: """
+            Answer the window from the summaries and by recomputing the ledger, timed, and compare them figure \
+            by figure (total and each product); exit 3 when they differ. Says why when the summaries cannot \
+            answer (not built, stale since a write, a window not on UTC midnights).
+            """)
+    var checkSummaries = false
+
+    @Flag(
+        name: .long,
+        help: """
+            Recompute from the ledger (the reference). Every --json and table is recomputed today; the flag \
+            keeps that once figures come from the summaries.
+            """)
+    var recompute = false
+
     @Option(
         name: .long,
         help: ArgumentHelp(
@@ -74,6 +101,11 @@ struct AnalyticsCommand: AsyncParsableCommand {
         if html != nil && refreshDaily {
             throw ValidationError(
                 "--html draws what --refresh-daily keeps: run the refresh first, then --html, as two commands.")
+        }
+        let modes = [refreshDaily, rebuild, checkSummaries].filter { $0 }.count + (html == nil ? 0 : 1)
+        if modes > 1 || (recompute && (rebuild || checkSummaries)) {
+            throw ValidationError(
+                "--refresh-daily, --rebuild, --check-summaries and --html each do one thing: give one of them.")
         }
         _ = try window(now: Date())
     }
@@ -113,6 +145,10 @@ struct AnalyticsCommand: AsyncParsableCommand {
             try await store.checkSchema()
             let work = AnalyticsWork(store: store, app: app, catalogue: products, rates: exchange)
             let sink = ReportOutput()
+            if rebuild || checkSummaries {
+                try await summaries(store, start: start, end: end, products: products, exchange: exchange, sink: sink)
+                return
+            }
             if refreshDaily {
                 // It replaces the daily series: refused (exit 75) while copy-database copies the database.
                 if let refreshed = try await store.withWriterLock({ try await work.refresh(from: start, through: end) })
@@ -127,5 +163,26 @@ struct AnalyticsCommand: AsyncParsableCommand {
             try await sink.write(json ? try report.json() + "\n" : report.table())
             try await sink.finish()
         }
+    }
+
+    /// `--rebuild` (under the writers' lock: exit 75 while copy-database copies) and `--check-summaries`.
+    private func summaries(
+        _ store: any RenewalStore, start: Date, end: Date, products: ProductCatalogue, exchange: ExchangeRates,
+        sink: ReportOutput
+    ) async throws {
+        guard let summaries = store as? any AnalyticsSummaryStore else {
+            throw ConfigurationError("This database keeps no analytics summaries; run renewal migrate first.")
+        }
+        let work = AnalyticsSummaryWork(store: summaries, app: app, catalogue: products, rates: exchange)
+        if rebuild {
+            let rebuilt = try await store.withWriterLock { try await work.rebuild() }
+            try await sink.write((json ? rebuilt.json : rebuilt.text) + "\n")
+            try await sink.finish()
+            return
+        }
+        let check = try await work.check(since: start, until: end)
+        try await sink.write((json ? check.json : check.text) + "\n")
+        try await sink.finish()
+        if check.equal == false { throw ExitCode(ExitStatus.someFailed.rawValue) }
     }
 }

@@ -263,7 +263,12 @@ struct DatabaseCopyTests {
         _ = try await SQLSubscriptionStore(database: sqlite).migrate()
         let copied = Set(DatabaseCopy.tables.map(\.name))
         let sqliteTables = try await sqlite.withConnection { try DatabaseCopy.tableNames(on: $0, dialect: .sqlite) }
-        #expect(sqliteTables == copied.union(["schema_migrations", "analytics_daily", "analytics_cohorts"]))
+        #expect(
+            sqliteTables
+                == copied.union([
+                    "schema_migrations", "analytics_daily", "analytics_cohorts", "analytics_summary_rows",
+                    "analytics_summary_state",
+                ]))
         try await PostgresTestSchema.with { schema in
             let postgres = try PostgresDatabase(url: schema.url)
             _ = try await SQLSubscriptionStore(database: postgres).migrate()

@@ -1,0 +1,132 @@
+import Foundation
+import RenewalCore
+import RenewalStorage
+
+/// What `renewal analytics --rebuild` and `--check-summaries` do with the analytics summaries (schema 27,
+/// docs/analytics.md "How a window is answered fast").
+struct AnalyticsSummaryWork {
+    let store: any AnalyticsSummaryStore
+    /// Only this app's figures (the summaries are built for every app).
+    let app: String?
+    let catalogue: ProductCatalogue
+    let rates: ExchangeRates
+
+    /// What `--rebuild` built, and how long it took.
+    struct Rebuilt {
+        var rows: Int
+        var subscriptions: Int
+        var seconds: Double
+
+        var json: String {
+            #"{"rows":\#(rows),"seconds":\#(Self.rounded(seconds)),"subscriptions":\#(subscriptions)}"#
+        }
+
+        var text: String {
+            "analytics summaries: \(rows) rows from \(subscriptions) subscriptions in \(Self.rounded(seconds)) s"
+        }
+
+        static func rounded(_ seconds: Double) -> String { String(format: "%.3f", seconds) }
+    }
+
+    /// `--rebuild`: every subscription's contribution rows summed into the table, then marked current.
+    func rebuild() async throws -> Rebuilt {
+        let clock = ContinuousClock()
+        var result: (subscriptions: Int, rows: Int) = (0, 0)
+        let elapsed = try await clock.measure { result = try await store.rebuildAnalyticsSummaries() }
+        return Rebuilt(rows: result.rows, subscriptions: result.subscriptions, seconds: Self.seconds(elapsed))
+    }
+
+    /// Whether the summaries answer `[since, until)`: nil when they do, else why not.
+    func unusableReason(since: Date, until: Date) async throws -> String? {
+        guard SummaryQuery(since: since, until: until) != nil else {
+            return "the window is not aligned to UTC days"
+        }
+        guard let state = try await store.analyticsSummaryState() else {
+            return "no summaries were built; run renewal analytics --rebuild"
+        }
+        return state.staleReason(markNow: try await store.analyticsLedgerMark())
+    }
+
+    /// The window's figures (total and by product) from the summaries, or nil when they cannot answer it.
+    func figures(since: Date, until: Date) async throws -> (
+        total: AnalyticsFigures, byProduct: [String: AnalyticsFigures]
+    )? {
+        guard
+            let query = SummaryQuery(
+                since: since, until: until, catalogue: catalogue, reportingCurrency: rates.reportingCurrency),
+            try await unusableReason(since: since, until: until) == nil
+        else { return nil }
+        let summary = try await store.analyticsSummary(
+            s: Self.day(since), u: Self.day(until), bundleID: app, environment: .production)
+        return query.figures(of: summary, bundleID: app)
+    }
+
+    /// What `--check-summaries` found for a window.
+    struct Check {
+        var since: Date
+        var until: Date
+        /// Nil when the summaries answered; else why the window is recomputed.
+        var unusable: String?
+        var equal: Bool?
+        var differing: [String]
+        var summarySeconds: Double?
+        var recomputeSeconds: Double
+
+        var json: String {
+            let reason = unusable.map { #""\#($0)""# } ?? "null"
+            let equalText = equal.map { $0 ? "true" : "false" } ?? "null"
+            let summary = summarySeconds.map(Rebuilt.rounded) ?? "null"
+            let differ = differing.map { #""\#($0)""# }.joined(separator: ",")
+            return """
+                {"differing":[\(differ)],"equal":\(equalText),"recompute_seconds":\(Rebuilt.rounded(recomputeSeconds)),\
+                "since":"\(Timestamp.string(since))","summaries":\(unusable == nil ? #""current""# : #""unusable""#),\
+                "summary_seconds":\(summary),"unusable_reason":\(reason),"until":"\(Timestamp.string(until))"}
+                """
+        }
+
+        var text: String {
+            guard let summarySeconds, let equal else {
+                return "summaries not used (\(unusable ?? "")); recomputed in \(Rebuilt.rounded(recomputeSeconds)) s"
+            }
+            return
+                (equal
+                ? "summaries equal the recomputation" : "summaries DIFFER in " + differing.joined(separator: ", "))
+                + ": from summaries in \(Rebuilt.rounded(summarySeconds)) s, recomputed in "
+                + "\(Rebuilt.rounded(recomputeSeconds)) s"
+        }
+    }
+
+    /// `--check-summaries`: the window from the summaries and by recomputation, timed, figure by figure.
+    func check(since: Date, until: Date) async throws -> Check {
+        let clock = ContinuousClock()
+        var fromSummary: (total: AnalyticsFigures, byProduct: [String: AnalyticsFigures])?
+        var unusable: String?
+        let summaryElapsed = try await clock.measure {
+            unusable = try await unusableReason(since: since, until: until)
+            if unusable == nil { fromSummary = try await figures(since: since, until: until) }
+        }
+        var analytics = SubscriptionAnalytics(
+            since: since, until: until, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
+        let recomputeElapsed = try await clock.measure {
+            try await store.forEachSubscriptionLedger(bundleID: app) { analytics.add($0) }
+        }
+        var check = Check(
+            since: since, until: until, unusable: unusable, equal: nil, differing: [], summarySeconds: nil,
+            recomputeSeconds: Self.seconds(recomputeElapsed))
+        guard let fromSummary else { return check }
+        check.summarySeconds = Self.seconds(summaryElapsed)
+        if fromSummary.total != analytics.total { check.differing.append("total") }
+        for product in Set(fromSummary.byProduct.keys).union(analytics.byProduct.keys).sorted()
+        where fromSummary.byProduct[product] != analytics.byProduct[product] {
+            check.differing.append(product)
+        }
+        check.equal = check.differing.isEmpty
+        return check
+    }
+
+    static func day(_ date: Date) -> Int { Int((date.timeIntervalSince1970 / 86_400).rounded(.down)) }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}

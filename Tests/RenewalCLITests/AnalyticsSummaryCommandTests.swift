@@ -1,0 +1,124 @@
+import Foundation
+import Testing
+
+/// `renewal analytics --rebuild` and `--check-summaries` on both databases (issue 45): the summaries built
+/// from the project's own ledger generator answer random UTC-day windows with exactly the recomputation's
+/// figures, and a write to the ledger after the rebuild makes them stale until the next one.
+@Suite("renewal analytics summaries: --rebuild, --check-summaries equal to the recomputation, stale after a write")
+struct AnalyticsSummaryCommandTests {
+    /// Subscriptions generated: every window recomputes them, so small enough for seconds per database.
+    static let subscriptions = 1500
+
+    /// The benchmark generator at `subscriptions` (its 199999 replaced by N - 1, as its header says).
+    static func generator(_ backend: String) throws -> String {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Benchmarks/analytics/ledger.\(backend).sql")
+        // Without its comment lines: sqlite3 would read a leading "--" as an option.
+        return try String(contentsOf: root, encoding: .utf8).split(separator: "\n")
+            .filter { !$0.hasPrefix("--") }.joined(separator: "\n")
+            .replacingOccurrences(of: "199999", with: "\(subscriptions - 1)")
+    }
+
+    /// A migrated database of `backend` holding the generated ledger, and a way to run SQL on it.
+    static func withDatabase(
+        _ backend: String, _ body: (_ database: String, _ sql: (String) throws -> Void) async throws -> Void
+    ) async throws {
+        let directory = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        if backend == "sqlite" {
+            let database = directory + "/renewal.sqlite"
+            #expect(try await CLI.run(["migrate", "--database", database]).status == 0)
+            _ = try SQLiteShell.query(database, try generator("sqlite"))
+            try await body(database) { _ = try SQLiteShell.query(database, $0) }
+            return
+        }
+        let base = try #require(PostgresKillEnvironment.baseURL)
+        let psql = try #require(PostgresKillTests.psqlPath, "psql is needed to create the test schema")
+        let schema = "renewal_summary_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try await PostgresKillTests.sqlOffPool("CREATE SCHEMA \(schema)", url: base, psql: psql)
+        defer { _ = try? PostgresKillTests.sql("DROP SCHEMA \(schema) CASCADE", url: base, psql: psql) }
+        let url = base + (base.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)"
+        #expect(try await CLI.run(["migrate", "--database", url]).status == 0)
+        try PostgresKillTests.sql(try generator("postgres"), url: url, psql: psql)
+        try await body(url) { try PostgresKillTests.sql($0, url: url, psql: psql) }
+    }
+
+    static func object(_ text: String) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "\(text)")
+    }
+
+    static var backends: [String] { PostgresKillEnvironment.baseURL == nil ? ["sqlite"] : ["sqlite", "postgres"] }
+
+    @Test(
+        """
+        after --rebuild, random windows of 1 to 90 UTC days from the summaries equal the recomputation, figure \
+        by figure and product by product; a write to the ledger makes them stale (recomputed) until the next \
+        --rebuild
+        """, arguments: backends)
+    func summariesEqualRecomputation(backend: String) async throws {
+        try await Self.withDatabase(backend) { database, sql in
+            let rebuilt = try await CLI.run(["analytics", "--rebuild", "--json", "--database", database])
+            #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+            let built = try Self.object(rebuilt.stdout)
+            #expect(built["subscriptions"] as? Int == Self.subscriptions, "\(built)")
+            #expect((built["rows"] as? Int ?? 0) > 0, "\(built)")
+
+            // The generator's purchases span 2024-10-27 to 2026-12: windows anywhere in it, on midnights.
+            var random = SystemRandomNumberGenerator()
+            let first = 1_730_419_200.0  // 2024-11-01
+            var checked = 0
+            for _ in 0..<10 {
+                let start = first + Double(Int.random(in: 0..<700, using: &random)) * 86_400
+                let end = start + Double(Int.random(in: 1...90, using: &random)) * 86_400
+                let since = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: start))
+                let until = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: end))
+                let result = try await CLI.run([
+                    "analytics", "--check-summaries", "--json", "--since", since, "--until", until, "--database",
+                    database,
+                ])
+                let check = try Self.object(result.stdout)
+                #expect(result.status == 0 && check["equal"] as? Bool == true, "\(since) to \(until): \(check)")
+                #expect(check["summaries"] as? String == "current", "\(check)")
+                checked += 1
+            }
+            #expect(checked == 10)
+
+            // A save sets updated_at to its time: the summaries no longer answer, the window is recomputed.
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            try sql(
+                "UPDATE transactions SET revoked_at = purchased_at + 3600000, updated_at = \(now) WHERE transaction_id = 'tx-5-0'"
+            )
+            let window = ["--since", "2025-11-01", "--until", "2025-12-01", "--database", database]
+            let stale = try Self.object(
+                try await CLI.run(["analytics", "--check-summaries", "--json"] + window).stdout)
+            #expect(stale["summaries"] as? String == "unusable", "\(stale)")
+            #expect((stale["unusable_reason"] as? String)?.contains("written since the --rebuild") == true, "\(stale)")
+            #expect(stale["equal"] is NSNull, "\(stale)")
+
+            #expect(try await CLI.run(["analytics", "--rebuild", "--database", database]).status == 0)
+            let again = try Self.object(
+                try await CLI.run(["analytics", "--check-summaries", "--json"] + window).stdout)
+            #expect(again["summaries"] as? String == "current" && again["equal"] as? Bool == true, "\(again)")
+        }
+    }
+
+    @Test("a window not on UTC midnights, or no --rebuild yet, is recomputed and says why")
+    func unusableSaysWhy() async throws {
+        try await Self.withDatabase("sqlite") { database, _ in
+            let none = try Self.object(
+                try await CLI.run([
+                    "analytics", "--check-summaries", "--json", "--since", "2025-11-01", "--until", "2025-12-01",
+                    "--database", database,
+                ]).stdout)
+            #expect(
+                (none["unusable_reason"] as? String)?.contains("run renewal analytics --rebuild") == true, "\(none)")
+            #expect(try await CLI.run(["analytics", "--rebuild", "--database", database]).status == 0)
+            let unaligned = try Self.object(
+                try await CLI.run([
+                    "analytics", "--check-summaries", "--json", "--since", "2025-11-01T06:00:00Z", "--until",
+                    "2025-12-01", "--database", database,
+                ]).stdout)
+            #expect((unaligned["unusable_reason"] as? String)?.contains("not aligned") == true, "\(unaligned)")
+        }
+    }
+}
