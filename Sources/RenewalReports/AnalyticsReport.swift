@@ -220,7 +220,6 @@ public struct AnalyticsReport: Encodable, Sendable {
         lines.append(
             "Trials begun in the window: \(funnel.started); by --until \(funnel.converted) paid, "
                 + "\(funnel.inTrial) still in the trial, \(funnel.lapsed) lapsed")
-        lines += movementLines()
         if !total.unconverted.isEmpty {
             let parts = total.unconverted.keys.sorted().map { currency in
                 let amounts = total.unconverted[currency] ?? Unconverted(mrr: 0, revenue: 0, refunds: 0, netRevenue: 0)
@@ -230,6 +229,7 @@ public struct AnalyticsReport: Encodable, Sendable {
             lines.append(
                 "Not converted (no rate for the currency; add one to the rates file): " + parts.joined(separator: "; "))
         }
+        lines += movementLines()
         if !cohorts.isEmpty {
             lines.append("")
             lines.append("Retention by cohort (month of the first paid period; share still paid after each period):")
