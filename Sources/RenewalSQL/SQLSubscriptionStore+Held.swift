@@ -16,14 +16,13 @@ extension SQLSubscriptionStore: HeldSubscriptionReading {
                 let sql = """
                     SELECT s.original_transaction_id AS otid, \(Self.heldOwner) AS owner, s.product_id AS product_id,
                         s.state AS state, s.entitled AS entitled, s.expires_at AS expires_at,
-                        s.environment AS environment, r.app_account_token AS app_account_token, r.bundle_id AS bundle_id
+                        s.environment AS environment, r.app_account_token AS app_account_token, r.bundle_id AS bundle_id,
+                        NULL AS receipt_status, NULL AS no_subscription_since
                     FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
                     WHERE s.original_transaction_id IN (\(list))
                     UNION ALL
-                    SELECT r.original_transaction_id, \(Self.heldOwner), r.imported_product_id,
-                        CASE WHEN r.status = 'verified' AND r.no_subscription_since IS NOT NULL THEN 'no_subscription'
-                            WHEN r.status = 'verified' THEN 'expired' ELSE r.status END, 0, NULL,
-                        r.environment, r.app_account_token, r.bundle_id
+                    SELECT r.original_transaction_id, \(Self.heldOwner), r.imported_product_id, r.status, 0, NULL,
+                        r.environment, r.app_account_token, r.bundle_id, r.status, r.no_subscription_since
                     FROM receipts r
                     WHERE r.original_transaction_id IN (\(again))
                         AND NOT EXISTS (
@@ -61,7 +60,7 @@ extension HeldSubscription {
     init(heldRow row: SQLRow) throws {
         self.init(
             originalTransactionID: try row.text("otid"), userID: try row.optionalText("owner"),
-            productID: try row.optionalText("product_id"), state: try row.state("state"),
+            productID: try row.optionalText("product_id"), state: try row.shownState(),
             entitled: try row.bool("entitled"), expiresAt: try row.optionalDate("expires_at"),
             environment: try row.environment("environment"),
             appAccountToken: try row.optionalText("app_account_token"), bundleID: try row.optionalText("bundle_id"))

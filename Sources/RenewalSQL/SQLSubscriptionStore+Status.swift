@@ -35,10 +35,9 @@ extension SQLSubscriptionStore {
             )
         }
         let whereClause = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
-        // Receipts without subscriptions show as one placeholder row whose state is the receipt's
-        // status: `no_subscription` for a valid receipt holding no auto-renewable subscription,
-        // `expired` for a verified one whose subscriptions another user owns. Its otid is '' but for a
-        // row not verified yet that was imported by transaction id (StoreKit 2): that id.
+        // Receipts without subscriptions show as one placeholder row (`receipt_status` set) whose state
+        // Core gives from the receipt's status (`ReceiptStatus.shownWithoutSubscriptions`). Its otid is ''
+        // but for a row not verified yet that was imported by transaction id (StoreKit 2): that id.
         let sql = """
             SELECT * FROM (
                 SELECT \(shownUser) AS user_id, s.original_transaction_id AS otid, s.product_id AS product_id,
@@ -46,18 +45,16 @@ extension SQLSubscriptionStore {
                     s.environment AS environment, s.grace_period_expires_at AS grace_period_expires_at,
                     s.last_verified_at AS last_verified_at, s.next_check_at AS next_check_at,
                     s.ownership_type AS ownership_type, r.last_failure_reason AS last_failure, r.source AS source,
-                    r.bundle_id AS bundle_id,
+                    r.bundle_id AS bundle_id, NULL AS receipt_status, NULL AS no_subscription_since,
                     \(Self.lastNotification("f.original_transaction_id = s.original_transaction_id"))
                 FROM subscriptions s JOIN receipts r ON r.id = s.receipt_id
                 \(inBranch.isEmpty ? "" : "WHERE " + inBranch)
                 UNION ALL
                 SELECT \(shownUser),
                     CASE WHEN r.status = 'unverified' THEN COALESCE(r.original_transaction_id, '') ELSE '' END,
-                    r.imported_product_id,
-                    CASE WHEN r.status = 'verified' AND r.no_subscription_since IS NOT NULL THEN 'no_subscription'
-                        WHEN r.status = 'verified' THEN 'expired' ELSE r.status END, 0, NULL, NULL,
+                    r.imported_product_id, r.status, 0, NULL, NULL,
                     r.environment, NULL, r.last_verified_at, r.next_check_at, NULL, r.last_failure_reason, r.source,
-                    r.bundle_id,
+                    r.bundle_id, r.status, r.no_subscription_since,
                     \(Self.lastNotification("f.receipt_id = r.id"))
                 FROM receipts r WHERE NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.receipt_id = r.id)
                 \(inBranch.isEmpty ? "" : "AND " + inBranch)
@@ -205,7 +202,7 @@ extension StatusRow {
             userID: try row.text("user_id"),
             originalTransactionID: otid.isEmpty ? nil : otid,
             productID: try row.optionalText("product_id"),
-            state: try row.state("state"),
+            state: try row.shownState(),
             entitled: try row.bool("entitled"),
             expiresAt: try row.optionalDate("expires_at"),
             autoRenew: try row.optionalBool("auto_renew"),

@@ -182,6 +182,16 @@ extension SQLRow {
         try optionalText(name).map { AppStoreEnvironment(rawValue: $0) }
     }
 
+    /// The `state` of a status or held-subscription row: a subscription's own, or, for a receipt without
+    /// subscriptions (`receipt_status` set), the one Core shows for its status.
+    func shownState() throws -> SubscriptionState {
+        guard let raw = try optionalText("receipt_status") else { return try state("state") }
+        guard let status = ReceiptStatus(rawValue: raw) else {
+            throw SubscriptionStoreError.corruptRow("receipts.status holds an unknown status")
+        }
+        return status.shownWithoutSubscriptions(noSubscriptionSince: try optionalDate("no_subscription_since"))
+    }
+
     func state(_ name: String) throws -> SubscriptionState {
         let raw = try text(name)
         guard let state = SubscriptionState(rawValue: raw) else {
