@@ -16,6 +16,7 @@ extension StoredReport {
         try await output.write(Self.summaryPage(summary, last: last, entitled: entitled))
         // Second pass: the lists, streamed.
         try await writeChangeList(selection, changed: summary.totals.changed, to: output)
+        try await writeOutsideRunsList(selection, to: output)
         try await writeFailureList(selection, to: output)
         try await output.write(HTMLPage.tail)
     }

@@ -8,15 +8,17 @@ extension StoredReport {
         let isRange = if case .range = selection { true } else { false }
         if isRange { try await output.write("[") }
         var first = true
-        try await forEachRun(selection) { run in
+        try await forEachRunWithWindow(selection) { run, window in
             if isRange { try await output.write(first ? "\n" : ",\n") }
             first = false
-            try await writeJSONObject(of: run, to: output)
+            try await writeJSONObject(of: run, outside: window, to: output)
         }
         try await output.write(isRange ? "\n]\n" : "\n")
     }
 
-    private func writeJSONObject(of run: RunRecord, to output: ReportOutput) async throws {
+    private func writeJSONObject(of run: RunRecord, outside window: OutsideRunsWindow, to output: ReportOutput)
+        async throws
+    {
         // A stored run is never a dry run: dry runs store nothing.
         try await output.write(
             try ReportJSON.head(runID: run.id, command: run.command, dryRun: false, startedAt: run.startedAt))
@@ -46,6 +48,7 @@ extension StoredReport {
                 ReportJSON.separator(first: firstConflict) + Self.json(ReportConflict(conflict: conflict)))
             firstConflict = false
         }
+        try await writeOutsideChangesJSON(window, to: output)
         try await output.write(
             try ReportJSON.tail(
                 finishedAt: run.finishedAt, status: run.status, exitCode: run.exitCode, counts: run.counts))
@@ -60,28 +63,36 @@ extension StoredReport {
     /// One change per line: JSON Lines, or CSV with a header.
     func renderLines(_ selection: ReportSelection, csv: Bool, to output: ReportOutput) async throws {
         if csv { try await output.write(Self.csvColumns.joined(separator: ",") + "\r\n") }
-        try await forEachRun(selection) { run in
+        try await forEachRunWithWindow(selection) { run, window in
             try await forEachChangePage(of: run.id) { page in
-                for change in page {
-                    let event = change.event
-                    let values: [String?] = [
-                        run.id, Timestamp.string(change.occurredAt), ReportChange.shownUser(change.userID),
-                        event.originalTransactionID,
-                        event.productID,
-                        event.kind.rawValue, event.fromState.rawValue, event.toState.rawValue,
-                        event.oldExpiresAt.map(Timestamp.string), event.newExpiresAt.map(Timestamp.string),
-                        event.environment?.rawValue, change.ownershipType,
-                        event.toState.grantsAccess ? "true" : "false",
-                        change.source, change.bundleID, event.fromProductID, event.revocationType,
-                        event.revocationPercentage.map(String.init),
-                    ]
-                    if csv {
-                        try await output.write(values.map { Self.csvField($0 ?? "") }.joined(separator: ",") + "\r\n")
-                    } else {
-                        try await output.write(Self.json(LineChange(runID: run.id, change: change)) + "\n")
-                    }
-                }
+                for change in page { try await writeLine(change, runID: run.id, csv: csv, to: output) }
             }
+            try await forEachOutsideChangePage(in: window) { page in
+                for change in page { try await writeLine(change, runID: nil, csv: csv, to: output) }
+            }
+        }
+    }
+
+    /// One change as a JSON line or a CSV record; a change outside runs has `run_id` null (CSV: empty).
+    private func writeLine(_ change: RecordedChange, runID: String?, csv: Bool, to output: ReportOutput)
+        async throws
+    {
+        let event = change.event
+        let values: [String?] = [
+            runID, Timestamp.string(change.occurredAt), ReportChange.shownUser(change.userID),
+            event.originalTransactionID,
+            event.productID,
+            event.kind.rawValue, event.fromState.rawValue, event.toState.rawValue,
+            event.oldExpiresAt.map(Timestamp.string), event.newExpiresAt.map(Timestamp.string),
+            event.environment?.rawValue, change.ownershipType,
+            event.toState.grantsAccess ? "true" : "false",
+            change.source, change.bundleID, event.fromProductID, event.revocationType,
+            event.revocationPercentage.map(String.init),
+        ]
+        if csv {
+            try await output.write(values.map { Self.csvField($0 ?? "") }.joined(separator: ",") + "\r\n")
+        } else {
+            try await output.write(Self.json(LineChange(runID: runID, change: change)) + "\n")
         }
     }
 
@@ -100,7 +111,11 @@ extension StoredReport {
         var reasons: [String: Int] = [:]
         var runs = 0
         var rows: [[String]] = []
-        try await forEachRun(selection) { run in
+        var whole: OutsideRunsWindow?
+        try await forEachRunWithWindow(selection) { run, window in
+            // The windows tile the selection: one from the first's start to the last's end covers them.
+            let from: Date? = whole.map(\.from) ?? window.from
+            whole = OutsideRunsWindow(from: from, to: window.to)
             runs += 1
             for (kind, count) in try await store.changeCounts(ofRun: run.id, app: app) {
                 kinds[kind, default: 0] += count
@@ -127,6 +142,7 @@ extension StoredReport {
         text += Self.table(
             ["reason", "failures"],
             reasons.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { [$0.key, "\($0.value)"] })
+        text += try await outsideRunsTable(whole.map { [$0] } ?? [])
         try await output.write(text)
     }
 
@@ -157,7 +173,8 @@ extension StoredReport {
 
 /// One JSON Lines element: the report's change object with its run id and time.
 struct LineChange: Encodable {
-    var runID: String
+    /// Nil for a change recorded outside any run (written as `null`).
+    var runID: String?
     var change: RecordedChange
 
     func encode(to encoder: any Encoder) throws {

@@ -116,7 +116,7 @@ public struct StoredReport: Sendable {
     }
 
     /// Keyset paging: fetches rows after the last id seen, `pageSize` at a time, until `limit` rows or the end.
-    private func forEachPage<Row>(
+    func forEachPage<Row>(
         limit: Int, fetch: (Int64, Int) async throws -> [Row], id: KeyPath<Row, Int64>,
         _ body: ([Row]) async throws -> Void
     ) async throws {

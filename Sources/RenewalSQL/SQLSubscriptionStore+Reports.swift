@@ -67,6 +67,31 @@ extension SQLSubscriptionStore {
         }
     }
 
+    public func changesOutsideRuns(from since: Date?, before until: Date?, app: String?, afterID: Int64, limit: Int)
+        async throws -> [(id: Int64, change: RecordedChange)]
+    {
+        var binds: [SQLValue] = [.int64(afterID)]
+        var conditions = ["run_id IS NULL", "id > $1"]
+        if let since {
+            binds.append(SQLValue(since))
+            conditions.append("occurred_at >= $\(binds.count)")
+        }
+        if let until {
+            binds.append(SQLValue(until))
+            conditions.append("occurred_at < $\(binds.count)")
+        }
+        if let app {
+            binds.append(.text(app))
+            conditions.append("bundle_id = $\(binds.count)")
+        }
+        binds.append(.int64(Int64(limit)))
+        let sql =
+            "SELECT * FROM entitlement_changes WHERE \(conditions.joined(separator: " AND ")) ORDER BY id LIMIT $\(binds.count)"
+        return try await onConnection { connection in
+            try connection.execute(sql, binds).map { row in (try row.int64("id"), try Self.recordedChange(row)) }
+        }
+    }
+
     public func failures(ofRun runID: String, app: String?, afterID: Int64, limit: Int) async throws -> [(
         id: Int64, failure: RecordedFailure
     )] {

@@ -33,6 +33,12 @@ public protocol RunHistoryStore: SubscriptionStore {
     func changes(ofRun runID: String, app: String?, afterID: Int64, limit: Int) async throws -> [(
         id: Int64, change: RecordedChange
     )]
+    /// Up to `limit` of the changes recorded outside any run (`run_id` NULL: `renewal claim`, an import
+    /// line whose token claims a purchase) with an id above `afterID` and `occurred_at` in `[since, until)`
+    /// (either bound optional), in insertion order; with `app`, only that app's. `renewal report` lists
+    /// them beside the runs, so a claim support made between runs is not missing from it.
+    func changesOutsideRuns(from since: Date?, before until: Date?, app: String?, afterID: Int64, limit: Int)
+        async throws -> [(id: Int64, change: RecordedChange)]
     /// Up to `limit` of a run's failures with an id above `afterID`, in insertion order; with `app`,
     /// only that app's.
     func failures(ofRun runID: String, app: String?, afterID: Int64, limit: Int) async throws -> [(
