@@ -9,7 +9,7 @@ import Testing
 struct ReportOutsideRunsTests {
     @Test(
         """
-        after renewal claim, report json of a range holds the purchase_claimed change for bob under \
+        after renewal claim, report json of the last run and of a range holds the purchase_claimed change for bob under \
         changes_outside_runs; table lists it under its heading; jsonl has it with run_id null, csv with an \
         empty run_id; html lists it; --app of another app leaves the key out
         """,
@@ -41,6 +41,10 @@ struct ReportOutsideRunsTests {
             let runs = try #require(ranged as? [Any])
             let claims = runs.flatMap(outside)
             #expect(claims.count == 1 && claims.allSatisfy(isBobsClaim), "\(claims)")
+
+            // The last run's window has no end: a claim made after it is in its object.
+            let last = try JSONSerialization.jsonObject(with: Data(try await report(["--format", "json"]).utf8))
+            #expect(outside(last).count == 1 && outside(last).allSatisfy(isBobsClaim), "\(last)")
 
             let table = try await report(["--format", "table"] + since)
             #expect(table.contains("Changes outside runs (claims, imports)"), "\(table)")
