@@ -51,7 +51,7 @@ enum BulkImportSQL {
             bundle_id = COALESCE(s.bundle_id, r.bundle_id),
             source = CASE WHEN COALESCE(n.latest_receipt, r.latest_receipt) = '' THEN 'server_api'
                 ELSE r.source END,
-            status = CASE WHEN r.status = 'invalid' THEN 'unverified' ELSE r.status END,
+            status = \(SaveSQL.statusAfterReplacement(of: "r.status")),
             consecutive_failures = 0, consecutive_malformed = 0, last_failure_reason = NULL,
             rejected_since = NULL, no_subscription_since = NULL
         FROM receipt_import_lines s LEFT JOIN receipt_import_receipts n ON n.ord = s.ord

@@ -250,7 +250,7 @@ public struct SQLSubscriptionStore<Database: SQLDatabase>: SubscriptionStore {
                 environment = COALESCE($7, environment),
                 bundle_id = COALESCE($8, bundle_id),
                 source = CASE WHEN COALESCE($2, latest_receipt) = '' THEN 'server_api' ELSE source END,
-                status = CASE WHEN status = 'invalid' THEN 'unverified' ELSE status END,
+                status = \(SaveSQL.statusAfterReplacement(of: "status")),
                 consecutive_failures = 0, consecutive_malformed = 0, last_failure_reason = NULL,
                 rejected_since = NULL, no_subscription_since = NULL
             WHERE id = $1

@@ -145,3 +145,14 @@ enum SaveSQL {
             seatsRevokedAt: try row.optionalDate("seats_revoked_at"))
     }
 }
+
+extension SaveSQL {
+    /// `ReceiptStatus.afterReplacement` as an SQL expression over the status column `column` (for the
+    /// imports' set-based updates, which replace many rows in one statement).
+    static func statusAfterReplacement(of column: String) -> String {
+        let changed = ReceiptStatus.allCases.filter { $0.afterReplacement != $0 }
+        guard !changed.isEmpty else { return column }
+        let cases = changed.map { "WHEN '\($0.rawValue)' THEN '\($0.afterReplacement.rawValue)'" }
+        return "CASE \(column) \(cases.joined(separator: " ")) ELSE \(column) END"
+    }
+}

@@ -57,6 +57,18 @@ extension SubscriptionStoreConformance {
         #expect(u2After.subscriptions.map(\.snapshot.originalTransactionID) == ["otid-u2"])
         let due = try await store.nextBatch(.due(asOf: later), after: nil, limit: 10, lease: nil)
         #expect(due.map(\.userID).sorted() == ["u1", "u2"])
+        // And a receipt Apple rejected is checked again once a new one is imported
+        // (`ReceiptStatus.afterReplacement`); a verified one keeps its status until its check
+        try await store.save(verifiedWrite(u1After, subscriptions: [], status: .invalid))
+        let third = try await store.importReceipts(
+            [
+                ReceiptImport(userID: "u1", latestReceipt: "r1-new"),
+                ReceiptImport(userID: "u2", latestReceipt: "r2-newer"),
+            ],
+            now: at(minutes: 20))
+        #expect(third == [.replaced, .replaced])
+        #expect(try await stored(store, user: "u1").status == .unverified)
+        #expect(try await stored(store, user: "u2").status == .verified)
     }
 
     public static func dueSelectionPagesInOrder(_ store: any RunHistoryStore) async throws {

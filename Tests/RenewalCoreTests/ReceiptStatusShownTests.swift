@@ -18,4 +18,11 @@ struct ReceiptStatusShownTests {
             }
         }
     }
+
+    @Test("a new receipt or id clears an invalid verdict only")
+    func afterReplacement() {
+        #expect(ReceiptStatus.invalid.afterReplacement == .unverified)
+        #expect(ReceiptStatus.verified.afterReplacement == .verified)
+        #expect(ReceiptStatus.unverified.afterReplacement == .unverified)
+    }
 }

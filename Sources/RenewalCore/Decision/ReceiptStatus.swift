@@ -1,7 +1,7 @@
 import Foundation
 
 /// The receipt-level verification status (subscription states live on the subscriptions).
-public enum ReceiptStatus: String, Sendable, Hashable, Codable {
+public enum ReceiptStatus: String, Sendable, Hashable, Codable, CaseIterable {
     /// Never verified successfully.
     case unverified
     /// Last successful answer was valid.
@@ -22,4 +22,11 @@ extension ReceiptStatus {
         case .verified: noSubscriptionSince == nil ? .expired : .noSubscription
         }
     }
+}
+
+extension ReceiptStatus {
+    /// The status of a stored row once an import gives it a new receipt or transaction id: Apple's
+    /// verdict that the old receipt is invalid says nothing of the new one, so the row is checked again
+    /// (`unverified`); any other status stands until that check.
+    public var afterReplacement: ReceiptStatus { self == .invalid ? .unverified : self }
 }
