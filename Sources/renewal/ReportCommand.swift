@@ -14,8 +14,10 @@ struct ReportCommand: AsyncParsableCommand {
             change per line with run_id and occurred_at), csv (the changes, with a header), table (a summary \
             for a terminal), html (one self-contained page with inline SVG charts: changes by kind, entitled \
             subscribers by product over the last 30 runs, failures by reason, and the tables behind them). \
-            --since/--until take 2026-11-01, 2026-11-01T06:00:00Z, or an age such as 36h or 7d. Rows are \
-            read a page at a time, so any run size renders in flat memory.
+            --since/--until take 2026-11-01, 2026-11-01T06:00:00Z, or an age such as 36h or 7d. Changes \
+            recorded between runs (claims by renewal claim or by an import line) are listed after the run \
+            they followed (json: changes_outside_runs; jsonl and csv: run_id empty). Rows are read a page at \
+            a time, so any run size renders in flat memory.
             """ + EnvironmentHelp.text(.database))
 
     @Option(
