@@ -11,7 +11,7 @@ import Testing
 /// decision stored on its row, and until when from the decision's timeline (`entitlement_spans`), never
 /// from its state's name or the row's grace end (cleared once a grace period is over).
 @Suite("Billing backlog: entitled and entitled_until_ms read the decision's tables, on SQLite and PostgreSQL")
-struct BillingBacklogDecisionTests {
+struct BillingBacklogDecisionTests: FreshStoreCheck {
     typealias Backend = SubscriptionFactsMigrationTests.Backend
 
     @Test(
@@ -21,17 +21,7 @@ struct BillingBacklogDecisionTests {
         """,
         arguments: Backend.available)
     func backlogReadsTheDecision(backend: Backend) async throws {
-        switch backend {
-        case .sqlite:
-            let directory = NSTemporaryDirectory() + "renewal-backlog-" + UUID().uuidString
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            try await Self.check(try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true))
-        case .postgres:
-            try await PostgresTestSchema.with { schema in
-                try await Self.check(try PostgresSubscriptionStore.open(url: schema.url))
-            }
-        }
+        try await backend.check(Self.self)
     }
 
     static func check<Database: SQLDatabase>(_ store: SQLSubscriptionStore<Database>) async throws {

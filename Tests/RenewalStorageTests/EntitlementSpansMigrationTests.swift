@@ -11,7 +11,7 @@ import Testing
 /// ledger and facts, and `entitlements_by_product` answers "entitled" from the decision stored on each
 /// row (`subscriptions.entitled`) instead of from a list of states, on PostgreSQL through its summary.
 @Suite("Entitlement spans: the migration to schema 22 rebuilds spans; the views read the stored decision")
-struct EntitlementSpansMigrationTests {
+struct EntitlementSpansMigrationTests: FreshStoreCheck {
     typealias Backend = SubscriptionFactsMigrationTests.Backend
 
     /// SubscriptionFactsMigrationTests' A (billing retry after a past grace period), B (in grace now) and
@@ -33,17 +33,7 @@ struct EntitlementSpansMigrationTests {
         """,
         arguments: Backend.available)
     func migrationAndViews(backend: Backend) async throws {
-        switch backend {
-        case .sqlite:
-            let directory = NSTemporaryDirectory() + "renewal-spans-" + UUID().uuidString
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            try await Self.check(try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true))
-        case .postgres:
-            try await PostgresTestSchema.with { schema in
-                try await Self.check(try PostgresSubscriptionStore.open(url: schema.url))
-            }
-        }
+        try await backend.check(Self.self)
     }
 
     static func check<Database: SQLDatabase>(_ store: SQLSubscriptionStore<Database>) async throws {

@@ -10,7 +10,7 @@ import Testing
 /// Schema 21 on a database at version 20: the grace periods it can still show become facts, and the
 /// analytics count a moment inside a past grace period as entitled.
 @Suite("Subscription facts: the migration to schema 21 rebuilds grace periods, on SQLite and PostgreSQL")
-struct SubscriptionFactsMigrationTests {
+struct SubscriptionFactsMigrationTests: FreshStoreCheck {
     static let day: Int64 = 86_400_000
     /// 2026-11-01T00:00:00Z in epoch milliseconds.
     static let t0: Int64 = 1_793_491_200_000
@@ -19,6 +19,23 @@ struct SubscriptionFactsMigrationTests {
         case sqlite, postgres
         var description: String { rawValue }
         static var available: [Backend] { PostgresTestSchema.baseURL == nil ? [.sqlite] : [.sqlite, .postgres] }
+
+        /// Runs `Check.check` on a fresh, empty store of this backend (a new SQLite file in its own
+        /// directory, or a new PostgreSQL schema), removed afterwards.
+        func check<Check: FreshStoreCheck>(_: Check.Type) async throws {
+            switch self {
+            case .sqlite:
+                let directory = NSTemporaryDirectory() + "renewal-\(Check.self)-" + UUID().uuidString
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                defer { try? FileManager.default.removeItem(atPath: directory) }
+                try await Check.check(
+                    try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true))
+            case .postgres:
+                try await PostgresTestSchema.with { schema in
+                    try await Check.check(try PostgresSubscriptionStore.open(url: schema.url))
+                }
+            }
+        }
     }
 
     /// A: a grace period in the past (a change to `grace_period`, then billing retry 17 days later); B: in
@@ -70,17 +87,7 @@ struct SubscriptionFactsMigrationTests {
         "grace periods recorded in entitlement_changes and the rows become facts; a moment inside one is entitled",
         arguments: Backend.available)
     func migrationBuildsGraceFacts(backend: Backend) async throws {
-        switch backend {
-        case .sqlite:
-            let directory = NSTemporaryDirectory() + "renewal-facts-" + UUID().uuidString
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            try await Self.check(try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true))
-        case .postgres:
-            try await PostgresTestSchema.with { schema in
-                try await Self.check(try PostgresSubscriptionStore.open(url: schema.url))
-            }
-        }
+        try await backend.check(Self.self)
     }
 
     static func check<Database: SQLDatabase>(_ store: SQLSubscriptionStore<Database>) async throws {
@@ -114,4 +121,9 @@ struct SubscriptionFactsMigrationTests {
             #expect(a.timeline().standing(at: after) == .notEntitled)
         }
     }
+}
+
+/// A test that checks one fresh store, on whichever database (`Backend.check`).
+protocol FreshStoreCheck {
+    static func check<Database: SQLDatabase>(_ store: SQLSubscriptionStore<Database>) async throws
 }
