@@ -53,6 +53,7 @@ public enum SQLSchema {
         Migration(version: 25, statements: version25),
         Migration(version: 26, statements: version26),
         Migration(version: 27, statements: version27),
+        Migration(version: 28, statements: version28),
     ]
 
     static let createMigrationsTable = """

@@ -72,8 +72,9 @@ extension SQLSubscriptionStore {
         let insert = """
             INSERT INTO analytics_daily (day, bundle_id, product_id, environment, currency, converted,
                 active_subscriptions, active_trials, new_subscriptions, new_trials, trial_conversions, churned,
-                reactivations, mrr_cents, revenue_cents, refunds_cents, computed_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+                reactivations, mrr_cents, revenue_cents, refunds_cents, computed_at,
+                \(Self.movementColumns.joined(separator: ", ")))
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
             """
         let at = SQLValue.int64(Int64((computedAt.timeIntervalSince1970 * 1000).rounded()))
         try await inTransaction { connection in
@@ -89,13 +90,17 @@ extension SQLSubscriptionStore {
                         .int64(Int64(row.trialConversions)), .int64(Int64(row.churned)),
                         .int64(Int64(row.reactivations)), .int64(row.mrrCents), .int64(row.revenueCents),
                         .int64(row.refundsCents), at,
-                    ])
+                    ] + MRRMovement.Bucket.allCases.map { SQLValue.int64(row.movementCents[$0] ?? 0) })
             }
         }
     }
 }
 
 extension SQLSubscriptionStore {
+    /// The columns of `analytics_daily` holding each MRR movement bucket (schema 28), in
+    /// `MRRMovement.Bucket.allCases` order.
+    static var movementColumns: [String] { MRRMovement.Bucket.allCases.map { "\($0.rawValue)_mrr_cents" } }
+
     public func analyticsDays(first: String, last: String, bundleID: String?) async throws -> [AnalyticsDayRow] {
         var binds = SQLBinds()
         var sql = """
@@ -122,6 +127,10 @@ extension SQLSubscriptionStore {
             day.mrrCents = try row.int64("mrr_cents")
             day.revenueCents = try row.int64("revenue_cents")
             day.refundsCents = try row.int64("refunds_cents")
+            for (bucket, column) in zip(MRRMovement.Bucket.allCases, Self.movementColumns) {
+                let cents = try row.int64(column)
+                if cents != 0 { day.movementCents[bucket] = cents }
+            }
             return day
         }
     }

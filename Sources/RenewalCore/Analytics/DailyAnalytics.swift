@@ -3,7 +3,8 @@ import Foundation
 /// The daily series the dashboards read (`analytics_daily`): for each UTC day, app, product and
 /// environment, the figures of that day's window `[day, next day)`, so active subscriptions, trials and
 /// MRR are those at the end of the day. Each day is computed by `SubscriptionAnalytics`, the one
-/// definition of every figure; a subscription is only looked at for the days it could count in.
+/// definition of every figure; a subscription is only looked at for the days it could count in. Each
+/// day's MRR movement is `MRRMovement`'s over `[day, next day)`, the same as `mrr_movement_daily`.
 public struct DailyAnalytics: Sendable {
     public struct Key: Sendable, Hashable, Comparable {
         /// `YYYY-MM-DD`, UTC.
@@ -26,15 +27,18 @@ public struct DailyAnalytics: Sendable {
         }
     }
 
-    private struct Day: Sendable {
+    struct Day: Sendable {
         var name: String
         var start: Date
         var production: SubscriptionAnalytics
         var sandbox: SubscriptionAnalytics
     }
 
-    private var days: [Day]
+    private(set) var days: [Day]
     public private(set) var figures: [Key: AnalyticsFigures] = [:]
+    /// Each day's MRR movement (the buckets; not MRR at the day's ends, which `figures` hold), under the
+    /// product paid at the day's end, or at its start when the subscription churned that day.
+    public internal(set) var movements: [Key: MRRMovement] = [:]
 
     /// The days from `first`'s to `last`'s, both included.
     public init(from first: Date, through last: Date, catalogue: ProductCatalogue, reportingCurrency: String) {
@@ -75,6 +79,7 @@ public struct DailyAnalytics: Sendable {
                 figures[key, default: AnalyticsFigures()].add(productFigures)
             }
         }
+        addMovement(of: ledger, in: environment)
     }
 
     /// From the first purchase to the last moment anything can happen to the subscription (an expiry, a
@@ -130,6 +135,12 @@ public struct AnalyticsDayRow: Sendable, Hashable {
     public var mrrCents: Int64 = 0
     public var revenueCents: Int64 = 0
     public var refundsCents: Int64 = 0
+    /// The day's MRR movement in cents, per bucket (contraction and churned negative); a bucket without
+    /// movement is absent.
+    public var movementCents: [MRRMovement.Bucket: Int64] = [:]
+
+    /// The sum of the buckets: the day's net new MRR.
+    public var netNewMRRCents: Int64 { movementCents.values.reduce(0, +) }
 
     public init(key: DailyAnalytics.Key, currency: String, converted: Bool) {
         self.key = key
@@ -149,6 +160,7 @@ public struct AnalyticsDayRow: Sendable, Hashable {
         mrrCents += other.mrrCents
         revenueCents += other.revenueCents
         refundsCents += other.refundsCents
+        for (bucket, cents) in other.movementCents { movementCents[bucket, default: 0] += cents }
     }
 }
 
@@ -156,7 +168,8 @@ extension DailyAnalytics {
     /// The rows to store, in key order.
     public func rows(rates: ExchangeRates) -> [AnalyticsDayRow] {
         var rows: [AnalyticsDayRow] = []
-        for (key, figures) in figures.sorted(by: { $0.key < $1.key }) {
+        for key in Set(figures.keys).union(movements.keys).sorted() {
+            let figures = figures[key] ?? AnalyticsFigures()
             var row = AnalyticsDayRow(key: key, currency: rates.reportingCurrency, converted: true)
             row.activeSubscriptions = figures.activeSubscriptions
             row.activeTrials = figures.activeTrials
@@ -171,13 +184,23 @@ extension DailyAnalytics {
             row.mrrCents = Self.cents(mrr.converted)
             row.revenueCents = Self.cents(revenue.converted)
             row.refundsCents = Self.cents(refunds.converted)
+            let movement = (movements[key] ?? MRRMovement()).buckets.mapValues(rates.convert)
+            for (bucket, amounts) in movement where amounts.converted != 0 {
+                row.movementCents[bucket] = Self.cents(amounts.converted)
+            }
             rows.append(row)
-            let apart = Set(mrr.unconverted.keys).union(revenue.unconverted.keys).union(refunds.unconverted.keys)
+            var apart = Set(mrr.unconverted.keys).union(revenue.unconverted.keys).union(refunds.unconverted.keys)
+            for amounts in movement.values { apart.formUnion(amounts.unconverted.keys) }
             for currency in apart.sorted() {
                 var other = AnalyticsDayRow(key: key, currency: currency, converted: false)
                 other.mrrCents = Self.cents(mrr.unconverted[currency] ?? 0)
                 other.revenueCents = Self.cents(revenue.unconverted[currency] ?? 0)
                 other.refundsCents = Self.cents(refunds.unconverted[currency] ?? 0)
+                for (bucket, amounts) in movement {
+                    if let amount = amounts.unconverted[currency], amount != 0 {
+                        other.movementCents[bucket] = Self.cents(amount)
+                    }
+                }
                 rows.append(other)
             }
         }
