@@ -4,7 +4,7 @@ import RenewalCore
 extension AnalyticsReport {
     /// The page's day series: for each of the window's days (`names`), the daily series' Production rows
     /// in the reporting currency summed over apps and products (active subscriptions, trials and MRR at the
-    /// end of the day); a day without a row is all zero.
+    /// end of the day, the day's MRR movement); a day without a row is all zero.
     public static func daySeries(_ rows: [AnalyticsDayRow], names: [String]) -> [AnalyticsDayRow] {
         var days = Dictionary(
             uniqueKeysWithValues: names.map { name in
@@ -75,7 +75,7 @@ extension AnalyticsReport {
                 ("churned", days.map(\.churned)), ("new subscriptions", days.map(\.newSubscriptions)),
                 ("reactivations", days.map(\.reactivations)),
             ], xLabels: names)
-        page += movementHTML()
+        page += movementHTML(days)
         page += "<h2>Each day</h2>\n" + dayTable(days)
         page += "<h2>By product</h2>\n"
         page += HTMLPage.table(

@@ -3,9 +3,10 @@ import RenewalCore
 
 extension AnalyticsReport {
     /// The page's MRR movement: a card row for the window (the same numbers as `mrr_movement`), the
-    /// movement of each day as bars gained above and lost below the line, then ARPU and the tables of
-    /// refund rate, trial conversion and LTV by month.
-    func movementHTML() -> String {
+    /// movement of each day from the daily series (`days`, as the page's other charts: a few rows however
+    /// large the ledger) as bars gained above and lost below the line with the net as a line, then ARPU and
+    /// the tables of refund rate, trial conversion and LTV by month.
+    func movementHTML(_ days: [AnalyticsDayRow]) -> String {
         guard let window = mrrMovement?.movement else { return "" }
         var page = "<h2>MRR movement: from \(Self.money(window.mrrSince)) to \(Self.money(window.mrrUntil))</h2>\n"
         let cards: [(key: String, label: String, value: Decimal)] = [
@@ -27,17 +28,22 @@ extension AnalyticsReport {
         page += "</section>\n"
         page +=
             "<p class=\"note\">Each subscription's MRR at the window's start and end, compared: contraction and "
-            + "churned are MRR lost, and the five add up to the net change. Below, the same for each day.</p>\n"
-        let names = mrrMovementDaily.map(\.day)
-        func values(_ pick: (Movement) -> Decimal) -> [Double] {
-            mrrMovementDaily.map { NSDecimalNumber(decimal: pick($0.movement)).doubleValue }
+            + "churned are MRR lost, and the five add up to the net change.</p>\n"
+        page += "<h2>MRR movement each day (\(HTMLPage.escape(currency)), from the daily series)</h2>\n"
+        page +=
+            "<p class=\"note\">Gained above the line, lost below it, the day's net as a line: each day's window "
+            + "compared at its two midnights, so a subscription that lapses and comes back churns one day and "
+            + "reactivates another (the columns <code>new_mrr</code> to <code>net_new_mrr</code> of "
+            + "<code>analytics_daily_series</code>).</p>\n"
+        func values(_ bucket: MRRMovement.Bucket) -> [Double] {
+            days.map { Double($0.movementCents[bucket] ?? 0) / 100 }
         }
         page += SVGChart.divergingBars(
             id: "mrr-movement",
             series: [
-                ("new", values(\.new)), ("expansion", values(\.expansion)), ("reactivation", values(\.reactivation)),
-                ("contraction", values(\.contraction)), ("churned", values(\.churned)),
-            ], xLabels: names)
+                ("new", values(.new)), ("expansion", values(.expansion)), ("reactivation", values(.reactivation)),
+                ("contraction", values(.contraction)), ("churned", values(.churned)),
+            ], xLabels: days.map(\.key.day), net: days.map { Double($0.netNewMRRCents) / 100 })
         page += explainingTables()
         return page
     }

@@ -113,14 +113,17 @@ enum SVGChart {
 
 extension SVGChart {
     /// Stacked bars per x label around a zero line: each series' positive values stack up from it and
-    /// negative ones down (MRR gained and lost each day), with a legend and a dot at each label's net.
-    static func divergingBars(id: String, series: [(name: String, values: [Double])], xLabels: [String]) -> String {
+    /// negative ones down (MRR gained and lost each day), with a legend; `net`, when given, is drawn as a
+    /// line through each label's value with a dot at each (the day's net, which the stacks do not show).
+    static func divergingBars(
+        id: String, series: [(name: String, values: [Double])], xLabels: [String], net: [Double]? = nil
+    ) -> String {
         let width = 860.0, height = 280.0, left = 60.0, right = 250.0, top = 12.0, bottom = 30.0
         let plotWidth = width - left - right, plotHeight = height - top - bottom
         let indices = xLabels.indices
         let ups = indices.map { i in series.reduce(0.0) { $0 + max(0, $1.values[safe: i] ?? 0) } }
         let downs = indices.map { i in series.reduce(0.0) { $0 + min(0, $1.values[safe: i] ?? 0) } }
-        let high = max(ups.max() ?? 0, 1), low = min(downs.min() ?? 0, 0)
+        let high = max(ups.max() ?? 0, net?.max() ?? 0, 1), low = min(downs.min() ?? 0, net?.min() ?? 0, 0)
         let scale = plotHeight / (high - low)
         let zero = top + high * scale
         func y(_ value: Double) -> String { String(format: "%.1f", zero - value * scale) }
@@ -174,7 +177,36 @@ extension SVGChart {
                 + "fill=\"\(palette[index])\"/><text x=\"\(Int(width - right + 28))\" y=\"\(Int(legendY))\">"
                 + "\(HTMLPage.escape(line.name)) (\(String(format: "%.2f", line.values.reduce(0, +))))</text>\n"
         }
+        if let net, !xLabels.isEmpty {
+            let xs = xLabels.indices.map { left + (Double($0) + 0.5) * slot }
+            let legend = (x: width - right + 12, y: top + 14 + Double(min(series.count, palette.count)) * 18)
+            svg += netLine(net, xs: xs, labels: xLabels, y: { zero - $0 * scale }, legend: legend)
+        }
         return svg + "</svg>\n"
+    }
+}
+
+extension SVGChart {
+    /// The net of each label as a dark line with a dot per label (its value in the dot's title), and its
+    /// legend entry at `legend`.
+    fileprivate static func netLine(
+        _ values: [Double], xs: [Double], labels: [String], y: (Double) -> Double, legend: (x: Double, y: Double)
+    ) -> String {
+        let color = "#1f2328"
+        let points = zip(xs, values).map { String(format: "%.1f,%.1f", $0, y($1)) }
+        var svg =
+            "<polyline class=\"mark net\" fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" "
+            + "points=\"\(points.joined(separator: " "))\"><title>net</title></polyline>"
+        for (index, (x, value)) in zip(xs, values).enumerated() {
+            svg +=
+                "<circle cx=\"\(String(format: "%.1f", x))\" cy=\"\(String(format: "%.1f", y(value)))\" r=\"2.5\" "
+                + "fill=\"\(color)\"><title>\(HTMLPage.escape(labels[safe: index] ?? "")) net: "
+                + "\(String(format: "%.2f", value))</title></circle>"
+        }
+        return svg
+            + "<rect x=\"\(Int(legend.x))\" y=\"\(Int(legend.y - 5))\" width=\"10\" height=\"2\" fill=\"\(color)\"/>"
+            + "<text x=\"\(Int(legend.x + 16))\" y=\"\(Int(legend.y))\">net "
+            + "(\(String(format: "%.2f", values.reduce(0, +))))</text>\n"
     }
 }
 
