@@ -64,7 +64,7 @@ public struct DatabaseCopy: Sendable {
     public static let tablesNotCopied: Set<String> = Set(
         [
             "schema_migrations", "analytics_daily", "analytics_cohorts", "analytics_summary_rows",
-            "analytics_summary_state",
+            "analytics_summary_state", "analytics_summary_deltas",
         ] + DashboardSummary.all.map(\.table))
 
     /// Rows read and written per batch unless the caller says otherwise: a few megabytes of receipts.

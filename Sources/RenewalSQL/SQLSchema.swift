@@ -54,6 +54,7 @@ public enum SQLSchema {
         Migration(version: 26, statements: version26),
         Migration(version: 27, statements: version27),
         Migration(version: 28, statements: version28),
+        Migration(version: 29, statements: version29),
     ]
 
     static let createMigrationsTable = """

@@ -2,82 +2,120 @@ import Foundation
 import RenewalCore
 import RenewalStorage
 
-/// The analytics summaries in `analytics_summary_rows` and `analytics_summary_state` (schema 27).
+/// The analytics summaries in `analytics_summary_rows`, `analytics_summary_deltas` and
+/// `analytics_summary_state` (schema 27 and 29). Writes append their changes (`AnalyticsSummaryUpkeep`);
+/// a window reads the rows and the changes not folded yet together.
 extension SQLSubscriptionStore: AnalyticsSummaryStore {
-    /// `MAX(updated_at)` and `COUNT(*)` of `transactions` (every save of a transaction sets its
-    /// `updated_at`) and `MAX(id)` of `subscription_facts` (facts are only inserted). One aggregate over
-    /// the ledger, no rows returned; not an index read, so it grows with the ledger (docs/analytics.md).
-    public func analyticsLedgerMark() async throws -> String {
-        try await onConnection { connection in
-            let ledger = try connection.execute(
-                "SELECT MAX(updated_at) AS latest, COUNT(*) AS n FROM transactions", [])
-            let facts = try connection.execute("SELECT MAX(id) AS latest FROM subscription_facts", [])
-            let latest = try ledger.first?.optionalInt64("latest").map(String.init) ?? "none"
-            let count = try ledger.first?.optionalInt64("n") ?? 0
-            let fact = try facts.first?.optionalInt64("latest").map(String.init) ?? "none"
-            return "transactions \(latest)/\(count), facts \(fact)"
-        }
-    }
-
-    public func beginAnalyticsSummaryRebuild(mark: String, startedAt: Date) async throws {
+    public func beginAnalyticsSummaryRebuild(startedAt: Date) async throws {
+        let dialect = database.dialect
         try await inTransaction { connection in
+            try Self.lockSummaries(exclusively: true, on: connection, dialect: dialect)
             _ = try connection.execute("DELETE FROM analytics_summary_rows", [])
+            _ = try connection.execute("DELETE FROM analytics_summary_deltas", [])
             _ = try connection.execute("DELETE FROM analytics_summary_state", [])
             _ = try connection.execute(
                 """
                 INSERT INTO analytics_summary_state (id, status, definition_version, schema_version, started_at,
-                    built_at, subscriptions, row_count, ledger_mark)
-                VALUES (1, 'building', $1, $2, $3, NULL, 0, 0, $4)
+                    built_at, subscriptions, row_count, ledger_mark, rebuilt_through)
+                VALUES (1, 'building', $1, $2, $3, NULL, 0, 0, '', NULL)
                 """,
                 [
                     .int64(Int64(AnalyticsSummaryState.definitionVersion)), .int64(Int64(SQLSchema.currentVersion)),
-                    Self.milliseconds(startedAt), .text(mark),
+                    Self.milliseconds(startedAt),
                 ])
         }
     }
 
-    public func addAnalyticsSummaryRows(_ rows: [ContributionKey: Int]) async throws {
-        var values: [[SQLValue]] = []
-        values.reserveCapacity(rows.count)
-        for (key, count) in rows where count != 0 {
-            let (shape, day, sinceDay) = Self.columns(of: key.shape)
-            values.append([
-                .text(shape), .int64(day), .int64(sinceDay), .text(key.environment.rawValue),
-                .text(key.bundleID ?? ""), .text(try AnalyticsSummaryRowKey.text(of: key)), .int64(Int64(count)),
-            ])
-        }
-        let batch = 200
-        try await inTransaction { connection in
-            var start = 0
-            while start < values.count {
-                let chunk = values[start..<min(start + batch, values.count)]
-                let tuples = (0..<chunk.count).map { row in
-                    "(" + (1...7).map { "$\(row * 7 + $0)" }.joined(separator: ", ") + ")"
-                }
-                _ = try connection.execute(
-                    """
-                    INSERT INTO analytics_summary_rows (shape, day, since_day, environment, bundle_id, row_key, count)
-                    VALUES \(tuples.joined(separator: ", "))
-                    ON CONFLICT (shape, day, since_day, row_key)
-                    DO UPDATE SET count = analytics_summary_rows.count + excluded.count
-                    """, chunk.flatMap { $0 })
-                start += batch
-            }
+    public func rebuildAnalyticsSummaryPage(after: String?, limit: Int) async throws -> (count: Int, last: String?) {
+        let dialect = database.dialect
+        return try await inTransaction { connection in
+            try Self.lockSummaries(exclusively: true, on: connection, dialect: dialect)
+            let ids = try connection.execute(
+                """
+                SELECT DISTINCT original_transaction_id FROM transactions WHERE original_transaction_id > $1
+                ORDER BY original_transaction_id LIMIT $2
+                """, [.text(after ?? ""), .int64(Int64(limit))]
+            ).map { try $0.text("original_transaction_id") }
+            guard let last = ids.last else { return (0, nil) }
+            let contributions = AnalyticsContributions()
+            var summed = AnalyticsSummary()
+            for ledger in try LedgerSQL.ledgers(of: ids, on: connection) { summed.add(contributions.rows(of: ledger)) }
+            try AnalyticsSummaryUpkeep.append(
+                summed.counts, to: "analytics_summary_rows", upsert: true, on: connection)
+            _ = try connection.execute(
+                "UPDATE analytics_summary_state SET rebuilt_through = $1 WHERE id = 1", [.text(last)])
+            return (ids.count, last)
         }
     }
 
     public func finishAnalyticsSummaryRebuild(subscriptions: Int, builtAt: Date) async throws -> Int {
-        try await inTransaction { connection in
-            _ = try connection.execute("DELETE FROM analytics_summary_rows WHERE count = 0", [])
+        let dialect = database.dialect
+        return try await inTransaction { connection in
+            try Self.lockSummaries(exclusively: true, on: connection, dialect: dialect)
+            try Self.foldAnalyticsSummaryDeltas(on: connection, dialect: dialect)
             let counted = try connection.execute("SELECT COUNT(*) AS n FROM analytics_summary_rows", [])
             let rows = try counted.first?.optionalInt64("n") ?? 0
             _ = try connection.execute(
                 """
-                UPDATE analytics_summary_state SET status = 'built', built_at = $1, subscriptions = $2, row_count = $3
+                UPDATE analytics_summary_state SET status = 'built', built_at = $1, subscriptions = $2, row_count = $3,
+                    rebuilt_through = NULL
                 WHERE id = 1
                 """, [Self.milliseconds(builtAt), .int64(Int64(subscriptions)), .int64(rows)])
             return Int(rows)
         }
+    }
+
+    /// Folds the writes' changes into the rows, one worker at a time (another one folding does this one's
+    /// share). Called at the end of every run (`compactSummaries`).
+    func foldAnalyticsSummaryDeltas() async throws {
+        let dialect = database.dialect
+        _ = try await exclusively("analytics-summary-fold") {
+            try await self.inTransaction { connection in
+                try Self.lockSummaries(exclusively: false, on: connection, dialect: dialect)
+                try Self.foldAnalyticsSummaryDeltas(on: connection, dialect: dialect)
+            }
+        }
+    }
+
+    /// Moves every change this transaction sees into the rows (added to the row of its key), then deletes
+    /// the rows left at zero. On PostgreSQL the changes are deleted and summed in one statement, so a
+    /// change committed meanwhile is neither lost nor counted twice: it stays for the next fold.
+    static func foldAnalyticsSummaryDeltas(on connection: any SQLConnection, dialect: SQLDialect) throws {
+        let columns = "shape, day, since_day, environment, bundle_id, row_key"
+        let upsert = """
+            ON CONFLICT (shape, day, since_day, row_key)
+            DO UPDATE SET count = analytics_summary_rows.count + excluded.count
+            """
+        if dialect == .postgres {
+            _ = try connection.execute(
+                """
+                WITH moved AS (DELETE FROM analytics_summary_deltas RETURNING \(columns), count)
+                INSERT INTO analytics_summary_rows (\(columns), count)
+                SELECT \(columns), SUM(count) FROM moved GROUP BY \(columns) HAVING SUM(count) <> 0
+                \(upsert)
+                """, [])
+        } else {
+            _ = try connection.execute(
+                """
+                INSERT INTO analytics_summary_rows (\(columns), count)
+                SELECT \(columns), SUM(count) FROM analytics_summary_deltas WHERE true GROUP BY \(columns)
+                HAVING SUM(count) <> 0
+                \(upsert)
+                """, [])
+            _ = try connection.execute("DELETE FROM analytics_summary_deltas", [])
+        }
+        _ = try connection.execute("DELETE FROM analytics_summary_rows WHERE count = 0", [])
+    }
+
+    /// Takes the summaries' transaction lock on PostgreSQL: exclusively for a rebuild's steps, shared for a
+    /// fold (as every write does, `AnalyticsSummaryUpkeep.begin`). SQLite's transactions exclude each other.
+    static func lockSummaries(exclusively: Bool, on connection: any SQLConnection, dialect: SQLDialect) throws {
+        guard dialect == .postgres else { return }
+        _ = try connection.execute(
+            """
+            SELECT \(exclusively ? "pg_advisory_xact_lock" : "pg_advisory_xact_lock_shared")(
+                hashtextextended(current_schema() || '/' || $1, 0))
+            """, [.text(AnalyticsSummaryUpkeep.lockName)])
     }
 
     public func analyticsSummaryState() async throws -> AnalyticsSummaryState? {
@@ -89,7 +127,17 @@ extension SQLSubscriptionStore: AnalyticsSummaryStore {
             status: try row.text("status"), definitionVersion: try row.int("definition_version"),
             schemaVersion: try row.int("schema_version"), startedAt: try row.date("started_at"),
             builtAt: try row.optionalDate("built_at"), subscriptions: try row.int("subscriptions"),
-            rows: try row.int("row_count"), ledgerMark: try row.text("ledger_mark"))
+            rows: try row.int("row_count"))
+    }
+
+    /// The summed rows and the changes not folded yet that satisfy `filter`, as one relation with the
+    /// rows' columns: what every read of the summaries selects from.
+    static func summarySource(where filter: String) -> String {
+        let columns = "shape, day, since_day, environment, bundle_id, row_key, count"
+        return """
+            (SELECT \(columns) FROM analytics_summary_rows WHERE \(filter)
+            UNION ALL SELECT \(columns) FROM analytics_summary_deltas WHERE \(filter)) AS summary
+            """
     }
 
     public func analyticsSummary(s: Int, u: Int, bundleID: String?, environment: AppStoreEnvironment) async throws
@@ -103,16 +151,18 @@ extension SQLSubscriptionStore: AnalyticsSummaryStore {
         }
         // Three range reads on the unique index (shape, day, since_day, row_key), each summed per key.
         let events = """
-            SELECT row_key, SUM(count) AS n, 0 AS at_since FROM analytics_summary_rows
-            WHERE shape = 'event' AND day >= $1 AND day < $2 AND \(filter) GROUP BY row_key
+            SELECT row_key, SUM(count) AS n, 0 AS at_since
+            FROM \(Self.summarySource(where: "shape = 'event' AND day >= $1 AND day < $2 AND \(filter)"))
+            GROUP BY row_key
             """
         let steps = """
             SELECT row_key, SUM(count) AS n, SUM(CASE WHEN day <= $1 THEN count ELSE 0 END) AS at_since
-            FROM analytics_summary_rows WHERE shape = 'step' AND day <= $2 AND \(filter) GROUP BY row_key
+            FROM \(Self.summarySource(where: "shape = 'step' AND day <= $2 AND \(filter)")) GROUP BY row_key
             """
         let corners = """
-            SELECT row_key, SUM(count) AS n, 0 AS at_since FROM analytics_summary_rows
-            WHERE shape = 'corner' AND day > $1 AND day <= $2 AND since_day <= $1 AND \(filter) GROUP BY row_key
+            SELECT row_key, SUM(count) AS n, 0 AS at_since
+            FROM \(Self.summarySource(where: "shape = 'corner' AND day > $1 AND day <= $2 AND since_day <= $1 AND \(filter)"))
+            GROUP BY row_key
             """
         let read = try await onConnection { connection in
             (
@@ -134,15 +184,6 @@ extension SQLSubscriptionStore: AnalyticsSummaryStore {
         }
         for row in read.2 { try add(try row.text("row_key"), .corner(since: s, until: u), try row.int64("n")) }
         return summary
-    }
-
-    /// A shape as the table's (shape, day, since_day) columns.
-    static func columns(of shape: ContributionShape) -> (String, Int64, Int64) {
-        switch shape {
-        case .event(let index): return ("event", Int64(index), 0)
-        case .step(let index): return ("step", Int64(index), 0)
-        case .corner(let since, let until): return ("corner", Int64(until), Int64(since))
-        }
     }
 
     static func milliseconds(_ date: Date) -> SQLValue {

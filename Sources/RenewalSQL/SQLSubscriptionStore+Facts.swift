@@ -11,6 +11,15 @@ extension SQLSubscriptionStore {
     static func recordFacts(
         of write: ReceiptUpdate, fresh: Set<String> = [], on connection: any SQLConnection
     ) throws -> [SubscriptionFact] {
+        let facts = try addedFacts(of: write, fresh: fresh, on: connection)
+        try insert(facts, runID: write.runID, recordedAt: write.checkedAt, on: connection)
+        return facts
+    }
+
+    /// The facts `recordFacts` records, not written yet.
+    static func addedFacts(
+        of write: ReceiptUpdate, fresh: Set<String> = [], on connection: any SQLConnection
+    ) throws -> [SubscriptionFact] {
         var facts: [SubscriptionFact] = []
         if !write.subscriptions.isEmpty {
             let stored = try storedSubscriptions(
@@ -29,7 +38,6 @@ extension SQLSubscriptionStore {
         }
         facts += try transactionFacts(
             write.transactions, unrecorded: fresh, now: write.checkedAt, on: connection)
-        try insert(facts, runID: write.runID, recordedAt: write.checkedAt, on: connection)
         return facts
     }
 

@@ -41,12 +41,14 @@ enum FreshLedger {
 
     /// The spans of fresh subscriptions, computed from what this write stores for them exactly as
     /// `LedgerSQL.replaceSpans` would compute them from reading it back (dates at the ledger's millisecond
-    /// precision, the ledger's order), inserted without reading or deleting anything.
+    /// precision, the ledger's order), inserted without reading or deleting anything. Returns those
+    /// ledgers, for the analytics summaries' upkeep.
     static func insertSpans(
         of fresh: Set<String>, write: ReceiptUpdate, environments: [String: AppStoreEnvironment?],
         facts: [SubscriptionFact], on connection: any SQLConnection
-    ) throws {
-        guard !fresh.isEmpty else { return }
+    ) throws -> [SubscriptionLedger] {
+        guard !fresh.isEmpty else { return [] }
+        var ledgers: [SubscriptionLedger] = []
         var transactions: [String: [LedgerTransaction]] = [:]
         for transaction in write.transactions where fresh.contains(transaction.originalTransactionID) {
             transactions[transaction.originalTransactionID, default: []].append(transaction.asStored)
@@ -70,6 +72,7 @@ enum FreshLedger {
                         $1.purchasedAt ?? .distantPast, $1.transactionID
                     )
                 })
+            ledgers.append(ledger)
             for span in ledger.timeline(in: ledger.environment ?? .production).spans {
                 rows.append(
                     LedgerSQL.spanRow(
@@ -79,6 +82,7 @@ enum FreshLedger {
             }
         }
         try LedgerSQL.insertSpans(rows, on: connection)
+        return ledgers
     }
 }
 

@@ -41,11 +41,13 @@ extension SQLSubscriptionStore {
         of candidate: HistoryCandidate, transactions: [LedgerTransaction], environment: AppStoreEnvironment?,
         revision: String?, completedAt: Date?, recordedAt: Date
     ) async throws {
+        let dialect = database.dialect
         try await inTransaction { connection in
             // A refund reversed or an expiry moved is kept as a fact before the row is overwritten.
-            try Self.insert(
-                Self.transactionFacts(transactions, now: recordedAt, on: connection), runID: nil,
-                recordedAt: recordedAt, on: connection)
+            let facts = try Self.transactionFacts(transactions, now: recordedAt, on: connection)
+            let written = [candidate.originalTransactionID] + transactions.map(\.originalTransactionID)
+            let upkeep = try AnalyticsSummaryUpkeep.begin(Set(written), on: connection, dialect: dialect)
+            try Self.insert(facts, runID: nil, recordedAt: recordedAt, on: connection)
             for transaction in transactions {
                 _ = try connection.execute(
                     SaveSQL.upsertTransaction,
@@ -53,8 +55,8 @@ extension SQLSubscriptionStore {
                         of: transaction, userID: candidate.userID, bundleID: candidate.bundleID,
                         environment: environment, recordedAt: recordedAt))
             }
-            try LedgerSQL.replaceSpans(
-                of: [candidate.originalTransactionID] + transactions.map(\.originalTransactionID), on: connection)
+            let ledgers = try LedgerSQL.replaceSpans(of: written, on: connection)
+            try upkeep?.finish(after: ledgers, on: connection)
             // A completed history needs no claim any more.
             _ = try connection.execute(
                 """

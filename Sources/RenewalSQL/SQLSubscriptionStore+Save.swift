@@ -210,7 +210,14 @@ extension SQLSubscriptionStore {
         // What the rows say before this update overwrites them decides which facts it adds.
         let fresh = try FreshLedger.subscriptions(
             claimed: claimed, transactions: write.transactions, on: connection)
-        let facts = try Self.recordFacts(of: write, fresh: fresh, on: connection)
+        let facts = try Self.addedFacts(of: write, fresh: fresh, on: connection)
+        // The subscriptions whose ledger this update writes: their spans are replaced, and the analytics
+        // summaries take their change (read before anything of them is written).
+        let written = Set(write.transactions.map(\.originalTransactionID) + facts.map(\.originalTransactionID))
+        let rewritten = written.subtracting(fresh)
+        let upkeep = try AnalyticsSummaryUpkeep.begin(
+            rewritten, fresh: written.intersection(fresh), on: connection, dialect: dialect)
+        try Self.insert(facts, runID: write.runID, recordedAt: write.checkedAt, on: connection)
         for subscription in write.subscriptions {
             try Self.upsert(subscription, of: write, on: connection)
         }
@@ -226,12 +233,10 @@ extension SQLSubscriptionStore {
         // The spans SQL reads "entitled at T" from, after this update's ledger rows and facts. Spans follow
         // from the ledger and the facts alone, so a subscription this update adds neither to (a re-check
         // Apple answers as before: its transactions are not rewritten) keeps its spans unread.
-        try LedgerSQL.replaceSpans(
-            of: (write.transactions.map(\.originalTransactionID) + facts.map(\.originalTransactionID))
-                .filter { !fresh.contains($0) },
-            on: connection)
-        try FreshLedger.insertSpans(
+        let ledgers = try LedgerSQL.replaceSpans(of: rewritten, on: connection)
+        let freshLedgers = try FreshLedger.insertSpans(
             of: fresh, write: write, environments: environments, facts: facts, on: connection)
+        try upkeep?.finish(after: ledgers + freshLedgers, on: connection)
         try Self.updateReceipt(write, on: connection)
     }
 

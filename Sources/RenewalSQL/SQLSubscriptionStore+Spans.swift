@@ -19,10 +19,19 @@ enum LedgerSQL {
     ///
     /// The spans are those the analytics count: the purchases in the subscription's own environment
     /// (`SubscriptionLedger.countedTransactions`); a family-shared copy has none.
-    static func replaceSpans(of ids: some Collection<String>, on connection: any SQLConnection) throws {
+    ///
+    /// Returns the ledgers it read (a subscription without transactions has none), for the analytics
+    /// summaries' upkeep.
+    @discardableResult
+    static func replaceSpans(of ids: some Collection<String>, on connection: any SQLConnection) throws
+        -> [SubscriptionLedger]
+    {
+        var read: [SubscriptionLedger] = []
         for chunk in Array(Set(ids)).sorted().chunked(by: chunkSize) where !chunk.isEmpty {
             var computed: [String: [KeptSpan]] = [:]
-            for ledger in try ledgers(of: chunk, on: connection) {
+            let chunkLedgers = try ledgers(of: chunk, on: connection)
+            read += chunkLedgers
+            for ledger in chunkLedgers {
                 computed[ledger.originalTransactionID] = ledger.timeline(in: ledger.environment ?? .production).spans
                     .map { KeptSpan(span: $0, bundleID: ledger.bundleID, environment: ledger.environment?.rawValue) }
             }
@@ -38,6 +47,7 @@ enum LedgerSQL {
             let rows = changed.flatMap { id in (computed[id] ?? []).map { spanRow(id: id, $0) } }
             try insertSpans(rows, on: connection)
         }
+        return read
     }
 
     /// The values of one `entitlement_spans` row, in `insertSpans`' column order.

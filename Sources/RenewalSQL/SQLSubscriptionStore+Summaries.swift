@@ -69,9 +69,11 @@ public struct DashboardSummary: Sendable {
 
 extension SQLSubscriptionStore {
     /// Folds the dashboard summaries' delta rows into one row per group, so the views keep reading a
-    /// few rows per group however many changes were counted. One worker at a time (another worker
-    /// already compacting does this one's share); a no-op on SQLite, whose views read the tables.
+    /// few rows per group however many changes were counted, and the analytics summaries' changes into
+    /// their rows (`foldAnalyticsSummaryDeltas`). One worker at a time (another worker already compacting
+    /// does this one's share); SQLite's views read the tables, so only its analytics changes are folded.
     public func compactSummaries() async throws {
+        try await foldAnalyticsSummaryDeltas()
         guard database.dialect == .postgres else { return }
         _ = try await exclusively("dashboard-summaries") {
             try await self.inTransaction { connection in

@@ -43,12 +43,15 @@ extension AnalyticsStore {
     }
 }
 
-/// What `analytics_summary_state` says the analytics summaries were built from (issue 45): a window is
-/// answered from them only while they are `current(mark:)`, else recomputed from the ledger.
+/// What `analytics_summary_state` says of the analytics summaries (issue 45): a window is answered from
+/// them only while they are current (`staleReason` nil), else recomputed from the ledger. Once built,
+/// every write of the job keeps them (schema 29); a ledger written behind the job's back needs a
+/// `--rebuild`.
 public struct AnalyticsSummaryState: Sendable, Hashable {
     /// The version of the definitions the rows follow (`AnalyticsContributions`, `SubscriptionAnalytics`,
-    /// `EntitlementTimeline`). Raised with any change to them, so rows built before need a `--rebuild`.
-    public static let definitionVersion = 1
+    /// `EntitlementTimeline`). Raised with any change to them, so rows built before need a `--rebuild`
+    /// (and writes stop keeping them until then).
+    public static let definitionVersion = 2
 
     /// `building` while `--rebuild` runs (or when it was interrupted), `built` once it finished.
     public var status: String
@@ -58,12 +61,10 @@ public struct AnalyticsSummaryState: Sendable, Hashable {
     public var builtAt: Date?
     public var subscriptions: Int
     public var rows: Int
-    /// The ledger's mark read before the build (`AnalyticsStore.analyticsLedgerMark`).
-    public var ledgerMark: String
 
     public init(
         status: String, definitionVersion: Int, schemaVersion: Int, startedAt: Date, builtAt: Date?,
-        subscriptions: Int, rows: Int, ledgerMark: String
+        subscriptions: Int, rows: Int
     ) {
         self.status = status
         self.definitionVersion = definitionVersion
@@ -72,32 +73,32 @@ public struct AnalyticsSummaryState: Sendable, Hashable {
         self.builtAt = builtAt
         self.subscriptions = subscriptions
         self.rows = rows
-        self.ledgerMark = ledgerMark
     }
 
-    /// Nil when the rows answer a window given the ledger's mark now; else why not, for the operator.
-    public func staleReason(markNow: String) -> String? {
-        if status != "built" { return "the last --rebuild did not finish" }
+    /// Nil when the rows answer a window; else why not, for the operator.
+    public var staleReason: String? {
+        if status != "built" { return "the last --rebuild did not finish; run renewal analytics --rebuild" }
         if definitionVersion != Self.definitionVersion {
-            return "built with definitions \(definitionVersion), this build has \(Self.definitionVersion)"
+            return "built with definitions \(definitionVersion), this build has \(Self.definitionVersion); "
+                + "run renewal analytics --rebuild"
         }
-        if ledgerMark != markNow { return "the ledger was written since the --rebuild" }
         return nil
     }
 }
 
-/// The analytics summaries' table (schema 27): built by `renewal analytics --rebuild`, read a window at a time.
+/// The analytics summaries' tables (schema 27 and 29): built by `renewal analytics --rebuild`, kept by
+/// every write of the job, read a window at a time.
 public protocol AnalyticsSummaryStore: AnalyticsStore {
-    /// A mark of the ledger's writes: it differs after any write to `transactions` or `subscription_facts`.
-    func analyticsLedgerMark() async throws -> String
+    /// Empties the summaries and records a build begun at `startedAt` (not current yet).
+    func beginAnalyticsSummaryRebuild(startedAt: Date) async throws
 
-    /// Empties the summary rows and records a build of `mark` begun at `startedAt` (not current yet).
-    func beginAnalyticsSummaryRebuild(mark: String, startedAt: Date) async throws
+    /// Sums the contribution rows of up to `limit` subscriptions after `after` (in original transaction
+    /// id order) into the table, in one transaction that writes cannot interleave with; returns how many
+    /// it read and the last one (nil when none was left).
+    func rebuildAnalyticsSummaryPage(after: String?, limit: Int) async throws -> (count: Int, last: String?)
 
-    /// Adds `rows` (one page of subscriptions' contributions, summed) to the stored counts.
-    func addAnalyticsSummaryRows(_ rows: [ContributionKey: Int]) async throws
-
-    /// Drops rows whose count summed to zero and records the build finished; returns the rows kept.
+    /// Folds the writes' changes into the rows, drops rows whose count summed to zero and records the build
+    /// finished; returns the rows kept.
     func finishAnalyticsSummaryRebuild(subscriptions: Int, builtAt: Date) async throws -> Int
 
     /// The state row; nil before the first `--rebuild`.
@@ -108,28 +109,47 @@ public protocol AnalyticsSummaryStore: AnalyticsStore {
     /// at both bounds) and at `u` (at `until` only), corners at `(s, u)`.
     func analyticsSummary(s: Int, u: Int, bundleID: String?, environment: AppStoreEnvironment) async throws
         -> AnalyticsSummary
+
+    /// The same rows, with the MRR change events on their own day (not summed at `s`): what
+    /// `SummaryQuery.movement(of:)` needs for `mrr_movement_daily`, and `figures(of:)` reads alike.
+    func analyticsMovementSummary(s: Int, u: Int, bundleID: String?, environment: AppStoreEnvironment)
+        async throws -> AnalyticsSummary
+
+    /// The cohort rows of the months whose first units are `cohortUnits` (`SummaryQuery.cohortUnits`) that
+    /// count by unit `u`, summed per month and key onto `corner(since: u, until: month's first unit)`:
+    /// what `SummaryQuery.cohortFigures(of:)` reads besides a window's paying rows.
+    func analyticsCohortSummary(cohortUnits: [Int], u: Int, bundleID: String?, environment: AppStoreEnvironment)
+        async throws -> AnalyticsSummary
+}
+
+extension AnalyticsSummaryStore {
+    /// The monthly figures and ARPU's paying subscriptions of `query` from the summaries: `window` is the
+    /// window's read (`analyticsSummary`, which holds the paying rows), the cohort rows are read here.
+    public func analyticsCohortFigures(_ query: SummaryQuery, window: AnalyticsSummary, bundleID: String?)
+        async throws -> CohortSummaryFigures
+    {
+        var rows = try await analyticsCohortSummary(
+            cohortUnits: query.cohortUnits, u: query.untilUnit, bundleID: bundleID, environment: query.environment)
+        rows.add(window.counts)
+        return query.cohortFigures(of: rows, bundleID: bundleID)
+    }
 }
 
 extension AnalyticsSummaryStore {
     /// `--rebuild`: every subscription's contribution rows, a page at a time, summed per page and added
-    /// to the table, so memory holds one page; the mark is read first, so a write during the build leaves
-    /// the summaries stale rather than silently behind.
+    /// to the table, so memory holds one page. Writes during the build keep what the build has read, so
+    /// the summaries are current when it finishes.
     public func rebuildAnalyticsSummaries(pageSize: Int = 500, now: () -> Date = Date.init) async throws
         -> (subscriptions: Int, rows: Int)
     {
-        let mark = try await analyticsLedgerMark()
-        try await beginAnalyticsSummaryRebuild(mark: mark, startedAt: now())
-        let contributions = AnalyticsContributions()
+        try await beginAnalyticsSummaryRebuild(startedAt: now())
         var subscriptions = 0
         var after: String?
         while true {
-            let page = try await ledgerPage(bundleID: nil, after: after, limit: pageSize)
-            var summed = AnalyticsSummary()
-            for ledger in page { summed.add(contributions.rows(of: ledger)) }
+            let page = try await rebuildAnalyticsSummaryPage(after: after, limit: pageSize)
             subscriptions += page.count
-            try await addAnalyticsSummaryRows(summed.counts)
             guard page.count == pageSize, let last = page.last else { break }
-            after = last.originalTransactionID
+            after = last
         }
         let rows = try await finishAnalyticsSummaryRebuild(subscriptions: subscriptions, builtAt: now())
         return (subscriptions, rows)

@@ -44,7 +44,7 @@ struct AnalyticsSummaryWork {
         guard let state = try await store.analyticsSummaryState() else {
             return "no summaries were built; run renewal analytics --rebuild"
         }
-        return state.staleReason(markNow: try await store.analyticsLedgerMark())
+        return state.staleReason
     }
 
     /// The window's figures (total and by product) from the summary rows; the caller checked they answer it.
@@ -69,7 +69,7 @@ struct AnalyticsSummaryWork {
         var equal: Bool?
         var differing: [String]
         var summarySeconds: Double?
-        /// Reading the state row and the ledger's mark (whether the rows answer), apart from reading them.
+        /// Reading the state row (whether the rows answer), apart from reading them.
         var markSeconds: Double
         var recomputeSeconds: Double
 

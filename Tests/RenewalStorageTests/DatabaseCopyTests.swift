@@ -267,7 +267,7 @@ struct DatabaseCopyTests {
             sqliteTables
                 == copied.union([
                     "schema_migrations", "analytics_daily", "analytics_cohorts", "analytics_summary_rows",
-                    "analytics_summary_state",
+                    "analytics_summary_state", "analytics_summary_deltas",
                 ]))
         try await PostgresTestSchema.with { schema in
             let postgres = try PostgresDatabase(url: schema.url)

@@ -1,0 +1,122 @@
+import Foundation
+import RenewalCore
+import RenewalStorage
+
+/// Keeps the analytics summaries in step with one database transaction's ledger writes (schema 29): the
+/// subscriptions it writes are read before the write, their contribution rows
+/// (`AnalyticsContributions.rows(of:)`) computed before and after, and the difference appended to
+/// `analytics_summary_deltas` in the same transaction. Work in proportion to the subscriptions written;
+/// nothing is read when the write adds nothing to the ledger or the summaries are not kept.
+///
+/// A `--rebuild` page and a write never interleave on one subscription: on PostgreSQL a writer holds
+/// `lockName` shared from before its first read to its commit and a rebuild page holds it exclusively
+/// (SQLite has one writer at a time anyway), and the writer records only what the rebuild has already
+/// read (`rebuilt_through`).
+struct AnalyticsSummaryUpkeep {
+    /// The lock of `begin` (shared) and of a rebuild page (exclusive), per schema.
+    static let lockName = "renewal.analytics-summaries"
+
+    /// The subscriptions whose change is recorded.
+    private let kept: Set<String>
+    /// Their rows before the write (absent: none).
+    private var before: [String: [ContributionKey: Int]] = [:]
+
+    private init(kept: Set<String>) {
+        self.kept = kept
+    }
+
+    /// Before a write to the ledger of `ids` (and of `fresh` subscriptions, whose ledger holds nothing
+    /// yet, so nothing of them is read). Nil when there is nothing to keep: no subscription, summaries
+    /// never built or built by other definitions, or a rebuild that has not read any of them yet.
+    static func begin(
+        _ ids: some Collection<String>, fresh: some Collection<String> = [String](), on connection: any SQLConnection,
+        dialect: SQLDialect
+    ) throws -> AnalyticsSummaryUpkeep? {
+        guard !ids.isEmpty || !fresh.isEmpty else { return nil }
+        if dialect == .postgres {
+            _ = try connection.execute(
+                "SELECT pg_advisory_xact_lock_shared(hashtextextended(current_schema() || '/' || $1, 0))",
+                [.text(lockName)])
+        }
+        guard
+            let state = try connection.execute(
+                "SELECT status, definition_version FROM analytics_summary_state WHERE id = 1", []
+            ).first,
+            try state.int("definition_version") == AnalyticsSummaryState.definitionVersion
+        else { return nil }
+        var kept = Set(ids).union(fresh)
+        if try state.text("status") != "built" {
+            kept = try kept.filter { try rebuilt($0, on: connection) }
+        }
+        guard !kept.isEmpty else { return nil }
+        var upkeep = AnalyticsSummaryUpkeep(kept: kept)
+        let contributions = AnalyticsContributions()
+        let unread = Set(fresh)
+        for chunk in kept.filter({ !unread.contains($0) }).sorted().chunked(by: LedgerSQL.chunkSize)
+        where !chunk.isEmpty {
+            for ledger in try LedgerSQL.ledgers(of: chunk, on: connection) {
+                upkeep.before[ledger.originalTransactionID] = contributions.rows(of: ledger)
+            }
+        }
+        return upkeep
+    }
+
+    /// Whether a rebuild in progress has summed `id` already (compared by the database, in the order
+    /// the rebuild pages in).
+    private static func rebuilt(_ id: String, on connection: any SQLConnection) throws -> Bool {
+        let rows = try connection.execute(
+            "SELECT 1 AS done FROM analytics_summary_state WHERE id = 1 AND $1 <= rebuilt_through", [.text(id)])
+        return !rows.isEmpty
+    }
+
+    /// After the write: `ledgers` are the written subscriptions' ledgers as the transaction now holds them
+    /// (one without transactions may be absent). Appends the difference, nothing when there is none.
+    func finish(after ledgers: [SubscriptionLedger], on connection: any SQLConnection) throws {
+        var delta = AnalyticsSummary()
+        let contributions = AnalyticsContributions()
+        for ledger in ledgers where kept.contains(ledger.originalTransactionID) {
+            delta.add(contributions.rows(of: ledger))
+        }
+        for rows in before.values { delta.add(rows, sign: -1) }
+        try Self.append(delta.counts, to: "analytics_summary_deltas", on: connection)
+    }
+
+    /// Inserts `rows` into `table` (`analytics_summary_deltas`, or the rows of a rebuild page with
+    /// `upsert`), a few hundred per statement. No two transactions upsert at once (a rebuild page holds
+    /// the lock exclusively), so the order of the rows does not matter.
+    static func append(
+        _ rows: [ContributionKey: Int], to table: String, upsert: Bool = false, on connection: any SQLConnection
+    ) throws {
+        var values: [[SQLValue]] = []
+        values.reserveCapacity(rows.count)
+        for (key, count) in rows where count != 0 {
+            let (shape, day, sinceDay) = columns(of: key.shape)
+            values.append([
+                .text(shape), .int64(day), .int64(sinceDay), .text(key.environment.rawValue),
+                .text(key.bundleID ?? ""), .text(try AnalyticsSummaryRowKey.text(of: key)), .int64(Int64(count)),
+            ])
+        }
+        for chunk in values.chunked(by: 200) where !chunk.isEmpty {
+            var binds = SQLBinds()
+            let tuples = chunk.map { "(" + binds.list($0) + ")" }.joined(separator: ", ")
+            _ = try connection.execute(
+                """
+                INSERT INTO \(table) (shape, day, since_day, environment, bundle_id, row_key, count)
+                VALUES \(tuples)\(upsert ? """
+
+                    ON CONFLICT (shape, day, since_day, row_key)
+                    DO UPDATE SET count = \(table).count + excluded.count
+                    """ : "")
+                """, binds.values)
+        }
+    }
+
+    /// A shape as the tables' (shape, day, since_day) columns.
+    static func columns(of shape: ContributionShape) -> (String, Int64, Int64) {
+        switch shape {
+        case .event(let index): return ("event", Int64(index), 0)
+        case .step(let index): return ("step", Int64(index), 0)
+        case .corner(let since, let until): return ("corner", Int64(until), Int64(since))
+        }
+    }
+}

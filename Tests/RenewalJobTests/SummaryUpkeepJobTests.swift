@@ -1,0 +1,154 @@
+import AppStoreSimulator
+import Foundation
+import RenewalAppleAPI
+import RenewalCore
+import RenewalSQL
+import RenewalStorage
+import RenewalTesting
+import Testing
+
+/// Issue 45: the analytics summaries stay current through the job's own writes. Built once on an empty
+/// database, then kept by every run of a month of subscribers (`ClosedWindowPlan`: renewals in four
+/// currencies, trials, grace periods, billing retry, refunds, upgrades, extensions, new purchases) through
+/// verifyReceipt, the change feed and the Server API, and by a backfill that reveals a late refund: every
+/// UTC-day window from the summaries equals the recomputation, before the end-of-run fold and after it;
+/// and a `--rebuild` that pages while the job writes ends current too.
+@Suite("Analytics summaries kept by the job's writes: equal to the recomputation after every run, on both databases")
+struct SummaryUpkeepJobTests {
+    static let day: TimeInterval = 86_400
+
+    @Test(
+        """
+        summaries built on an empty database and kept by three weeks of runs (first checks, re-checks, the feed, \
+        extensions, a backfill revealing a refund) answer random UTC-day windows exactly as the recomputation, \
+        with the runs' changes not folded yet and after folding them
+        """,
+        arguments: Backend.available)
+    func keptByRuns(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            let store = try #require(h.store as? any AnalyticsSummaryStore)
+            _ = try await store.rebuildAnalyticsSummaries()
+            let origin = h.state.now
+            var plan = ClosedWindowPlan(origin: origin)
+            h.state.notificationDelay = 120
+            try await h.withServerAPIClient { client in
+                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
+                try await ClosedWindowMonthTests.runs(
+                    h, plan: &plan, through: origin.addingTimeInterval(21 * Self.day), router, client)
+            }
+            try await ClosedWindowMonthTests.revealLateRefund(
+                h, plan.late, at: origin.addingTimeInterval(18 * Self.day))
+            #expect(try await Self.unfolded(h) == 0, "every run folds the changes at its end")
+            try await Self.refundOutsideARun(h, store)
+            #expect(try await Self.unfolded(h) > 0, "a history page's change waits for the next fold")
+            try await Self.expectEqual(h, store, from: origin, label: "before the fold")
+            try await store.compactSummaries()
+            #expect(try await Self.unfolded(h) == 0)
+            try await Self.expectEqual(h, store, from: origin, label: "after the fold")
+        }
+    }
+
+    @Test(
+        """
+        a --rebuild that has summed some subscriptions when runs write: the runs keep those it has read and \
+        leave the others to it, so the finished summaries equal the recomputation
+        """,
+        arguments: Backend.available)
+    func rebuildBesideRuns(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            let store = try #require(h.store as? any AnalyticsSummaryStore)
+            let origin = h.state.now
+            var plan = ClosedWindowPlan(origin: origin)
+            try await h.withServerAPIClient { client in
+                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
+                try await ClosedWindowMonthTests.runs(
+                    h, plan: &plan, through: origin.addingTimeInterval(6 * Self.day), router, client)
+                try await store.beginAnalyticsSummaryRebuild(startedAt: h.state.now)
+                let first = try await store.rebuildAnalyticsSummaryPage(after: nil, limit: 10)
+                #expect(first.count == 10)
+                try await ClosedWindowMonthTests.runs(
+                    h, plan: &plan, through: origin.addingTimeInterval(12 * Self.day), router, client)
+                var after = first.last
+                var subscriptions = first.count
+                while true {
+                    let page = try await store.rebuildAnalyticsSummaryPage(after: after, limit: 10)
+                    subscriptions += page.count
+                    guard let last = page.last else { break }
+                    after = last
+                }
+                _ = try await store.finishAnalyticsSummaryRebuild(subscriptions: subscriptions, builtAt: h.state.now)
+                try await ClosedWindowMonthTests.runs(
+                    h, plan: &plan, through: origin.addingTimeInterval(14 * Self.day), router, client)
+            }
+            try await Self.expectEqual(h, store, from: origin, label: "after a rebuild beside runs")
+        }
+    }
+
+    /// The UTC midnight starting `date`'s day.
+    static func midnight(_ date: Date) -> Date {
+        Date(timeIntervalSince1970: (date.timeIntervalSince1970 / day).rounded(.down) * day)
+    }
+
+    /// A history page written outside a run (as `renewal backfill` pages are): the first paid, unrevoked
+    /// transaction of the ledger is refunded two days after its purchase.
+    static func refundOutsideARun(_ h: JobHarness, _ store: any AnalyticsSummaryStore) async throws {
+        var found: (ledger: SubscriptionLedger, transaction: LedgerTransaction)?
+        try await store.forEachSubscriptionLedger(bundleID: nil) { ledger in
+            guard found == nil, ledger.environment == .production,
+                let paid = ledger.transactions.first(where: { !$0.isTrial && $0.revokedAt == nil })
+            else { return }
+            found = (ledger, paid)
+        }
+        let (ledger, paid) = try #require(found)
+        var refunded = paid
+        refunded.revokedAt = paid.purchasedAt?.addingTimeInterval(2 * day)
+        refunded.revocationReason = 0
+        let candidate = HistoryCandidate(
+            originalTransactionID: ledger.originalTransactionID, userID: "history", bundleID: ledger.bundleID,
+            environment: ledger.environment, revision: nil)
+        try await store.recordHistoryPage(
+            of: candidate, transactions: [refunded], environment: ledger.environment, revision: nil, completedAt: nil,
+            recordedAt: h.state.now)
+    }
+
+    /// Changes appended by writes and not folded yet.
+    static func unfolded(_ h: JobHarness) async throws -> Int {
+        let rows = try await DashboardViewsTests.query(h, "SELECT COUNT(*) AS n FROM analytics_summary_deltas")
+        return try #require(rows.first.flatMap { DashboardViewsTests.int($0, "n") })
+    }
+
+    /// Windows of 1 to 21 UTC days inside the runs' span and the whole span: the summaries' figures (total
+    /// and per product) are exactly the recomputation's.
+    static func expectEqual(
+        _ h: JobHarness, _ store: any AnalyticsSummaryStore, from origin: Date, label: String
+    ) async throws {
+        let state = try #require(try await store.analyticsSummaryState())
+        #expect(state.staleReason == nil, "\(label): \(state)")
+        let first = Self.midnight(origin)
+        let last = Self.midnight(h.state.now).addingTimeInterval(Self.day)
+        let span = Int(last.timeIntervalSince(first) / Self.day)
+        var random = SeededGenerator(seed: 45)
+        var windows = [(0, span), (0, 1), (span - 1, span)]
+        for _ in 0..<8 {
+            let start = Int.random(in: 0..<span, using: &random)
+            windows.append((start, Int.random(in: (start + 1)...span, using: &random)))
+        }
+        for (start, end) in windows {
+            let since = first.addingTimeInterval(Double(start) * Self.day)
+            let until = first.addingTimeInterval(Double(end) * Self.day)
+            let query = try #require(
+                SummaryQuery(since: since, until: until, catalogue: ClosedWindowMonthTests.catalogue))
+            let summary = try await store.analyticsSummary(
+                s: Int(since.timeIntervalSince1970 / Self.day), u: Int(until.timeIntervalSince1970 / Self.day),
+                bundleID: nil, environment: .production)
+            let answered = query.figures(of: summary)
+            let recomputed = try await ClosedWindowMonthTests.figures(h, since: since, until: until)
+            let window = "\(label), days \(start) to \(end)"
+            #expect(
+                ClosedWindowMonthTests.differences(answered.total, recomputed.total).isEmpty,
+                "\(window): \(ClosedWindowMonthTests.describe(answered.total)) against \(ClosedWindowMonthTests.describe(recomputed.total))"
+            )
+            #expect(answered.byProduct == recomputed.byProduct, "\(window): by product")
+        }
+    }
+}
