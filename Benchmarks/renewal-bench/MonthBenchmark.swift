@@ -72,6 +72,13 @@ struct MonthBenchmark: AsyncParsableCommand {
     @Option(help: "Workers started together for each run (PostgreSQL; SQLite admits one run at a time).")
     var workers = 1
 
+    @Flag(
+        help: """
+            Build the analytics summaries after the first run, so every run of the month keeps them: against \
+            a run without, the cost of keeping them.
+            """)
+    var analyticsSummaries = false
+
     enum Mode: String, CaseIterable {
         case feed, polling
     }
@@ -113,7 +120,8 @@ struct MonthBenchmark: AsyncParsableCommand {
             a run every \(intervalMinutes.formatted()) min, notifications listed \
             \(notificationDelaySeconds.formatted()) s after their event, \(duplicatePercent) % of them listed twice, \
             \(forgedRefunds) forged refunds, \(outage), \
-            \(postgresURL == nil ? "SQLite" : "PostgreSQL") with \(workers) worker\(workers == 1 ? "" : "s"), seed \(seed)
+            \(postgresURL == nil ? "SQLite" : "PostgreSQL") with \(workers) worker\(workers == 1 ? "" : "s"), seed \(seed), \
+            analytics summaries \(analyticsSummaries ? "kept" : "not built")
             """)
         for form in forms {
             for mode in modes {
@@ -194,6 +202,7 @@ struct MonthBenchmark: AsyncParsableCommand {
                     }
                     // The first run verifies every imported receipt: the import's cost, not the month's.
                     _ = try await run(.run, feed: mode == .feed, verifier: dayZero)
+                    if analyticsSummaries { _ = try await store.rebuildAnalyticsSummaries() }
                     let start = state.now
                     let before = Counters(state)
                     var result = MonthResult(mode: mode, form: form)
@@ -380,7 +389,7 @@ struct Counters {
 }
 
 /// A store the benchmark can also query directly.
-protocol BenchStore: RunHistoryStore {
+protocol BenchStore: RunHistoryStore, AnalyticsSummaryStore {
     func rows(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow]
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import RenewalCore
 import RenewalStorage
+import Synchronization
 
 /// Keeps the analytics summaries in step with one database transaction's ledger writes (schema 29): the
 /// subscriptions it writes are read before the write, their contribution rows
@@ -93,7 +94,7 @@ struct AnalyticsSummaryUpkeep {
             let (shape, day, sinceDay) = columns(of: key.shape)
             values.append([
                 .text(shape), .int64(day), .int64(sinceDay), .text(key.environment.rawValue),
-                .text(key.bundleID ?? ""), .text(try AnalyticsSummaryRowKey.text(of: key)), .int64(Int64(count)),
+                .text(key.bundleID ?? ""), .text(try keyText(key)), .int64(Int64(count)),
             ])
         }
         for chunk in values.chunked(by: 200) where !chunk.isEmpty {
@@ -109,6 +110,23 @@ struct AnalyticsSummaryUpkeep {
                     """ : "")
                 """, binds.values)
         }
+    }
+
+    /// Row keys as text, by key without its shape: the rows of a page or a write repeat a few keys
+    /// (figure, product, price) at many days, and encoding the JSON is most of what writing them costs.
+    private static let keyTexts = Mutex<[ContributionKey: String]>([:])
+
+    /// `AnalyticsSummaryRowKey.text(of:)`, encoded once per key (the cache is emptied at 100,000 keys).
+    static func keyText(_ key: ContributionKey) throws -> String {
+        var bare = key
+        bare.shape = .event(0)
+        if let text = keyTexts.withLock({ $0[bare] }) { return text }
+        let text = try AnalyticsSummaryRowKey.text(of: bare)
+        keyTexts.withLock { texts in
+            if texts.count >= 100_000 { texts.removeAll() }
+            texts[bare] = text
+        }
+        return text
     }
 
     /// A shape as the tables' (shape, day, since_day) columns.
