@@ -39,6 +39,25 @@ public enum ContributionFigure: String, Sendable, Hashable, CaseIterable {
     /// Corners of the trial funnel's regions: converted by `u`, still in the trial at `u`.
     case trialConverted = "trial_converted"
     case trialInTrial = "trial_in_trial"
+    /// Corners of the regions of `(s, u)` pairs whose standings at `s` and at `u` are the key's
+    /// `movement` ends: the window's MRR movement (`mrr_movement`), classified at query time.
+    case mrrMovement = "mrr_movement"
+    /// Events on the day a standing changes, from the key's `movement` start to its end: one day's MRR
+    /// movement (`mrr_movement_daily`).
+    case mrrChange = "mrr_change"
+    // The monthly figures and ARPU's paying subscriptions (AnalyticsContributions+Cohorts.swift): cohort
+    // rows are `corner(since: counted from, until: the cohort month's first unit)`, a region no window reads.
+    case refundPurchase = "refund_purchase"
+    case refundRefunded = "refund_refunded"
+    case refundSeats = "refund_seats"
+    case trialCohortStarted = "trial_cohort_started"
+    case trialCohortConverted = "trial_cohort_converted"
+    case trialCohortInTrial = "trial_cohort_in_trial"
+    case ltvCustomer = "ltv_customer"
+    case ltvRevenue = "ltv_revenue"
+    case retention
+    /// Corners of the (s, u) pairs in which a transaction is a subscription's last priced one in the window.
+    case payingInWindow = "paying_in_window"
 }
 
 /// The price a row's transactions carry, as the ledger holds it: Apple's milliunits and currency when it
@@ -73,10 +92,15 @@ public struct ContributionKey: Sendable, Hashable {
     /// Money rows and paid steps: the seats or share the price is multiplied by for one transaction
     /// (quantity for revenue, seats × share for a refund, seats still paid for MRR); 1 otherwise.
     public var factor: Decimal
+    /// MRR movement rows only: the standings the row compares (AnalyticsContributions+Movement.swift).
+    public var movement: MovementEnds?
+    /// Cohort and paying rows only: what their figure needs beyond price and factor (CohortDetail).
+    public var cohort: CohortDetail?
 
     public init(
         shape: ContributionShape, figure: ContributionFigure, bundleID: String?, environment: AppStoreEnvironment,
-        productID: String?, price: PriceSource? = nil, period: BillingPeriod? = nil, factor: Decimal = 1
+        productID: String?, price: PriceSource? = nil, period: BillingPeriod? = nil, factor: Decimal = 1,
+        movement: MovementEnds? = nil, cohort: CohortDetail? = nil
     ) {
         self.shape = shape
         self.figure = figure
@@ -86,6 +110,8 @@ public struct ContributionKey: Sendable, Hashable {
         self.price = price
         self.period = period
         self.factor = factor
+        self.movement = movement
+        self.cohort = cohort
     }
 }
 

@@ -27,6 +27,8 @@ public struct AnalyticsContributions: Sendable {
         funnel(counted, first: first, trialSpans: spans.filter { $0.kind == .trial }, &builder)
         reactivations(counted, &builder)
         churn(counted, spans: spans, &builder)
+        mrrMovement(counted, spans: spans, &builder)
+        cohorts(timeline, trialSpans: spans.filter { $0.kind == .trial }, &builder)
         return builder.rows
     }
 

@@ -14,6 +14,8 @@ public struct SummaryQuery: Sendable {
     /// The window as unit indices `[s, u)`.
     let s: Int
     let u: Int
+    /// The summary's unit in seconds: a day's movement (`mrr_movement_daily`) needs a unit of one day.
+    let unit: TimeInterval
 
     /// Nil when `since` or `until` is not the start of a unit, or `since` is not before `until`.
     public init?(
@@ -32,6 +34,7 @@ public struct SummaryQuery: Sendable {
         self.environment = environment
         self.s = s
         self.u = u
+        self.unit = unit
     }
 
     /// Where a selected row's count goes: to the window (events, corners), or to the standing at a bound.
@@ -121,6 +124,13 @@ public struct SummaryQuery: Sendable {
         case (.reactivation, _): figures.reactivations += count
         case (.trialConverted, _): figures.newTrialsConverted += count
         case (.trialInTrial, _): figures.newTrialsInTrial += count
+        // The movement has its own answer (SummaryQuery+Movement.swift).
+        case (.mrrMovement, _), (.mrrChange, _): return false
+        // The monthly figures and ARPU's paying subscriptions have theirs (SummaryQuery+Cohorts.swift).
+        case (.refundPurchase, _), (.refundRefunded, _), (.refundSeats, _), (.trialCohortStarted, _),
+            (.trialCohortConverted, _), (.trialCohortInTrial, _), (.ltvCustomer, _), (.ltvRevenue, _), (.retention, _),
+            (.payingInWindow, _):
+            return false
         }
         return true
     }
@@ -128,14 +138,22 @@ public struct SummaryQuery: Sendable {
     /// The price `ProductCatalogue.price(of:preferring:)` gives a paid transaction of the row's product,
     /// price and currency.
     private func price(of key: ContributionKey) -> Money? {
+        price(productID: key.productID, key.price)
+    }
+
+    func price(productID: String?, _ source: PriceSource?) -> Money? {
         let transaction = LedgerTransaction(
-            transactionID: "", originalTransactionID: "", productID: key.productID, purchasedAt: nil, expiresAt: nil,
-            priceMilliunits: key.price?.milliunits, currency: key.price?.currency, origin: .statusAnswer)
+            transactionID: "", originalTransactionID: "", productID: productID, purchasedAt: nil, expiresAt: nil,
+            priceMilliunits: source?.milliunits, currency: source?.currency, origin: .statusAnswer)
         return catalogue.price(of: transaction, preferring: reportingCurrency)
     }
 
     /// The catalogue's period for the product, else the one inferred from the transaction's dates.
     private func period(of key: ContributionKey) -> BillingPeriod? {
-        key.productID.flatMap { catalogue.products[$0]?.period } ?? key.period
+        period(productID: key.productID, inferred: key.period)
+    }
+
+    func period(productID: String?, inferred: BillingPeriod?) -> BillingPeriod? {
+        productID.flatMap { catalogue.products[$0]?.period } ?? inferred
     }
 }
