@@ -29,7 +29,8 @@ struct DemoCommand: AsyncParsableCommand {
             reached the server from the feed and claims it for the customer by her order ID (lookup, claim); \
             prints the changes, then the analytics of those days from the transaction \
             ledger (prices in four currencies, yearly, weekly and introductory-price plans) with their HTML \
-            page, and where the reports and the database are.
+            page, where the reports and the database are, and last how MRR moved over those days (new, \
+            expansion, contraction, churned and reactivation MRR, and the net).
             """)
 
     @Option(
@@ -76,13 +77,15 @@ struct DemoCommand: AsyncParsableCommand {
                     try await script.verifyReceiptRuns(client)
                     try await script.serverAPIRuns(client)
                 }
-                try await script.analytics(since: dayZero)
+                let analytics = try await script.analytics(since: dayZero)
                 // The HTML report of the runs: charts and tables, one file that opens with no network.
                 let htmlPath = (directory as NSString).appendingPathComponent("report.html")
                 let html = try ReportOutput(path: htmlPath)
                 try await StoredReport(store: store).render(.range(since: nil, until: nil), format: .html, to: html)
                 try await html.finish()
                 output.footer(directory: directory, databasePath: databasePath, htmlPath: htmlPath)
+                // The demo ends with how MRR moved over its days.
+                output.movement(analytics)
             }
         }
     }
@@ -195,7 +198,8 @@ struct DemoScript {
 
     /// The analytics of the demo's days from the ledger the runs wrote: the daily series refreshed, the
     /// figures printed, and the HTML page written (`renewal analytics --refresh-daily`, then `--html`).
-    func analytics(since dayZero: Date) async throws {
+    /// Returns the report, whose MRR movement the demo prints last.
+    func analytics(since dayZero: Date) async throws -> AnalyticsReport {
         let rates = ExchangeRates(reportingCurrency: "USD", rates: DemoData.rates)
         let work = AnalyticsWork(store: store, app: nil, catalogue: ProductCatalogue(), rates: rates)
         _ = try await work.refresh(from: dayZero, through: state.now)
@@ -203,6 +207,7 @@ struct DemoScript {
         let path = (directory as NSString).appendingPathComponent("analytics.html")
         try await work.writePage(report, to: path, flag: "analytics page")
         output.analytics(report, rates: DemoData.rates, path: path)
+        return report
     }
 
     /// Run 8: a second app joins the database; one run checks both, each with its own secret. Then the

@@ -181,6 +181,32 @@ struct DemoOutput {
         print("Look at it: swift run renewal status --database \(databasePath)")
     }
 
+    /// The demo's last section: how MRR moved over its days (`mrr_movement` of `renewal analytics --json`),
+    /// bucket by bucket, adding up to the net, and where each day's movement is.
+    func movement(_ report: AnalyticsReport) {
+        guard let window = report.mrrMovement?.movement else { return }
+        print("")
+        print(
+            "MRR movement over the demo's days (renewal analytics: mrr_movement, \(report.currency)): "
+                + "from \(AnalyticsReport.money(window.mrrSince)) to \(AnalyticsReport.money(window.mrrUntil))")
+        let buckets: [(name: String, amount: Decimal, story: String)] = [
+            ("new", window.new, "first paid periods, trials converted"),
+            ("expansion", window.expansion, "upgrades, more seats, an introductory price ending"),
+            ("contraction", window.contraction, "downgrades, seats refunded"),
+            ("churned", window.churned, "expiries, billing retry, refunds"),
+            ("reactivation", window.reactivation, "resubscriptions, renewals recovered from billing retry"),
+            ("net", window.net, "= MRR at the end − MRR at the start"),
+        ]
+        for bucket in buckets {
+            let amount = AnalyticsReport.money(bucket.amount)
+            let signed = bucket.amount > 0 ? "+" + amount : amount
+            print(
+                "  \(pad(bucket.name, 14)) \(String(repeating: " ", count: max(0, 9 - signed.count)))\(signed)   \(bucket.story)"
+            )
+        }
+        print("  Each day's movement: the analytics page's chart, and analytics_daily_series (new_mrr … net_new_mrr)")
+    }
+
     private func pad(_ text: String, _ width: Int) -> String {
         text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
     }
