@@ -200,9 +200,8 @@ struct DemoOutput {
         for bucket in buckets {
             let amount = AnalyticsReport.money(bucket.amount)
             let signed = bucket.amount > 0 ? "+" + amount : amount
-            print(
-                "  \(pad(bucket.name, 14)) \(String(repeating: " ", count: max(0, 9 - signed.count)))\(signed)   \(bucket.story)"
-            )
+            let column = String(repeating: " ", count: max(0, 9 - signed.count)) + signed
+            print("  \(pad(bucket.name, 14)) \(column)   \(bucket.story)")
         }
         print("  Each day's movement: the analytics page's chart, and analytics_daily_series (new_mrr … net_new_mrr)")
     }
