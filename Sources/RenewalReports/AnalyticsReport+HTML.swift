@@ -123,7 +123,7 @@ extension AnalyticsReport {
     private func dayTable(_ days: [AnalyticsDayRow]) -> String {
         let header = [
             "day", "active", "trials", "MRR", "new", "new trials", "converted", "churned", "reactivated", "revenue",
-            "refunds",
+            "refunds", "net new MRR",
         ]
         var html = "<table><thead><tr>" + header.map { "<th>\($0)</th>" }.joined() + "</tr></thead><tbody>\n"
         for day in days {
@@ -133,6 +133,7 @@ extension AnalyticsReport {
                 .text("\(day.newTrials)"), .text("\(day.trialConversions)"), .text("\(day.churned)"),
                 .text("\(day.reactivations)"), .number(Self.money(Decimal(day.revenueCents) / 100)),
                 .number(Self.money(Decimal(day.refundsCents) / 100)),
+                .number(Self.money(Decimal(day.netNewMRRCents) / 100)),
             ]
             html += "<tr data-day=\"\(day.key.day)\">" + cells.map(\.html).joined() + "</tr>\n"
         }

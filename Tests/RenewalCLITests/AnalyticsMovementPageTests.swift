@@ -61,6 +61,11 @@ struct AnalyticsMovementPageTests {
         }
         #expect(titles.filter { !$0.contains(" net: ") }.count == 2, "one bar per non-zero bucket and day: \(titles)")
         #expect(page.contains("MRR movement each day"))
+        // The day table's last column is the day's net new MRR.
+        let net = try Regex(
+            #"<tr data-day="(2025-12-0[123])">(?:<td[^>]*>[^<]*</td>){11}<td class="n">([^<]*)</td></tr>"#)
+        let nets = page.matches(of: net).map { "\($0.output[1].substring ?? "") \($0.output[2].substring ?? "")" }
+        #expect(nets == ["2025-12-01 18.22", "2025-12-02 -9.89", "2025-12-03 0.00"], "\(nets)")
         let charts = try #require(
             try await ReportFormatTests.pageAttribute("data-charts", of: html, chromium: chromium, window: "1200,2400")
                 as? [[String: Any]])
