@@ -44,13 +44,16 @@ struct AnalyticsSummaryMovementTests {
     /// Both answers for the window `[since, until)`.
     static func compare(
         _ ledgers: [SubscriptionLedger], _ summary: AnalyticsSummary, since: Date, until: Date,
-        catalogue: ProductCatalogue, unit: TimeInterval = 86_400
+        catalogue: ProductCatalogue, unit: TimeInterval = 86_400, environment: AppStoreEnvironment = .production,
+        bundleID: String? = nil
     ) throws -> (found: [String], reference: MRRMovementSeries) {
-        var reference = SubscriptionAnalytics(since: since, until: until, catalogue: catalogue)
-        for ledger in ledgers { reference.add(ledger) }
-        let query = try #require(SummaryQuery(since: since, until: until, catalogue: catalogue, unit: unit))
-        let window = "[\(Timestamp.string(since)), \(Timestamp.string(until)))"
-        var answer = query.movement(of: summary)
+        var reference = SubscriptionAnalytics(
+            since: since, until: until, catalogue: catalogue, environment: environment)
+        for ledger in ledgers where bundleID == nil || ledger.bundleID == bundleID { reference.add(ledger) }
+        let query = try #require(
+            SummaryQuery(since: since, until: until, catalogue: catalogue, environment: environment, unit: unit))
+        let window = "\(environment) \(bundleID ?? "all apps") [\(Timestamp.string(since)), \(Timestamp.string(until)))"
+        var answer = query.movement(of: summary, bundleID: bundleID)
         if unit != 86_400, answer?.days == nil {
             // An hourly summary answers the window only; the days are the reference's own to compare.
             answer?.days = reference.movement.days
@@ -77,6 +80,14 @@ struct AnalyticsSummaryMovementTests {
                 population.ledgers, summary, since: since, until: until, catalogue: SummaryPopulation.catalogue)
             found += result.found
             buckets.formUnion(Self.moved(result.reference))
+        }
+        // One app's rows, and Sandbox's.
+        for (environment, bundleID) in [(AppStoreEnvironment.production, "com.example.a"), (.sandbox, nil)] {
+            let (since, until) = AnalyticsSummaryPropertyTests.window(&random)
+            found += try Self.compare(
+                population.ledgers, summary, since: since, until: until, catalogue: SummaryPopulation.catalogue,
+                environment: environment, bundleID: bundleID
+            ).found
         }
         #expect(found.count == 0, "seed \(seed): \(found.count) differences, first: \(found.prefix(6))")
         #expect(buckets == Set(MRRMovement.Bucket.allCases), "seed \(seed): buckets moved: \(buckets)")
