@@ -74,7 +74,7 @@ extension AnalyticsReport {
         }
     }
 
-    mutating func addCohortFigures(_ figures: CohortFigures, rates: ExchangeRates) {
+    mutating func addCohortFigures(_ figures: some CohortFigureValues, rates: ExchangeRates) {
         refundRateByPeriod = figures.refundMonths.values.sorted { $0.month < $1.month }.map { row in
             let revenue = Self.exact(row.purchased, rates).value
             let refunds = Self.exact(row.refunds, rates).value

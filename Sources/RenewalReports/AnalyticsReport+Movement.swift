@@ -167,22 +167,35 @@ extension AnalyticsReport {
 
     /// The movement figures of `analytics`: the window, each day, and ARPU.
     mutating func addMovement(_ analytics: SubscriptionAnalytics, rates: ExchangeRates) {
-        let window = Movement.of(analytics.movement.window, rates: rates)
+        let movement = analytics.movement
+        addMovement(
+            window: movement.window, days: zip(movement.dayNames, movement.days).map { ($0, $1) },
+            payingAtUntil: movement.payingAtUntil, total: analytics.total, cohortFigures: analytics.cohortFigures,
+            rates: rates)
+    }
+
+    /// The movement figures from their parts, however computed (the ledger or the summaries): the window,
+    /// each day (named), ARPU from `total` and the paying counts, and the cohort tables.
+    mutating func addMovement(
+        window movement: MRRMovement, days: [(String, MRRMovement)], payingAtUntil: [String: Int],
+        total: AnalyticsFigures, cohortFigures: some CohortFigureValues, rates: ExchangeRates
+    ) {
+        let window = Movement.of(movement, rates: rates)
         mrrMovement = MovementWindow(movement: window.converted, byCurrency: window.byCurrency)
-        mrrMovementDaily = zip(analytics.movement.dayNames, analytics.movement.days).map { name, day in
+        mrrMovementDaily = days.map { name, day in
             let movement = Movement.of(day, rates: rates)
             let unconverted = movement.byCurrency.filter {
                 $0.key != rates.reportingCurrency && rates.rates[$0.key] == nil
             }
             return MovementDay(day: name, movement: movement.converted, unconverted: unconverted)
         }
-        let subscriptions = Self.convertedCount(analytics.movement.payingAtUntil, rates)
-        let paying = Self.convertedCount(analytics.cohortFigures.payingInWindow, rates)
+        let subscriptions = Self.convertedCount(payingAtUntil, rates)
+        let paying = Self.convertedCount(cohortFigures.payingInWindow, rates)
         arpu = ARPU(
-            mrrPerSubscription: Self.perUnit(Self.exact(analytics.total.mrr, rates).value, subscriptions),
+            mrrPerSubscription: Self.perUnit(Self.exact(total.mrr, rates).value, subscriptions),
             subscriptions: subscriptions,
-            revenuePerPayingSubscription: Self.perUnit(Self.exact(analytics.total.revenue, rates).value, paying),
+            revenuePerPayingSubscription: Self.perUnit(Self.exact(total.revenue, rates).value, paying),
             payingSubscriptions: paying)
-        addCohortFigures(analytics.cohortFigures, rates: rates)
+        addCohortFigures(cohortFigures, rates: rates)
     }
 }

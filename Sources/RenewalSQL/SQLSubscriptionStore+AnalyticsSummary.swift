@@ -186,6 +186,14 @@ extension SQLSubscriptionStore: AnalyticsSummaryStore {
         return summary
     }
 
+    public func ledgers(of originalTransactionIDs: [String]) async throws -> [SubscriptionLedger] {
+        var ledgers: [SubscriptionLedger] = []
+        for chunk in Array(Set(originalTransactionIDs)).sorted().chunked(by: LedgerSQL.chunkSize) where !chunk.isEmpty {
+            ledgers += try await onConnection { connection in try LedgerSQL.ledgers(of: chunk, on: connection) }
+        }
+        return ledgers
+    }
+
     static func milliseconds(_ date: Date) -> SQLValue {
         .int64(Int64((date.timeIntervalSince1970 * 1000).rounded()))
     }

@@ -8,6 +8,10 @@ public protocol AnalyticsStore: SubscriptionStore {
     /// with all its transactions; only `bundleID`'s when given.
     func ledgerPage(bundleID: String?, after: String?, limit: Int) async throws -> [SubscriptionLedger]
 
+    /// The ledgers of these subscriptions (a few: the unclaimed purchases), read 500 at a time; one without
+    /// any transaction is absent.
+    func ledgers(of originalTransactionIDs: [String]) async throws -> [SubscriptionLedger]
+
     /// Replaces the daily series' rows of the days `first` through `last` (`YYYY-MM-DD`, of `bundleID`
     /// only when given) with `rows`, in one transaction: a reader sees the old days or the new ones.
     func replaceAnalyticsDays(
@@ -51,7 +55,7 @@ public struct AnalyticsSummaryState: Sendable, Hashable {
     /// The version of the definitions the rows follow (`AnalyticsContributions`, `SubscriptionAnalytics`,
     /// `EntitlementTimeline`). Raised with any change to them, so rows built before need a `--rebuild`
     /// (and writes stop keeping them until then).
-    public static let definitionVersion = 2
+    public static let definitionVersion = 3
 
     /// `building` while `--rebuild` runs (or when it was interrupted), `built` once it finished.
     public var status: String

@@ -76,8 +76,9 @@ struct AnalyticsCommand: AsyncParsableCommand {
     @Flag(
         name: .long,
         help: """
-            Recompute from the ledger (the reference). Every --json and table is recomputed today; the flag \
-            keeps that once figures come from the summaries.
+            Recompute from the ledger (the reference) even when the analytics summaries answer the window. \
+            Without it, a window on UTC midnights is answered from the summaries once they are built \
+            (--rebuild), with the same output.
             """)
     var recompute = false
 
@@ -143,7 +144,8 @@ struct AnalyticsCommand: AsyncParsableCommand {
                 ?? ExchangeRates()
             let store = try StoreFactory.open(database.resolved, create: false)
             try await store.checkSchema()
-            let work = AnalyticsWork(store: store, app: app, catalogue: products, rates: exchange)
+            let work = AnalyticsWork(
+                store: store, app: app, catalogue: products, rates: exchange, recompute: recompute)
             let sink = ReportOutput()
             if rebuild || checkSummaries {
                 try await summaries(store, start: start, end: end, products: products, exchange: exchange, sink: sink)

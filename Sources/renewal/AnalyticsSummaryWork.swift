@@ -1,5 +1,6 @@
 import Foundation
 import RenewalCore
+import RenewalReports
 import RenewalStorage
 
 /// What `renewal analytics --rebuild` and `--check-summaries` do with the analytics summaries (schema 27,
@@ -58,6 +59,31 @@ struct AnalyticsSummaryWork {
         let summary = try await store.analyticsSummary(
             s: Self.day(since), u: Self.day(until), bundleID: app, environment: .production)
         return query.figures(of: summary, bundleID: app)
+    }
+
+    /// The report of `[since, until)` from the summaries, as `AnalyticsWork.recomputed` gives it; nil when
+    /// they do not answer the window (`unusableReason`). The unclaimed purchases' figures come from their
+    /// own ledgers (a few), as they are not summed apart.
+    func report(since: Date, until: Date, unclaimedIDs: Set<String>?) async throws -> AnalyticsReport? {
+        guard try await unusableReason(since: since, until: until) == nil,
+            let query = SummaryQuery(
+                since: since, until: until, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
+        else { return nil }
+        let summary = try await store.analyticsMovementSummary(
+            s: query.sinceUnit, u: query.untilUnit, bundleID: app, environment: .production)
+        guard let movement = query.movement(of: summary, bundleID: app) else { return nil }
+        let figures = query.figures(of: summary, bundleID: app)
+        let cohorts = try await store.analyticsCohortFigures(query, window: summary, bundleID: app)
+        var report = AnalyticsReport(
+            since: since, until: until, total: figures.total, byProduct: figures.byProduct, movement: movement,
+            cohortFigures: cohorts, rates: rates, bundleID: app)
+        if let unclaimedIDs {
+            var unclaimed = SubscriptionAnalytics(
+                since: since, until: until, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
+            for ledger in try await store.ledgers(of: Array(unclaimedIDs)) { unclaimed.add(ledger) }
+            report.unclaimed = AnalyticsReport.Unclaimed(purchases: unclaimedIDs.count, unclaimed, rates: rates)
+        }
+        return report
     }
 
     /// What `--check-summaries` found for a window.

@@ -11,9 +11,24 @@ struct AnalyticsWork {
     let app: String?
     let catalogue: ProductCatalogue
     let rates: ExchangeRates
+    /// Recompute from the ledger even when the summaries answer the window (`--recompute`).
+    var recompute = false
 
-    /// The figures of `[since, until)` and the cohorts as of `until`: one pass over the ledger.
+    /// The figures of `[since, until)` and the cohorts as of `until`: from the analytics summaries when
+    /// they answer the window (built and current, the window on UTC midnights), else one pass over the
+    /// ledger. Both give the same report.
     func report(since: Date, until: Date) async throws -> AnalyticsReport {
+        if !recompute, let summaries = store as? any AnalyticsSummaryStore {
+            let work = AnalyticsSummaryWork(store: summaries, app: app, catalogue: catalogue, rates: rates)
+            if let report = try await work.report(since: since, until: until, unclaimedIDs: try await unclaimedIDs()) {
+                return report
+            }
+        }
+        return try await recomputed(since: since, until: until)
+    }
+
+    /// The reference: every figure from one pass over the ledger.
+    func recomputed(since: Date, until: Date) async throws -> AnalyticsReport {
         var analytics = SubscriptionAnalytics(
             since: since, until: until, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
         var cohorts = CohortRetention(asOf: until, catalogue: catalogue)
@@ -33,7 +48,7 @@ struct AnalyticsWork {
 
     /// The original transaction ids of the app's unclaimed adopted purchases (a small table, read in pages);
     /// nil for a store without adoption.
-    private func unclaimedIDs() async throws -> Set<String>? {
+    func unclaimedIDs() async throws -> Set<String>? {
         guard let source = store as? any UnclaimedPurchaseStore else { return nil }
         var ids = Set<String>()
         var after: String?

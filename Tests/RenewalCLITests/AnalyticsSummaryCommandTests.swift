@@ -55,7 +55,7 @@ struct AnalyticsSummaryCommandTests {
     @Test(
         """
         after --rebuild, random windows of 1 to 90 UTC days from the summaries equal the recomputation, figure \
-        by figure and product by product; a write to the ledger behind the job's back makes --check-summaries \
+        by figure and product by product, and --json from them is --json --recompute byte for byte; a write to the ledger behind the job's back makes --check-summaries \
         exit 3 until the next --rebuild
         """, arguments: backends)
     func summariesEqualRecomputation(backend: String) async throws {
@@ -82,6 +82,13 @@ struct AnalyticsSummaryCommandTests {
                 let check = try Self.object(result.stdout)
                 #expect(result.status == 0 && check["equal"] as? Bool == true, "\(since) to \(until): \(check)")
                 #expect(check["summaries"] as? String == "current", "\(check)")
+                // The whole --json object (movement, cohort tables, ARPU too) from the summaries is the
+                // recomputation's, byte for byte.
+                let window = ["--since", since, "--until", until, "--database", database]
+                let answered = try await CLI.run(["analytics", "--json"] + window)
+                let recomputed = try await CLI.run(["analytics", "--json", "--recompute"] + window)
+                #expect(answered.status == 0 && recomputed.status == 0, "\(answered.stderr)\(recomputed.stderr)")
+                #expect(answered.stdout == recomputed.stdout, "\(since) to \(until)")
                 checked += 1
             }
             #expect(checked == 10)
@@ -99,11 +106,18 @@ struct AnalyticsSummaryCommandTests {
             #expect(behind.status == 3, "\(stale)")
             #expect(stale["summaries"] as? String == "current" && stale["equal"] as? Bool == false, "\(stale)")
             #expect((stale["differing"] as? [String])?.contains("total") == true, "\(stale)")
+            // --json answers from the summaries (so it misses the write), --recompute reads the ledger.
+            let summaryJSON = try await CLI.run(["analytics", "--json"] + window).stdout
+            let ledgerJSON = try await CLI.run(["analytics", "--json", "--recompute"] + window).stdout
+            #expect(summaryJSON != ledgerJSON)
 
             #expect(try await CLI.run(["analytics", "--rebuild", "--database", database]).status == 0)
             let again = try Self.object(
                 try await CLI.run(["analytics", "--check-summaries", "--json"] + window).stdout)
             #expect(again["summaries"] as? String == "current" && again["equal"] as? Bool == true, "\(again)")
+            #expect(
+                try await CLI.run(["analytics", "--json"] + window).stdout
+                    == (try await CLI.run(["analytics", "--json", "--recompute"] + window).stdout))
         }
     }
 
