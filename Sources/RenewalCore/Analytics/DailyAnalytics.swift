@@ -35,7 +35,7 @@ public struct DailyAnalytics: Sendable {
     }
 
     private(set) var days: [Day]
-    public private(set) var figures: [Key: AnalyticsFigures] = [:]
+    public internal(set) var figures: [Key: AnalyticsFigures] = [:]
     /// Each day's MRR movement (the buckets; not MRR at the day's ends, which `figures` hold), under the
     /// product paid at the day's end, or at its start when the subscription churned that day.
     public internal(set) var movements: [Key: MRRMovement] = [:]
@@ -70,7 +70,7 @@ public struct DailyAnalytics: Sendable {
         guard let environment = ledger.environment, environment == .production || environment == .sandbox,
             let span = Self.span(of: ledger.transactions, facts: ledger.facts)
         else { return }
-        for day in days where day.start.addingTimeInterval(86_400) > span.lowerBound && day.start <= span.upperBound {
+        for day in days where day.start.addingTimeInterval(86_400) >= span.lowerBound && day.start <= span.upperBound {
             let analytics = environment == .production ? day.production : day.sandbox
             for (product, productFigures) in analytics.figures(of: ledger) {
                 let key = Key(

@@ -72,7 +72,7 @@ extension SummaryQuery {
 
     /// Adds each row's change `count` times: `MRRMovement.classify` scales with a positive count (the
     /// bucket depends on signs and currencies only), so the row's ends are priced once and multiplied.
-    private func add(_ rows: [MovementEnds: Int], to movement: inout MRRMovement) -> Bool {
+    func add(_ rows: [MovementEnds: Int], to movement: inout MRRMovement) -> Bool {
         for (ends, count) in rows where count != 0 {
             guard count > 0 else { return false }
             movement.addChange(
@@ -82,7 +82,7 @@ extension SummaryQuery {
     }
 
     /// The standing as `MRRMovement.Point`, its MRR multiplied by `times`.
-    private func point(_ standing: MRRStanding?, times: Int) -> MRRMovement.Point {
+    func point(_ standing: MRRStanding?, times: Int) -> MRRMovement.Point {
         guard let standing else { return .none }
         let mrr = monthly(productID: standing.productID, standing.price, standing.period, standing.factor)
         return MRRMovement.Point(

@@ -92,7 +92,7 @@ public struct SummaryQuery: Sendable {
 
     /// Adds a selected row's count to its figure; false when it counts for nothing (a refund without a
     /// price, a trial at `since`).
-    private func apply(_ key: ContributionKey, _ role: Role, _ count: Int, to figures: inout AnalyticsFigures)
+    func apply(_ key: ContributionKey, _ role: Role, _ count: Int, to figures: inout AnalyticsFigures)
         -> Bool
     {
         let times = Decimal(count)
