@@ -7,6 +7,8 @@ import RenewalCore
 /// Apple's own limits for the two support endpoints, lower than the status endpoint's: Look Up Order ID
 /// allows 10 requests per second in production, Set App Account Token 20 (sandbox a tenth). Requests to
 /// them draw on their own bucket at these rates as well as on the status budget every endpoint shares.
+/// The budgets keep a margin under them (`RequestRates.headroom`, `RequestRates.lateness`): at most 9
+/// lookups and 17 bindings leave in any one second, even after the process stalled.
 public enum OrderEndpoints {
     /// The bucket and rate of Look Up Order ID.
     public static let lookUp = (endpoint: "lookup", rates: RequestRates(production: 10, sandbox: 1))
