@@ -38,16 +38,7 @@ extension DashboardViewsTests {
         arguments: Backend.available)
     func movementPanel(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
-            try await h.importReceipts([
-                ("steady", h.receipt("steady", .renewal, daysAgo: 35)),
-                ("new", h.receipt("new", .renewal, daysAgo: 10)),
-                ("trial", h.receipt("trial", .trial, daysAgo: 40)),
-                ("up", h.receipt("up", .upgrade, daysAgo: 55)),
-                ("gone", h.receipt("gone", .voluntaryExpiry, daysAgo: 40)),
-                ("refunded", h.receipt("refunded", .refund, daysAgo: 50)),
-            ])
-            _ = try await h.run()
-            let store = try #require(h.store as? any AnalyticsStore)
+            let store = try await MRRMovementJobTests.runMovingSubscribers(h)
             let catalogue = MRRMovementJobTests.catalogue
             // `renewal analytics --refresh-daily --since 20d`: the days from 20 days ago through today.
             let first = h.state.now.addingTimeInterval(-20 * 86_400)

@@ -25,6 +25,22 @@ struct MRRMovementJobTests {
         "ltv_by_cohort",
     ]
 
+    /// One run of six subscribers whose MRR moves in each way over the last 20 days: bought in them
+    /// (new), a trial converted (new), an upgrade (expansion), a voluntary expiry and a refund (churned),
+    /// and a steady renewal (nothing). Returns the store the run wrote, to read its ledger.
+    static func runMovingSubscribers(_ h: JobHarness) async throws -> any AnalyticsStore {
+        try await h.importReceipts([
+            ("steady", h.receipt("steady", .renewal, daysAgo: 35)),
+            ("new", h.receipt("new", .renewal, daysAgo: 10)),
+            ("trial", h.receipt("trial", .trial, daysAgo: 40)),
+            ("up", h.receipt("up", .upgrade, daysAgo: 55)),
+            ("gone", h.receipt("gone", .voluntaryExpiry, daysAgo: 40)),
+            ("refunded", h.receipt("refunded", .refund, daysAgo: 50)),
+        ])
+        _ = try await h.run()
+        return try #require(h.store as? any AnalyticsStore)
+    }
+
     static func cents(_ value: Any?) -> Int? {
         (value as? NSNumber).map { Int(($0.doubleValue * 100).rounded()) }
     }
@@ -39,18 +55,9 @@ struct MRRMovementJobTests {
         arguments: Backend.available)
     func jsonCarriesMovement(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
-            try await h.importReceipts([
-                ("steady", h.receipt("steady", .renewal, daysAgo: 35)),
-                ("new", h.receipt("new", .renewal, daysAgo: 10)),
-                ("trial", h.receipt("trial", .trial, daysAgo: 40)),
-                ("up", h.receipt("up", .upgrade, daysAgo: 55)),
-                ("gone", h.receipt("gone", .voluntaryExpiry, daysAgo: 40)),
-                ("refunded", h.receipt("refunded", .refund, daysAgo: 50)),
-            ])
-            _ = try await h.run()
+            let store = try await Self.runMovingSubscribers(h)
             let since = h.state.now.addingTimeInterval(-20 * 86_400)
             let until = h.state.now.addingTimeInterval(-3_600)
-            let store = try #require(h.store as? any AnalyticsStore)
             var analytics = SubscriptionAnalytics(since: since, until: until, catalogue: Self.catalogue)
             try await store.forEachSubscriptionLedger(bundleID: nil) { analytics.add($0) }
             let report = AnalyticsReport(analytics, rates: ExchangeRates(), bundleID: nil)

@@ -26,16 +26,8 @@ struct SummaryUpkeepJobTests {
         arguments: Backend.available)
     func keptByRuns(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
-            let store = try #require(h.store as? any AnalyticsSummaryStore)
-            _ = try await store.rebuildAnalyticsSummaries()
-            let origin = h.state.now
-            var plan = ClosedWindowPlan(origin: origin)
             h.state.notificationDelay = 120
-            try await h.withServerAPIClient { client in
-                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
-                try await ClosedWindowMonthTests.runs(
-                    h, plan: &plan, through: origin.addingTimeInterval(21 * Self.day), router, client)
-            }
+            let (store, origin, plan) = try await Self.builtThenKeptByRuns(h, days: 21)
             try await ClosedWindowMonthTests.revealLateRefund(
                 h, plan.late, at: origin.addingTimeInterval(18 * Self.day))
             #expect(try await Self.unfolded(h) == 0, "every run folds the changes at its end")
@@ -84,9 +76,21 @@ struct SummaryUpkeepJobTests {
         }
     }
 
-    /// The UTC midnight starting `date`'s day.
-    static func midnight(_ date: Date) -> Date {
-        Date(timeIntervalSince1970: (date.timeIntervalSince1970 / day).rounded(.down) * day)
+    /// Summaries built on `h`'s empty database, then kept by `days` of runs of `ClosedWindowPlan`'s subscribers
+    /// (verifyReceipt, the change feed and the Server API) from now on; the runs' first instant and plan.
+    static func builtThenKeptByRuns(
+        _ h: JobHarness, days: Int
+    ) async throws -> (store: any AnalyticsSummaryStore, origin: Date, plan: ClosedWindowPlan) {
+        let store = try #require(h.store as? any AnalyticsSummaryStore)
+        _ = try await store.rebuildAnalyticsSummaries()
+        let origin = h.state.now
+        var plan = ClosedWindowPlan(origin: origin)
+        try await h.withServerAPIClient { client in
+            let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
+            try await ClosedWindowMonthTests.runs(
+                h, plan: &plan, through: origin.addingTimeInterval(Double(days) * day), router, client)
+        }
+        return (store, origin, plan)
     }
 
     /// A history page written outside a run (as `renewal backfill` pages are): the first paid, unrevoked
@@ -124,31 +128,16 @@ struct SummaryUpkeepJobTests {
     ) async throws {
         let state = try #require(try await store.analyticsSummaryState())
         #expect(state.staleReason == nil, "\(label): \(state)")
-        let first = Self.midnight(origin)
-        let last = Self.midnight(h.state.now).addingTimeInterval(Self.day)
-        let span = Int(last.timeIntervalSince(first) / Self.day)
-        var random = SeededGenerator(seed: 45)
-        var windows = [(0, span), (0, 1), (span - 1, span)]
-        for _ in 0..<8 {
-            let start = Int.random(in: 0..<span, using: &random)
-            windows.append((start, Int.random(in: (start + 1)...span, using: &random)))
-        }
-        for (start, end) in windows {
-            let since = first.addingTimeInterval(Double(start) * Self.day)
-            let until = first.addingTimeInterval(Double(end) * Self.day)
-            let query = try #require(
-                SummaryQuery(since: since, until: until, catalogue: ClosedWindowMonthTests.catalogue))
+        for window in try RandomDayWindows.windows(from: origin, to: h.state.now, seed: 45, random: 8) {
             let summary = try await store.analyticsSummary(
-                s: Int(since.timeIntervalSince1970 / Self.day), u: Int(until.timeIntervalSince1970 / Self.day),
-                bundleID: nil, environment: .production)
-            let answered = query.figures(of: summary)
-            let recomputed = try await ClosedWindowMonthTests.figures(h, since: since, until: until)
-            let window = "\(label), days \(start) to \(end)"
+                s: window.s, u: window.u, bundleID: nil, environment: .production)
+            let answered = window.query.figures(of: summary)
+            let recomputed = try await ClosedWindowMonthTests.figures(h, since: window.since, until: window.until)
             #expect(
                 ClosedWindowMonthTests.differences(answered.total, recomputed.total).isEmpty,
-                "\(window): \(ClosedWindowMonthTests.describe(answered.total)) against \(ClosedWindowMonthTests.describe(recomputed.total))"
+                "\(window.named(label)): \(ClosedWindowMonthTests.describe(answered.total)) against \(ClosedWindowMonthTests.describe(recomputed.total))"
             )
-            #expect(answered.byProduct == recomputed.byProduct, "\(window): by product")
+            #expect(answered.byProduct == recomputed.byProduct, "\(window.named(label)): by product")
         }
     }
 }

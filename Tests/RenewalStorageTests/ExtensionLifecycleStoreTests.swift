@@ -13,34 +13,10 @@ import Testing
 /// `MassExtensionFollowUp.due` names.
 @Suite("Extension lifecycle in storage: every state and answer as Core decides, on SQLite and PostgreSQL")
 struct ExtensionLifecycleStoreTests {
-    enum Backend: String, CaseIterable, CustomStringConvertible {
-        case sqlite, postgres
-        var description: String { rawValue }
-        static var available: [Backend] { PostgresTestSchema.baseURL == nil ? [.sqlite] : [.sqlite, .postgres] }
-    }
+    typealias Backend = StoreBackend
 
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
     static var ms: Int64 { Int64(now.timeIntervalSince1970 * 1000) }
-
-    static func with(_ backend: Backend, _ body: (any SQLStoreChecks & RunHistoryStore) async throws -> Void)
-        async throws
-    {
-        switch backend {
-        case .sqlite:
-            let directory = NSTemporaryDirectory() + "renewal-extension-lifecycle-" + UUID().uuidString
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            let store = try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true)
-            _ = try await store.migrate()
-            try await body(store)
-        case .postgres:
-            try await PostgresTestSchema.with { schema in
-                let store = try PostgresSubscriptionStore.open(url: schema.url)
-                _ = try await store.migrate()
-                try await body(store)
-            }
-        }
-    }
 
     static let extensionResults: [ExtensionResult] = [
         .succeeded(effectiveAt: now, at: now),
@@ -56,7 +32,7 @@ struct ExtensionLifecycleStoreTests {
 
     @Test("each extension answer, from each stored state, leaves Core's state", arguments: Backend.available)
     func extensionAnswers(backend: Backend) async throws {
-        try await Self.with(backend) { store in
+        try await backend.withMigratedStore { store in
             for (index, result) in Self.extensionResults.enumerated() {
                 for state in ExtensionState.allCases {
                     let id = "x-\(index)-\(state.rawValue)"
@@ -80,7 +56,7 @@ struct ExtensionLifecycleStoreTests {
 
     @Test("RENEWAL_EXTENDED confirms what Core says, sent before it was signed", arguments: Backend.available)
     func confirmation(backend: Backend) async throws {
-        try await Self.with(backend) { store in
+        try await backend.withMigratedStore { store in
             for state in ExtensionState.allCases {
                 try await store.run(Self.insertExtension("c-\(state.rawValue)", state: state, sentAt: Self.ms - 1))
             }
@@ -96,7 +72,7 @@ struct ExtensionLifecycleStoreTests {
 
     @Test("each mass-extension answer, from each stored state, leaves Core's state", arguments: Backend.available)
     func massAnswers(backend: Backend) async throws {
-        try await Self.with(backend) { store in
+        try await backend.withMigratedStore { store in
             for (index, result) in Self.massResults.enumerated() {
                 for state in MassExtensionState.allCases {
                     let id = "m-\(index)-\(state.rawValue)"
@@ -118,7 +94,7 @@ struct ExtensionLifecycleStoreTests {
 
     @Test("the mass extensions due are those Core's follow-up rule names", arguments: Backend.available)
     func dueFollowUps(backend: Backend) async throws {
-        try await Self.with(backend) { store in
+        try await backend.withMigratedStore { store in
             var expected: [String] = []
             for state in MassExtensionState.allCases {
                 for offset in [-601, -600, -1, 0, 1] as [TimeInterval] {

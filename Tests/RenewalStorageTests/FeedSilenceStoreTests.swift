@@ -11,14 +11,14 @@ import Testing
 /// `FeedActivityWindow` and `PollingFallback` say, row by row, on both databases.
 @Suite("Feed silence in storage: activity and the polling fallback as Core decides, on SQLite and PostgreSQL")
 struct FeedSilenceStoreTests {
-    typealias Backend = ExtensionLifecycleStoreTests.Backend
+    typealias Backend = StoreBackend
 
     static let since = Date(timeIntervalSince1970: 1_800_000_000)
     static func ms(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
 
     @Test("a change shows activity exactly when Core's window says so", arguments: Backend.available)
     func activity(backend: Backend) async throws {
-        try await ExtensionLifecycleStoreTests.with(backend) { store in
+        try await backend.withMigratedStore { store in
             let offsets: [TimeInterval?] = [-1, 0, 1, nil]
             let kinds: [SubscriptionEvent.Kind] = [.renewed, .billingRecovered, .expired]
             let window = FeedActivityWindow(since: Self.since)
@@ -62,7 +62,7 @@ struct FeedSilenceStoreTests {
 
     @Test("falling back moves each check to Core's PollingFallback.nextCheck", arguments: Backend.available)
     func fallback(backend: Backend) async throws {
-        try await ExtensionLifecycleStoreTests.with(backend) { store in
+        try await backend.withMigratedStore { store in
             let scheduled = Self.since
             let pollings: [TimeInterval?] = [-60, 0, 60, nil]
             for (index, polling) in pollings.enumerated() {

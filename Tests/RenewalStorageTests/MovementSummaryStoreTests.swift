@@ -15,11 +15,7 @@ import Testing
 /// grace periods, on SQLite and PostgreSQL.
 @Suite("MRR movement from the summaries in the database equals the recomputation, on SQLite and PostgreSQL")
 struct MovementSummaryStoreTests {
-    enum Backend: String, CaseIterable, CustomStringConvertible {
-        case sqlite, postgres
-        var description: String { rawValue }
-        static var available: [Backend] { PostgresTestSchema.baseURL == nil ? [.sqlite] : [.sqlite, .postgres] }
-    }
+    typealias Backend = StoreBackend
 
     static let day: TimeInterval = 86_400
     /// 2026-03-01T00:00:00Z.
@@ -27,26 +23,6 @@ struct MovementSummaryStoreTests {
     static let catalogue = ProductCatalogue(products: [
         "p.monthly": .init(period: .month, listPrices: ["USD": 9.99]), "p.yearly": .init(period: .year),
     ])
-
-    static func with(_ backend: Backend, _ body: (any SQLStoreChecks & AnalyticsSummaryStore) async throws -> Void)
-        async throws
-    {
-        switch backend {
-        case .sqlite:
-            let directory = NSTemporaryDirectory() + "renewal-movement-summary-" + UUID().uuidString
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            let store = try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true)
-            _ = try await store.migrate()
-            try await body(store)
-        case .postgres:
-            try await PostgresTestSchema.with { schema in
-                let store = try PostgresSubscriptionStore.open(url: schema.url)
-                _ = try await store.migrate()
-                try await body(store)
-            }
-        }
-    }
 
     /// One subscription's rows as SQL: up to seven periods, a trial first now and then, the price, the
     /// product or the storefront (currency) changing between periods, lapses, a refund, a grace period.
@@ -107,7 +83,7 @@ struct MovementSummaryStoreTests {
         "after --rebuild, 12 random UTC-day windows of 1 to 90 days: window, days and ARPU",
         arguments: Backend.available)
     func movementFromDatabase(backend: Backend) async throws {
-        try await Self.with(backend) { store in
+        try await backend.withMigratedStore { store in
             var random = SeededGenerator(seed: 45_019)
             for index in 0..<150 {
                 for statement in Self.subscription(index, &random) {

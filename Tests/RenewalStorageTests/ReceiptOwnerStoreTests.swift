@@ -11,11 +11,11 @@ import Testing
 /// for every kind of row, on both databases.
 @Suite("Receipt owner in storage: ownerSQL equals Core's ReceiptOwner, on SQLite and PostgreSQL")
 struct ReceiptOwnerStoreTests {
-    typealias Backend = ExtensionLifecycleStoreTests.Backend
+    typealias Backend = StoreBackend
 
     @Test("each row's owner through ownerSQL is Core's", arguments: Backend.available)
     func owners(backend: Backend) async throws {
-        try await ExtensionLifecycleStoreTests.with(backend) { store in
+        try await backend.withMigratedStore { store in
             let adopted = PurchaseAdoption.reservedUserPrefix + "1000"
             let rows: [(owner: String?, user: String)] = [
                 ("alice", "bob"), ("alice", adopted), (nil, adopted + "-2"), (nil, "carol"), (nil, "adopted"),

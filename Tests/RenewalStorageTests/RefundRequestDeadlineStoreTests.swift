@@ -11,7 +11,7 @@ import Testing
 /// rules say, over every state and deadline around now, on both databases.
 @Suite("Refund request deadline in storage: open, missed and claims as Core decides, on SQLite and PostgreSQL")
 struct RefundRequestDeadlineStoreTests {
-    typealias Backend = ExtensionLifecycleStoreTests.Backend
+    typealias Backend = StoreBackend
 
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
     static func ms(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
@@ -45,7 +45,7 @@ struct RefundRequestDeadlineStoreTests {
 
     @Test("the backlog's open and missed counts and a claim's rows are Core's", arguments: Backend.available)
     func backlogAndClaims(backend: Backend) async throws {
-        try await ExtensionLifecycleStoreTests.with(backend) { store in
+        try await backend.withMigratedStore { store in
             for row in Self.rows {
                 let next = row.nextAttemptAt.map { String(Self.ms($0)) } ?? "NULL"
                 let until = row.claimedUntil.map { String(Self.ms($0)) } ?? "NULL"
