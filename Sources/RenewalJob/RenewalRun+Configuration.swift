@@ -50,6 +50,10 @@ extension RenewalRun {
         public var refundPreference: RefundPreference?
         /// Where to write the JSON report; nil for none.
         public var reportPath: String?
+        /// The catalogue and rates the daily series is refreshed with at the end of a run (the same files
+        /// `renewal analytics` reads: `RENEWAL_CATALOGUE_FILE`, `RENEWAL_RATES_FILE`).
+        public var analyticsCatalogue = ProductCatalogue()
+        public var analyticsRates = ExchangeRates()
         /// Identifies this process in leases and the `runs` table.
         public var workerID: String
         public var host: String

@@ -274,6 +274,7 @@ public struct RenewalRun: Sendable {
             // The views stay right, only slower to read, and the next run compacts again.
             logger.warning("Dashboard summaries not compacted", metadata: ["error": "\(error)"])
         }
+        await refreshDailySeries(logger: logger)
     }
 
     private func logEnd(status: RunStatus, counts: RenewalCounts, seconds: TimeInterval, logger: Logger) {

@@ -55,6 +55,7 @@ public enum SQLSchema {
         Migration(version: 27, statements: version27),
         Migration(version: 28, statements: version28),
         Migration(version: 29, statements: version29),
+        Migration(version: 30, statements: version30),
     ]
 
     static let createMigrationsTable = """

@@ -64,11 +64,21 @@ extension SQLSubscriptionStore {
     public func replaceAnalyticsDays(
         first: String, last: String, bundleID: String?, rows: [AnalyticsDayRow], computedAt: Date
     ) async throws {
+        try await inTransaction { connection in
+            try Self.replaceDays(
+                first: first, last: last, bundleID: bundleID, rows: rows, at: computedAt, on: connection)
+        }
+    }
+
+    /// Deletes the days' rows (of one app, or every app's) and inserts `rows`, in the caller's transaction.
+    static func replaceDays(
+        first: String, last: String, bundleID: String?, rows: [AnalyticsDayRow], at computedAt: Date,
+        on connection: any SQLConnection
+    ) throws {
         var binds = SQLBinds()
         var delete =
             "DELETE FROM analytics_daily WHERE day >= \(binds.add(.text(first))) AND day <= \(binds.add(.text(last)))"
         if let bundleID { delete += " AND bundle_id = \(binds.add(.text(bundleID)))" }
-        let deleteBinds = binds.values
         let insert = """
             INSERT INTO analytics_daily (day, bundle_id, product_id, environment, currency, converted,
                 active_subscriptions, active_trials, new_subscriptions, new_trials, trial_conversions, churned,
@@ -77,21 +87,19 @@ extension SQLSubscriptionStore {
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
             """
         let at = SQLValue.int64(Int64((computedAt.timeIntervalSince1970 * 1000).rounded()))
-        try await inTransaction { connection in
-            _ = try connection.execute(delete, deleteBinds)
-            for row in rows {
-                _ = try connection.execute(
-                    insert,
-                    [
-                        .text(row.key.day), .text(row.key.bundleID), .text(row.key.productID),
-                        .text(row.key.environment), .text(row.currency), .int64(row.converted ? 1 : 0),
-                        .int64(Int64(row.activeSubscriptions)), .int64(Int64(row.activeTrials)),
-                        .int64(Int64(row.newSubscriptions)), .int64(Int64(row.newTrials)),
-                        .int64(Int64(row.trialConversions)), .int64(Int64(row.churned)),
-                        .int64(Int64(row.reactivations)), .int64(row.mrrCents), .int64(row.revenueCents),
-                        .int64(row.refundsCents), at,
-                    ] + MRRMovement.Bucket.allCases.map { SQLValue.int64(row.movementCents[$0] ?? 0) })
-            }
+        _ = try connection.execute(delete, binds.values)
+        for row in rows {
+            _ = try connection.execute(
+                insert,
+                [
+                    .text(row.key.day), .text(row.key.bundleID), .text(row.key.productID),
+                    .text(row.key.environment), .text(row.currency), .int64(row.converted ? 1 : 0),
+                    .int64(Int64(row.activeSubscriptions)), .int64(Int64(row.activeTrials)),
+                    .int64(Int64(row.newSubscriptions)), .int64(Int64(row.newTrials)),
+                    .int64(Int64(row.trialConversions)), .int64(Int64(row.churned)),
+                    .int64(Int64(row.reactivations)), .int64(row.mrrCents), .int64(row.revenueCents),
+                    .int64(row.refundsCents), at,
+                ] + MRRMovement.Bucket.allCases.map { SQLValue.int64(row.movementCents[$0] ?? 0) })
         }
     }
 }
@@ -151,27 +159,35 @@ extension SQLSubscriptionStore {
     public func replaceAnalyticsCohorts(
         bundleID: String?, cohorts: [String: [CohortRetention.Cohort]], computedAt: Date
     ) async throws {
+        try await inTransaction { connection in
+            try Self.replaceCohorts(bundleID: bundleID, cohorts: cohorts, at: computedAt, on: connection)
+        }
+    }
+
+    /// Deletes the cohort table (of one app, or every app's) and inserts `cohorts`, in the caller's
+    /// transaction.
+    static func replaceCohorts(
+        bundleID: String?, cohorts: [String: [CohortRetention.Cohort]], at computedAt: Date,
+        on connection: any SQLConnection
+    ) throws {
         let delete =
             bundleID == nil ? "DELETE FROM analytics_cohorts" : "DELETE FROM analytics_cohorts WHERE bundle_id = $1"
-        let deleteBinds: [SQLValue] = bundleID.map { [.text($0)] } ?? []
         let at = SQLValue.int64(Int64((computedAt.timeIntervalSince1970 * 1000).rounded()))
-        try await inTransaction { connection in
-            _ = try connection.execute(delete, deleteBinds)
-            for (bundle, table) in cohorts {
-                for cohort in table {
-                    for period in 1...CohortRetention.periods {
-                        _ = try connection.execute(
-                            """
-                            INSERT INTO analytics_cohorts (cohort_month, bundle_id, period, subscriptions, observed,
-                                retained, computed_at)
-                            VALUES ($1, $2, $3, $4, $5, $6, $7)
-                            """,
-                            [
-                                .text(cohort.month), .text(bundle), .int64(Int64(period)),
-                                .int64(Int64(cohort.subscriptions)), .int64(Int64(cohort.observed[period - 1])),
-                                .int64(Int64(cohort.retained[period - 1])), at,
-                            ])
-                    }
+        _ = try connection.execute(delete, bundleID.map { [.text($0)] } ?? [])
+        for (bundle, table) in cohorts {
+            for cohort in table {
+                for period in 1...CohortRetention.periods {
+                    _ = try connection.execute(
+                        """
+                        INSERT INTO analytics_cohorts (cohort_month, bundle_id, period, subscriptions, observed,
+                            retained, computed_at)
+                        VALUES ($1, $2, $3, $4, $5, $6, $7)
+                        """,
+                        [
+                            .text(cohort.month), .text(bundle), .int64(Int64(period)),
+                            .int64(Int64(cohort.subscriptions)), .int64(Int64(cohort.observed[period - 1])),
+                            .int64(Int64(cohort.retained[period - 1])), at,
+                        ])
                 }
             }
         }

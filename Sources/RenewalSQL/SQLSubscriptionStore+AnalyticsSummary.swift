@@ -10,18 +10,21 @@ extension SQLSubscriptionStore: AnalyticsSummaryStore {
         let dialect = database.dialect
         try await inTransaction { connection in
             try Self.lockSummaries(exclusively: true, on: connection, dialect: dialect)
+            // The count of marks goes on across the rebuild, so a refresh begun before it cannot clear a mark.
+            let marks = try connection.execute("SELECT daily_marks FROM analytics_summary_state WHERE id = 1", [])
+            let marked = try marks.first?.optionalInt64("daily_marks") ?? 0
             _ = try connection.execute("DELETE FROM analytics_summary_rows", [])
             _ = try connection.execute("DELETE FROM analytics_summary_deltas", [])
             _ = try connection.execute("DELETE FROM analytics_summary_state", [])
             _ = try connection.execute(
                 """
                 INSERT INTO analytics_summary_state (id, status, definition_version, schema_version, started_at,
-                    built_at, subscriptions, row_count, ledger_mark, rebuilt_through)
-                VALUES (1, 'building', $1, $2, $3, NULL, 0, 0, '', NULL)
+                    built_at, subscriptions, row_count, ledger_mark, rebuilt_through, daily_marks)
+                VALUES (1, 'building', $1, $2, $3, NULL, 0, 0, '', NULL, $4)
                 """,
                 [
                     .int64(Int64(AnalyticsSummaryState.definitionVersion)), .int64(Int64(SQLSchema.currentVersion)),
-                    Self.milliseconds(startedAt),
+                    Self.milliseconds(startedAt), .int64(marked + 1),
                 ])
         }
     }
@@ -61,6 +64,10 @@ extension SQLSubscriptionStore: AnalyticsSummaryStore {
                     rebuilt_through = NULL
                 WHERE id = 1
                 """, [Self.milliseconds(builtAt), .int64(Int64(subscriptions)), .int64(rows)])
+            // Every day with data is read again from the rebuilt rows by the next refresh of the daily series.
+            let first = try connection.execute(
+                "SELECT \(Self.firstMarkedDay) FROM analytics_summary_rows WHERE shape <> 'corner'", [])
+            try Self.markDaily(from: try first.first?.optionalInt64("first_day"), on: connection)
             return Int(rows)
         }
     }
@@ -87,14 +94,22 @@ extension SQLSubscriptionStore: AnalyticsSummaryStore {
             DO UPDATE SET count = analytics_summary_rows.count + excluded.count
             """
         if dialect == .postgres {
-            _ = try connection.execute(
+            // A data-modifying WITH runs once whatever the outer query reads: the outer one names the days.
+            let moved = try connection.execute(
                 """
-                WITH moved AS (DELETE FROM analytics_summary_deltas RETURNING \(columns), count)
-                INSERT INTO analytics_summary_rows (\(columns), count)
-                SELECT \(columns), SUM(count) FROM moved GROUP BY \(columns) HAVING SUM(count) <> 0
-                \(upsert)
+                WITH moved AS (DELETE FROM analytics_summary_deltas RETURNING \(columns), count),
+                folded AS (
+                    INSERT INTO analytics_summary_rows (\(columns), count)
+                    SELECT \(columns), SUM(count) FROM moved GROUP BY \(columns) HAVING SUM(count) <> 0
+                    \(upsert)
+                )
+                SELECT \(firstMarkedDay) FROM moved
                 """, [])
+            try markDaily(from: try moved.first?.optionalInt64("first_day"), on: connection)
         } else {
+            let marked = try connection.execute(
+                "SELECT \(firstMarkedDay) FROM analytics_summary_deltas", [])
+            try markDaily(from: try marked.first?.optionalInt64("first_day"), on: connection)
             _ = try connection.execute(
                 """
                 INSERT INTO analytics_summary_rows (\(columns), count)

@@ -215,6 +215,10 @@ struct RunOptions: ParsableArguments {
         configuration.historyRequestsPerRun = historyRequests
         configuration.refundPreference = refundPreference.flatMap(RefundPreference.init(rawValue:))
         configuration.feedMaximumLag = feedMaxLagMinutes * 60
+        if let file = Environment.value("RENEWAL_CATALOGUE_FILE") {
+            configuration.analyticsCatalogue = try AnalyticsFiles.catalogue(path: file)
+        }
+        if let file = Environment.value("RENEWAL_RATES_FILE") { configuration.analyticsRates = try AnalyticsFiles.rates(path: file) }
         // Changes are queued only where they can be signed and sent: the secret is checked now.
         if webhook.resolvedURL != nil {
             _ = try webhook.url()

@@ -1,0 +1,96 @@
+import Foundation
+import RenewalCore
+import RenewalStorage
+
+/// The daily series refreshed from the analytics summaries (schema 30): the marked days, the rows the days
+/// read, and the replacement with the mark cleared in one transaction.
+extension SQLSubscriptionStore: DailySeriesStore {
+    public func analyticsDailyPending() async throws -> DailySeriesPending {
+        let rows = try await onConnection { connection in
+            try connection.execute("SELECT daily_from, daily_marks FROM analytics_summary_state WHERE id = 1", [])
+        }
+        guard let row = rows.first else { return DailySeriesPending(from: nil, marks: 0) }
+        return DailySeriesPending(
+            from: try row.optionalInt64("daily_from").map { Int($0) }, marks: try row.int("daily_marks"))
+    }
+
+    public func analyticsDailySummary(firstDay: Int, lastDay: Int) async throws -> AnalyticsSummary {
+        let binds: [SQLValue] = [.int64(Int64(firstDay)), .int64(Int64(lastDay) + 1)]
+        // The steps held at the first day's start, summed once per key (a read of every earlier step).
+        let base = """
+            SELECT CAST($1 AS BIGINT) AS day, row_key, SUM(count) AS n
+            FROM \(Self.summarySource(where: "shape = 'step' AND day <= $1")) GROUP BY row_key
+            """
+        // Per unit and key: the later steps, the days' events, and the corners ending the day after one.
+        let steps = "shape = 'step' AND day > $1 AND day <= $2"
+        let events = "shape = 'event' AND day >= $1 AND day < $2"
+        let corners = "shape = 'corner' AND day > $1 AND day <= $2 AND since_day < day"
+        func perDay(_ filter: String) -> String {
+            "SELECT day, row_key, SUM(count) AS n FROM \(Self.summarySource(where: filter)) GROUP BY day, row_key"
+        }
+        let read = try await onConnection { connection in
+            (
+                try connection.execute(base, [binds[0]]), try connection.execute(perDay(steps), binds),
+                try connection.execute(perDay(events), binds), try connection.execute(perDay(corners), binds)
+            )
+        }
+        var summary = AnalyticsSummary()
+        func add(_ row: SQLRow, _ shape: (Int) -> ContributionShape) throws {
+            let count = try row.int64("n")
+            guard count != 0 else { return }
+            let day = Int(try row.int64("day"))
+            summary.add([try AnalyticsSummaryRowKey.key(of: try row.text("row_key"), shape: shape(day)): Int(count)])
+        }
+        for row in read.0 { try add(row) { _ in .step(firstDay) } }
+        for row in read.1 { try add(row) { .step($0) } }
+        for row in read.2 { try add(row) { .event($0) } }
+        for row in read.3 { try add(row) { .corner(since: $0 - 1, until: $0) } }
+        return summary
+    }
+
+    public func analyticsSummaryBundles() async throws -> [String] {
+        let rows = try await onConnection { connection in
+            try connection.execute(
+                """
+                SELECT bundle_id FROM analytics_summary_rows UNION SELECT bundle_id FROM analytics_summary_deltas
+                ORDER BY bundle_id
+                """, [])
+        }
+        return try rows.map { try $0.text("bundle_id") }
+    }
+
+    public func replaceDailySeries(
+        first: String, last: String, rows: [AnalyticsDayRow], cohorts: [String: [CohortRetention.Cohort]],
+        computedAt: Date, clearingMarks marks: Int
+    ) async throws {
+        try await inTransaction { connection in
+            if first <= last {
+                try Self.replaceDays(
+                    first: first, last: last, bundleID: nil, rows: rows, at: computedAt, on: connection)
+                try Self.replaceCohorts(bundleID: nil, cohorts: cohorts, at: computedAt, on: connection)
+            }
+            _ = try connection.execute(
+                "UPDATE analytics_summary_state SET daily_from = NULL WHERE id = 1 AND daily_marks = $1",
+                [.int64(Int64(marks))])
+        }
+    }
+
+    /// Marks the days from `unit` (the first a fold changed) for the next refresh, in the fold's transaction.
+    static func markDaily(from unit: Int64?, on connection: any SQLConnection) throws {
+        guard let unit else { return }
+        _ = try connection.execute(
+            """
+            UPDATE analytics_summary_state
+            SET daily_from = CASE WHEN daily_from IS NULL OR daily_from > $1 THEN $1 ELSE daily_from END,
+                daily_marks = daily_marks + 1
+            WHERE id = 1
+            """, [.int64(unit)])
+    }
+
+    /// The first unit whose daily rows the changes in `relation` touch: a step or an event on its day, a
+    /// window corner on the day before it ends (one day early for events, which costs a day's refresh).
+    /// Cohort rows (corners beginning after they end) are read by no day.
+    static var firstMarkedDay: String {
+        "MIN(CASE WHEN shape <> 'corner' OR since_day < day THEN day - 1 END) AS first_day"
+    }
+}
