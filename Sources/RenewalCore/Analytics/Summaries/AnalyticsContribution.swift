@@ -76,6 +76,10 @@ public struct PriceSource: Sendable, Hashable {
 /// One row of a subscription's contribution, without its count: where it counts, to what, and the
 /// attributes the query needs to turn counts into figures (product, price, inferred period, factor).
 /// Rows of different subscriptions with the same key add up; the summary keeps one count per key.
+///
+/// Keys are hashed and copied several times per row (a subscription's rows, a rebuild page's sum, the
+/// upkeep's delta), so the rarely present movement and cohort parts are kept out of line (a copy is one
+/// retain) and the hash reads only the fields that tell keys apart in practice (`hash(into:)`).
 public struct ContributionKey: Sendable, Hashable {
     public var shape: ContributionShape
     public var figure: ContributionFigure
@@ -92,10 +96,20 @@ public struct ContributionKey: Sendable, Hashable {
     /// Money rows and paid steps: the seats or share the price is multiplied by for one transaction
     /// (quantity for revenue, seats × share for a refund, seats still paid for MRR); 1 otherwise.
     public var factor: Decimal
+    private var movementPart: KeyPart<MovementEnds>?
+    private var cohortPart: KeyPart<CohortDetail>?
+
     /// MRR movement rows only: the standings the row compares (AnalyticsContributions+Movement.swift).
-    public var movement: MovementEnds?
+    public var movement: MovementEnds? {
+        get { movementPart?.value }
+        set { movementPart = newValue.map(KeyPart.init) }
+    }
+
     /// Cohort and paying rows only: what their figure needs beyond price and factor (CohortDetail).
-    public var cohort: CohortDetail?
+    public var cohort: CohortDetail? {
+        get { cohortPart?.value }
+        set { cohortPart = newValue.map(KeyPart.init) }
+    }
 
     public init(
         shape: ContributionShape, figure: ContributionFigure, bundleID: String?, environment: AppStoreEnvironment,
@@ -110,8 +124,121 @@ public struct ContributionKey: Sendable, Hashable {
         self.price = price
         self.period = period
         self.factor = factor
-        self.movement = movement
-        self.cohort = cohort
+        self.movementPart = movement.map(KeyPart.init)
+        self.cohortPart = cohort.map(KeyPart.init)
+    }
+
+    /// Every field, the cheap ones first (the factor's `Decimal` comparison normalizes both sides).
+    public static func == (lhs: ContributionKey, rhs: ContributionKey) -> Bool {
+        lhs.shape == rhs.shape && lhs.figure == rhs.figure && lhs.productID == rhs.productID
+            && lhs.period == rhs.period && lhs.price == rhs.price && lhs.bundleID == rhs.bundleID
+            && lhs.environment == rhs.environment && KeyPart.equal(lhs.movementPart, rhs.movementPart)
+            && KeyPart.equal(lhs.cohortPart, rhs.cohortPart) && lhs.factor == rhs.factor
+    }
+
+    /// A subset of the fields `==` compares (so equal keys hash equally): the shape, figure, product,
+    /// price, period and the movement's and cohort's plain fields; not the factors (a `Decimal` hashes
+    /// slowly and is 1 on almost every row), the app or the environment (one or two per table).
+    public func hash(into hasher: inout Hasher) {
+        switch shape {
+        case .event(let index): hasher.combine(index &* 3)
+        case .step(let index): hasher.combine(index &* 3 &+ 1)
+        case .corner(let since, let until):
+            hasher.combine(until &* 3 &+ 2)
+            hasher.combine(since)
+        }
+        hasher.combine(figure.ordinal)
+        hasher.combine(productID)
+        hasher.combine(period.map { $0.ordinal } ?? -1)
+        if let price {
+            hasher.combine(price.milliunits ?? -1)
+            hasher.combine(price.currency)
+        }
+        if let movement = movementPart?.value {
+            hasher.combine(movement.paidBefore)
+            Self.combine(movement.start, into: &hasher)
+            Self.combine(movement.end, into: &hasher)
+        }
+        if let cohort = cohortPart?.value {
+            hasher.combine(cohort.horizon ?? -1)
+            hasher.combine(cohort.assumed)
+            hasher.combine(cohort.start ?? Int.min)
+            hasher.combine(cohort.onStart)
+            hasher.combine(cohort.retained ?? -1)
+            hasher.combine(cohort.later?.count ?? -1)
+        }
+    }
+}
+
+extension ContributionKey {
+    /// A movement end's plain fields (not its factor).
+    fileprivate static func combine(_ standing: MRRStanding?, into hasher: inout Hasher) {
+        hasher.combine(standing?.productID)
+        hasher.combine(standing?.price.milliunits ?? -1)
+        hasher.combine(standing?.price.currency)
+        hasher.combine(standing?.period.map { $0.ordinal } ?? -1)
+    }
+}
+
+/// An immutable part of a key kept on the heap: copying a key retains it instead of copying its fields.
+final class KeyPart<Value: Hashable & Sendable>: Sendable {
+    let value: Value
+
+    init(_ value: Value) {
+        self.value = value
+    }
+
+    static func equal(_ lhs: KeyPart?, _ rhs: KeyPart?) -> Bool {
+        switch (lhs, rhs) {
+        case (nil, nil): true
+        case (let lhs?, let rhs?): lhs === rhs || lhs.value == rhs.value
+        default: false
+        }
+    }
+}
+
+extension ContributionFigure {
+    /// The case's position, hashed instead of its raw value (a raw-value enum hashes its string).
+    var ordinal: Int {
+        switch self {
+        case .revenue: 0
+        case .refund: 1
+        case .newTrial: 2
+        case .newSubscription: 3
+        case .trialConversion: 4
+        case .paid: 5
+        case .trial: 6
+        case .churned: 7
+        case .reactivation: 8
+        case .trialConverted: 9
+        case .trialInTrial: 10
+        case .mrrMovement: 11
+        case .mrrChange: 12
+        case .refundPurchase: 13
+        case .refundRefunded: 14
+        case .refundSeats: 15
+        case .trialCohortStarted: 16
+        case .trialCohortConverted: 17
+        case .trialCohortInTrial: 18
+        case .ltvCustomer: 19
+        case .ltvRevenue: 20
+        case .retention: 21
+        case .payingInWindow: 22
+        }
+    }
+}
+
+extension BillingPeriod {
+    /// The case's position, hashed instead of its raw value.
+    var ordinal: Int {
+        switch self {
+        case .week: 0
+        case .month: 1
+        case .twoMonths: 2
+        case .threeMonths: 3
+        case .sixMonths: 4
+        case .year: 5
+        }
     }
 }
 
@@ -130,9 +257,19 @@ public struct AnalyticsSummary: Sendable, Hashable {
     /// Adds `rows` (`sign` −1 subtracts them).
     public mutating func add(_ rows: [ContributionKey: Int], sign: Int = 1) {
         for (key, count) in rows {
-            let sum = counts[key, default: 0] + sign * count
-            counts[key] = sum == 0 ? nil : sum
+            // One lookup for the sum; a second only for the few keys that cancel out.
+            let sum = Self.add(sign * count, to: key, in: &counts)
+            if sum == 0 { counts[key] = nil }
         }
+    }
+
+    /// Adds `count` to `key`'s count in `counts` in place and returns the sum.
+    static func add(_ count: Int, to key: ContributionKey, in counts: inout [ContributionKey: Int]) -> Int {
+        func bump(_ value: inout Int) -> Int {
+            value += count
+            return value
+        }
+        return bump(&counts[key, default: 0])
     }
 
     /// Replaces one subscription's rows: what the job does when a run changes its ledger or facts.

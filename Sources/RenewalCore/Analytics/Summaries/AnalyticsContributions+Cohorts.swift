@@ -185,14 +185,15 @@ extension AnalyticsContributions {
         let startUnit = index(of: start)
         let onStart = Double(startUnit) * unit == start.timeIntervalSince1970
         let shape = cohortShape(of: start, from: startUnit + 1)
+        let inferred = BillingPeriod.inferred(from: firstPaid.purchasedAt, to: firstPaid.expiresAt)
         for period in BillingPeriod.allCases {
             var retained = 0
             for k in 1...CohortRetention.periods {
-                let moment = period.advance(start, by: k).addingTimeInterval(86_400)
+                let moment = Self.advance(start, by: k, period).addingTimeInterval(86_400)
                 if EntitlementTimeline.span(at: moment, in: paidSpans) != nil { retained |= 1 << (k - 1) }
             }
             var key = keys.key(shape, .retention, productID: firstPaid.productID)
-            key.period = BillingPeriod.inferred(from: firstPaid.purchasedAt, to: firstPaid.expiresAt)
+            key.period = inferred
             key.cohort = CohortDetail(
                 assumed: period.rawValue, start: startUnit, onStart: onStart ? true : nil, retained: retained)
             builder.add(key, 1)

@@ -129,8 +129,7 @@ struct Builder {
     var rows: [ContributionKey: Int] = [:]
 
     mutating func add(_ key: ContributionKey, _ count: Int) {
-        let sum = rows[key, default: 0] + count
-        rows[key] = sum == 0 ? nil : sum
+        if AnalyticsSummary.add(count, to: key, in: &rows) == 0 { rows[key] = nil }
     }
 
     /// The corners of the rectangle `since ∈ [sinceFrom, sinceTo)`, `until ∈ [untilFrom, untilTo)` (nil: no
