@@ -12,6 +12,14 @@ extension RenewalRun {
         guard let series = store as? any DailySeriesStore else { return }
         let started = ContinuousClock.now
         do {
+            let state = try await series.analyticsSummaryState()
+            guard let state, state.staleReason == nil else {
+                let reason = state?.staleReason ?? "no summaries were built; run renewal analytics --rebuild once"
+                logger.info(
+                    "Daily series not kept by runs until the analytics summaries are built (--refresh-daily reads the ledger meanwhile)",
+                    metadata: ["reason": "\(reason)"])
+                return
+            }
             guard
                 let refreshed = try await series.refreshDailySeries(
                     catalogue: configuration.analyticsCatalogue, rates: configuration.analyticsRates, now: now())

@@ -67,22 +67,41 @@ struct AnalyticsWork {
         var firstDay: String
         var lastDay: String
         var rows: Int
+        /// The subscriptions read from the ledger: none when the summaries answered.
         var subscriptions: Int
         var app: String?
+        /// `summaries` or `ledger`.
+        var source = "ledger"
 
         var json: String {
-            #"{"first_day":"\#(firstDay)","last_day":"\#(lastDay)","rows":\#(rows),"subscriptions":\#(subscriptions)}"#
+            #"{"first_day":"\#(firstDay)","last_day":"\#(lastDay)","rows":\#(rows),"source":"\#(source)","subscriptions":\#(subscriptions)}"#
         }
 
         var text: String {
             "analytics_daily: \(rows) rows for \(firstDay) to \(lastDay)" + (app.map { " (\($0))" } ?? "")
-                + " from \(subscriptions) subscriptions in the ledger"
+                + (source == "ledger"
+                    ? " from \(subscriptions) subscriptions in the ledger" : " from the analytics summaries")
         }
     }
 
-    /// `--refresh-daily`: one pass over the ledger computes every day from `start`'s through `end`'s, then
-    /// the days' rows, and the cohort table as of `end`, are replaced in one transaction each.
+    /// `--refresh-daily`: from the analytics summaries when they answer (every app; from `start`'s day
+    /// through `end`'s or today, whichever is later, so no day the job marked is left behind), else, and
+    /// with `--recompute` or `--app`, from the ledger (`recomputedRefresh`).
     func refresh(from start: Date, through end: Date) async throws -> Refreshed? {
+        if !recompute, app == nil, let series = store as? any DailySeriesStore,
+            let refreshed = try await series.refreshDailySeries(
+                catalogue: catalogue, rates: rates, now: max(end, Date()), from: start)
+        {
+            return Refreshed(
+                firstDay: refreshed.firstDay, lastDay: refreshed.lastDay, rows: refreshed.rows, subscriptions: 0,
+                app: nil, source: "summaries")
+        }
+        return try await recomputedRefresh(from: start, through: end)
+    }
+
+    /// One pass over the ledger computes every day from `start`'s through `end`'s, then the days' rows, and
+    /// the cohort table as of `end`, are replaced in one transaction each.
+    func recomputedRefresh(from start: Date, through end: Date) async throws -> Refreshed? {
         var daily = DailyAnalytics(
             from: start, through: end, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
         var cohorts: [String: CohortRetention] = [:]
