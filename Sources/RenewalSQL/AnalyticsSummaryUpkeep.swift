@@ -88,28 +88,60 @@ struct AnalyticsSummaryUpkeep {
     static func append(
         _ rows: [ContributionKey: Int], to table: String, upsert: Bool = false, on connection: any SQLConnection
     ) throws {
-        var values: [[SQLValue]] = []
-        values.reserveCapacity(rows.count)
+        var binds: [SQLValue] = []
+        binds.reserveCapacity(min(rows.count, rowsPerStatement) * columnCount)
+        var pending = 0
+        func flush() throws {
+            guard pending > 0 else { return }
+            _ = try connection.execute(insertSQL(into: table, rows: pending, upsert: upsert), binds)
+            binds.removeAll(keepingCapacity: true)
+            pending = 0
+        }
         for (key, count) in rows where count != 0 {
             let (shape, day, sinceDay) = columns(of: key.shape)
-            values.append([
-                .text(shape), .int64(day), .int64(sinceDay), .text(key.environment.rawValue),
-                .text(key.bundleID ?? ""), .text(try keyText(key)), .int64(Int64(count)),
-            ])
+            binds.append(.text(shape))
+            binds.append(.int64(day))
+            binds.append(.int64(sinceDay))
+            binds.append(.text(key.environment.rawValue))
+            binds.append(.text(key.bundleID ?? ""))
+            binds.append(.text(try keyText(key)))
+            binds.append(.int64(Int64(count)))
+            pending += 1
+            if pending == rowsPerStatement { try flush() }
         }
-        for chunk in values.chunked(by: 200) where !chunk.isEmpty {
-            var binds = SQLBinds()
-            let tuples = chunk.map { "(" + binds.list($0) + ")" }.joined(separator: ", ")
-            _ = try connection.execute(
-                """
-                INSERT INTO \(table) (shape, day, since_day, environment, bundle_id, row_key, count)
-                VALUES \(tuples)\(upsert ? """
+        try flush()
+    }
 
-                    ON CONFLICT (shape, day, since_day, row_key)
-                    DO UPDATE SET count = \(table).count + excluded.count
-                    """ : "")
-                """, binds.values)
+    /// Rows per `INSERT` of `append`, and the columns each binds.
+    static let rowsPerStatement = 200
+    static let columnCount = 7
+
+    /// The statements of full `INSERT`s by table and upsert: the same text every time, so it is built once
+    /// (and SQLite's statement cache finds it) rather than numbering 1,400 placeholders per statement.
+    private static let fullStatements = Mutex<[String: String]>([:])
+
+    /// `INSERT INTO table (…) VALUES ($1, …, $7), …` for `rows` rows (`ON CONFLICT … DO UPDATE` adding the
+    /// counts when `upsert`).
+    static func insertSQL(into table: String, rows: Int, upsert: Bool) -> String {
+        let name = "\(table) \(upsert)"
+        if rows == rowsPerStatement, let sql = fullStatements.withLock({ $0[name] }) { return sql }
+        var tuples = ""
+        for row in 0..<rows {
+            let first = row * columnCount + 1
+            tuples += row == 0 ? "(" : ", ("
+            tuples += (first..<(first + columnCount)).map { "$\($0)" }.joined(separator: ", ")
+            tuples += ")"
         }
+        let sql = """
+            INSERT INTO \(table) (shape, day, since_day, environment, bundle_id, row_key, count)
+            VALUES \(tuples)\(upsert ? """
+
+                ON CONFLICT (shape, day, since_day, row_key)
+                DO UPDATE SET count = \(table).count + excluded.count
+                """ : "")
+            """
+        if rows == rowsPerStatement { fullStatements.withLock { $0[name] = sql } }
+        return sql
     }
 
     /// Row keys as text, by key without its shape: the rows of a page or a write repeat a few keys
