@@ -51,7 +51,7 @@ extension DailySeriesStore {
     /// Refreshes the days marked since the last refresh, and the days since the last one kept, through
     /// `now`'s day, from the summaries; with `from`, those days too. Nil when the summaries do not answer
     /// (not built, or built with other definitions) or nothing is due. The cohort table is replaced as of
-    /// the end of `now`'s day.
+    /// the first midnight at or after `now` (the end of its day).
     public func refreshDailySeries(
         catalogue: ProductCatalogue, rates: ExchangeRates, now: Date, from: Date? = nil
     ) async throws -> DailySeriesRefresh? {
@@ -79,8 +79,10 @@ extension DailySeriesStore {
             reportingCurrency: rates.reportingCurrency)
         let rows = daily.rows(rates: rates)
         var cohorts: [String: [CohortRetention.Cohort]] = [:]
+        // As of the first midnight at or after `now`: the end of its day, or `now` itself on a midnight.
+        let asOf = Int((now.timeIntervalSince1970 / 86_400).rounded(.up))
         if let query = SummaryQuery(
-            since: Self.date(of: today), until: Self.date(of: today + 1), catalogue: catalogue,
+            since: Self.date(of: asOf - 1), until: Self.date(of: asOf), catalogue: catalogue,
             reportingCurrency: rates.reportingCurrency)
         {
             for bundle in try await analyticsSummaryBundles() where !bundle.isEmpty {

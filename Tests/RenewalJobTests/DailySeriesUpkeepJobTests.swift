@@ -57,7 +57,7 @@ struct DailySeriesUpkeepJobTests {
         var reference = DailyAnalytics(
             from: origin.addingTimeInterval(-day), through: h.state.now, catalogue: ProductCatalogue(),
             reportingCurrency: "USD")
-        let end = Date(timeIntervalSince1970: ((h.state.now.timeIntervalSince1970 / day).rounded(.down) + 1) * day)
+        let end = Date(timeIntervalSince1970: (h.state.now.timeIntervalSince1970 / day).rounded(.up) * day)
         var cohorts: [String: CohortRetention] = [:]
         try await store.forEachSubscriptionLedger(bundleID: nil) { ledger in
             reference.add(ledger)
