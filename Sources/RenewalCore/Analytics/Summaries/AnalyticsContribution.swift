@@ -256,20 +256,17 @@ public struct AnalyticsSummary: Sendable, Hashable {
 
     /// Adds `rows` (`sign` −1 subtracts them).
     public mutating func add(_ rows: [ContributionKey: Int], sign: Int = 1) {
-        for (key, count) in rows {
-            // One lookup for the sum; a second only for the few keys that cancel out.
-            let sum = Self.add(sign * count, to: key, in: &counts)
-            if sum == 0 { counts[key] = nil }
-        }
+        for (key, count) in rows { Self.add(sign * count, to: key, in: &counts) }
     }
 
-    /// Adds `count` to `key`'s count in `counts` in place and returns the sum.
-    static func add(_ count: Int, to key: ContributionKey, in counts: inout [ContributionKey: Int]) -> Int {
-        func bump(_ value: inout Int) -> Int {
-            value += count
-            return value
+    /// Adds `count` to `key`'s count in `counts`, dropping a count that reaches zero: one lookup, in
+    /// place (the optional subscript's modify finds the key once, then inserts, updates or removes).
+    static func add(_ count: Int, to key: ContributionKey, in counts: inout [ContributionKey: Int]) {
+        func bump(_ value: inout Int?) {
+            let sum = (value ?? 0) + count
+            value = sum == 0 ? nil : sum
         }
-        return bump(&counts[key, default: 0])
+        bump(&counts[key])
     }
 
     /// Replaces one subscription's rows: what the job does when a run changes its ledger or facts.

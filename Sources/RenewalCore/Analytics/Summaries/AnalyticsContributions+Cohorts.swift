@@ -70,7 +70,9 @@ public struct CataloguePrice: Sendable, Hashable, Codable, Comparable {
 /// it, and the cohort read selects it by its month and `from ≤ u`. "Before `until`" of a moment `t` is
 /// `index(t) < u`, so `from` is `index(t) + 1`; a figure asking two moments takes the later one.
 extension AnalyticsContributions {
-    func cohorts(_ timeline: EntitlementTimeline, trialSpans: [UnitSpan], _ builder: inout Builder) {
+    func cohorts(
+        _ timeline: EntitlementTimeline, spans: [EntitlementSpan], trialSpans: [UnitSpan], _ builder: inout Builder
+    ) {
         let counted = timeline.transactions
         guard let first = counted.first else { return }
         let paid = counted.filter { !$0.isTrial }
@@ -78,7 +80,7 @@ extension AnalyticsContributions {
         trialRows(first, firstPaid: paid.first, trialSpans: trialSpans, &builder)
         if let firstPaid = paid.first, let start = firstPaid.purchasedAt {
             ltvRows(paid, start: start, &builder)
-            retentionRows(timeline, firstPaid: firstPaid, start: start, &builder)
+            retentionRows(spans, firstPaid: firstPaid, start: start, &builder)
         }
         payingRows(paid, &builder)
     }
@@ -178,18 +180,19 @@ extension AnalyticsContributions {
     /// Retention: one row per billing period the catalogue may give the first paid product, each saying
     /// at which of the 12 period ends (plus one day) the subscription was paid and entitled.
     private func retentionRows(
-        _ timeline: EntitlementTimeline, firstPaid: LedgerTransaction, start: Date, _ builder: inout Builder
+        _ spans: [EntitlementSpan], firstPaid: LedgerTransaction, start: Date, _ builder: inout Builder
     ) {
         let keys = builder.keys
-        let paidSpans = timeline.spans.filter { $0.kind == .paid }
+        let paidSpans = spans.filter { $0.kind == .paid }
         let startUnit = index(of: start)
         let onStart = Double(startUnit) * unit == start.timeIntervalSince1970
         let shape = cohortShape(of: start, from: startUnit + 1)
         let inferred = BillingPeriod.inferred(from: firstPaid.purchasedAt, to: firstPaid.expiresAt)
+        let calendar = PeriodArithmetic(start)
         for period in BillingPeriod.allCases {
             var retained = 0
             for k in 1...CohortRetention.periods {
-                let moment = Self.advance(start, by: k, period).addingTimeInterval(86_400)
+                let moment = calendar.advance(by: k, period).addingTimeInterval(86_400)
                 if EntitlementTimeline.span(at: moment, in: paidSpans) != nil { retained |= 1 << (k - 1) }
             }
             var key = keys.key(shape, .retention, productID: firstPaid.productID)

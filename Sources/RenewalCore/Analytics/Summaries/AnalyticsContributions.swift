@@ -23,14 +23,16 @@ public struct AnalyticsContributions: Sendable {
         var builder = Builder(keys: RowKeys(bundleID: ledger.bundleID, environment: environment))
         // About a dozen rows a transaction: sized once rather than grown (and rehashed) five times.
         builder.rows.reserveCapacity(12 * counted.count + 16)
-        let spans = Self.unitSpans(of: timeline, unit: unit)
+        // The timeline's spans are computed on each read: once here for the steps and the retention rows.
+        let timelineSpans = timeline.spans
+        let spans = Self.unitSpans(of: timeline, spans: timelineSpans, unit: unit)
         steps(spans, &builder)
         events(counted, first: first, &builder)
         funnel(counted, first: first, trialSpans: spans.filter { $0.kind == .trial }, &builder)
         reactivations(counted, &builder)
         churn(counted, spans: spans, &builder)
         mrrMovement(counted, spans: spans, &builder)
-        cohorts(timeline, trialSpans: spans.filter { $0.kind == .trial }, &builder)
+        cohorts(timeline, spans: timelineSpans, trialSpans: spans.filter { $0.kind == .trial }, &builder)
         return builder.rows
     }
 
@@ -111,10 +113,12 @@ struct UnitSpan {
 }
 
 extension AnalyticsContributions {
-    /// The timeline's spans on the unit axis, oldest first, leaving out those that hold no unit start.
-    static func unitSpans(of timeline: EntitlementTimeline, unit: TimeInterval) -> [UnitSpan] {
+    /// The timeline's spans (`spans`, as `timeline.spans` gives them) on the unit axis, oldest first,
+    /// leaving out those that hold no unit start.
+    static func unitSpans(of timeline: EntitlementTimeline, spans: [EntitlementSpan], unit: TimeInterval) -> [UnitSpan]
+    {
         let contributions = AnalyticsContributions(unit: unit)
-        return timeline.spans.compactMap { span in
+        return spans.compactMap { span in
             let start = contributions.boundary(of: span.startsAt)
             let end = span.endsAt.map(contributions.boundary(of:))
             guard end.map({ $0 > start }) ?? true,
@@ -131,7 +135,7 @@ struct Builder {
     var rows: [ContributionKey: Int] = [:]
 
     mutating func add(_ key: ContributionKey, _ count: Int) {
-        if AnalyticsSummary.add(count, to: key, in: &rows) == 0 { rows[key] = nil }
+        AnalyticsSummary.add(count, to: key, in: &rows)
     }
 
     /// The corners of the rectangle `since ∈ [sinceFrom, sinceTo)`, `until ∈ [untilFrom, untilTo)` (nil: no
