@@ -62,16 +62,25 @@ extension SQLSubscriptionStore: DailySeriesStore {
     public func replaceDailySeries(
         first: String, last: String, rows: [AnalyticsDayRow], cohorts: [String: [CohortRetention.Cohort]],
         computedAt: Date, clearingMarks marks: Int
-    ) async throws {
-        try await inTransaction { connection in
+    ) async throws -> Bool {
+        let dialect = database.dialect
+        return try await inTransaction { connection in
+            // One refresh writes at a time; one that read before a fold since writes nothing (its rows could
+            // be older than another refresh's), and the mark stays for the next.
+            if dialect == .postgres {
+                _ = try connection.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || '/renewal.analytics-daily', 0))",
+                    [])
+            }
+            let found = try connection.execute("SELECT daily_marks FROM analytics_summary_state WHERE id = 1", [])
+            guard try found.first?.optionalInt64("daily_marks") == Int64(marks) else { return false }
             if first <= last {
                 try Self.replaceDays(
                     first: first, last: last, bundleID: nil, rows: rows, at: computedAt, on: connection)
                 try Self.replaceCohorts(bundleID: nil, cohorts: cohorts, at: computedAt, on: connection)
             }
-            _ = try connection.execute(
-                "UPDATE analytics_summary_state SET daily_from = NULL WHERE id = 1 AND daily_marks = $1",
-                [.int64(Int64(marks))])
+            _ = try connection.execute("UPDATE analytics_summary_state SET daily_from = NULL WHERE id = 1", [])
+            return true
         }
     }
 

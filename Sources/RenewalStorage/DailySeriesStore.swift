@@ -31,12 +31,13 @@ public protocol DailySeriesStore: AnalyticsSummaryStore {
     /// The apps the summaries hold rows of (the cohort table is per app).
     func analyticsSummaryBundles() async throws -> [String]
 
-    /// Replaces the days' rows of every app and the whole cohort table in one transaction, and clears the
-    /// mark when `marks` is still its count (no fold marked days meanwhile).
+    /// Replaces the days' rows of every app and the whole cohort table and clears the mark, in one
+    /// transaction, when `marks` is still the count of marks (no fold changed the summaries since they were
+    /// read); false, writing nothing, when it is not.
     func replaceDailySeries(
         first: String, last: String, rows: [AnalyticsDayRow], cohorts: [String: [CohortRetention.Cohort]],
         computedAt: Date, clearingMarks marks: Int
-    ) async throws
+    ) async throws -> Bool
 }
 
 /// What one refresh of the daily series from the summaries replaced.
@@ -51,13 +52,47 @@ extension DailySeriesStore {
     /// Refreshes the days marked since the last refresh, and the days since the last one kept, through
     /// `now`'s day, from the summaries; with `from`, those days too. Nil when the summaries do not answer
     /// (not built, or built with other definitions) or nothing is due. The cohort table is replaced as of
-    /// the first midnight at or after `now` (the end of its day).
+    /// the first midnight at or after `now` (the end of its day). When a fold changes the summaries while
+    /// the days are computed, nothing is written and the days are computed again (three tries; after
+    /// them the mark stays for the next refresh).
     public func refreshDailySeries(
         catalogue: ProductCatalogue, rates: ExchangeRates, now: Date, from: Date? = nil
     ) async throws -> DailySeriesRefresh? {
-        guard let state = try await analyticsSummaryState(), state.staleReason == nil else { return nil }
-        let pending = try await analyticsDailyPending()
-        let today = Self.unit(of: now)
+        for _ in 0..<3 {
+            guard let state = try await analyticsSummaryState(), state.staleReason == nil else { return nil }
+            let pending = try await analyticsDailyPending()
+            guard let start = try await firstDayDue(pending, from: from) else { return nil }
+            let today = Self.unit(of: now)
+            guard start <= today else {
+                // Only days still to come were marked: they are computed when they come.
+                _ = try await replaceDailySeries(
+                    first: "9999-12-31", last: "0000-01-01", rows: [], cohorts: [:], computedAt: now,
+                    clearingMarks: pending.marks)
+                return nil
+            }
+            let summary = try await analyticsDailySummary(firstDay: start, lastDay: today)
+            let rows = DailyAnalytics(
+                summary: summary, from: Self.date(of: start), through: Self.date(of: today), catalogue: catalogue,
+                reportingCurrency: rates.reportingCurrency
+            ).rows(rates: rates)
+            let cohorts = try await cohortTables(catalogue: catalogue, rates: rates, now: now)
+            let refreshed = DailySeriesRefresh(
+                firstDay: DailyAnalytics.name(of: Self.date(of: start)),
+                lastDay: DailyAnalytics.name(of: Self.date(of: today)), rows: rows.count,
+                cohorts: cohorts.values.map(\.count).reduce(0, +))
+            if try await replaceDailySeries(
+                first: refreshed.firstDay, last: refreshed.lastDay, rows: rows, cohorts: cohorts, computedAt: now,
+                clearingMarks: pending.marks)
+            {
+                return refreshed
+            }
+        }
+        return nil
+    }
+
+    /// The first day to refresh: the first marked, the day after the last one kept, or `from`'s, whichever
+    /// is earliest; nil when none is.
+    private func firstDayDue(_ pending: DailySeriesPending, from: Date?) async throws -> Int? {
         var first = pending.from
         if let kept = try await analyticsDaysKept(bundleID: nil),
             let lastKept = DailyAnalytics.dayStart(named: kept.last)
@@ -65,37 +100,26 @@ extension DailySeriesStore {
             first = min(first ?? Int.max, Self.unit(of: lastKept) + 1)
         }
         if let from { first = min(first ?? Int.max, Self.unit(of: from)) }
-        guard let start = first else { return nil }
-        guard start <= today else {
-            // Only days still to come were marked: they are computed when they come.
-            try await replaceDailySeries(
-                first: "9999-12-31", last: "0000-01-01", rows: [], cohorts: [:], computedAt: now,
-                clearingMarks: pending.marks)
-            return nil
-        }
-        let summary = try await analyticsDailySummary(firstDay: start, lastDay: today)
-        let daily = DailyAnalytics(
-            summary: summary, from: Self.date(of: start), through: Self.date(of: today), catalogue: catalogue,
-            reportingCurrency: rates.reportingCurrency)
-        let rows = daily.rows(rates: rates)
-        var cohorts: [String: [CohortRetention.Cohort]] = [:]
-        // As of the first midnight at or after `now`: the end of its day, or `now` itself on a midnight.
+        return first
+    }
+
+    /// Each app's retention cohorts from the cohort rows, as of the first midnight at or after `now` (the
+    /// end of its day, or `now` itself on a midnight).
+    private func cohortTables(catalogue: ProductCatalogue, rates: ExchangeRates, now: Date) async throws
+        -> [String: [CohortRetention.Cohort]]
+    {
         let asOf = Int((now.timeIntervalSince1970 / 86_400).rounded(.up))
-        if let query = SummaryQuery(
-            since: Self.date(of: asOf - 1), until: Self.date(of: asOf), catalogue: catalogue,
-            reportingCurrency: rates.reportingCurrency)
-        {
-            for bundle in try await analyticsSummaryBundles() where !bundle.isEmpty {
-                cohorts[bundle] =
-                    try await analyticsCohortFigures(query, window: AnalyticsSummary(), bundleID: bundle).retentionTable
-            }
+        guard
+            let query = SummaryQuery(
+                since: Self.date(of: asOf - 1), until: Self.date(of: asOf), catalogue: catalogue,
+                reportingCurrency: rates.reportingCurrency)
+        else { return [:] }
+        var cohorts: [String: [CohortRetention.Cohort]] = [:]
+        for bundle in try await analyticsSummaryBundles() where !bundle.isEmpty {
+            cohorts[bundle] =
+                try await analyticsCohortFigures(query, window: AnalyticsSummary(), bundleID: bundle).retentionTable
         }
-        let firstDay = DailyAnalytics.name(of: Self.date(of: start))
-        let lastDay = DailyAnalytics.name(of: Self.date(of: today))
-        try await replaceDailySeries(
-            first: firstDay, last: lastDay, rows: rows, cohorts: cohorts, computedAt: now, clearingMarks: pending.marks)
-        return DailySeriesRefresh(
-            firstDay: firstDay, lastDay: lastDay, rows: rows.count, cohorts: cohorts.values.map(\.count).reduce(0, +))
+        return cohorts
     }
 
     static func unit(of date: Date) -> Int { Int((date.timeIntervalSince1970 / 86_400).rounded(.down)) }

@@ -37,10 +37,18 @@ struct DailySeriesUpkeepJobTests {
             try await Self.expectSeries(h, store, from: origin, label: "after the runs")
             #expect(try await store.analyticsDailyPending().from == nil, "the runs' ends refreshed every marked day")
 
+            let before = try await store.analyticsDailyPending()
             try await SummaryUpkeepJobTests.refundOutsideARun(h, store)
             try await store.compactSummaries()
             let pending = try await store.analyticsDailyPending()
-            #expect(pending.from != nil, "the fold marks the refund's days")
+            #expect(pending.from != nil && pending.marks > before.marks, "the fold marks the refund's days")
+            // A refresh that read the summaries before that fold writes nothing and leaves the mark.
+            let stale = try await store.replaceDailySeries(
+                first: "2000-01-01", last: "2100-01-01", rows: [], cohorts: [:], computedAt: h.state.now,
+                clearingMarks: before.marks)
+            let after = try await store.analyticsDailyPending()
+            let kept = try await store.analyticsDays(first: "2000-01-01", last: "2100-01-01", bundleID: nil)
+            #expect(!stale && after == pending && !kept.isEmpty)
             let refreshed = try await store.refreshDailySeries(
                 catalogue: ProductCatalogue(), rates: ExchangeRates(), now: h.state.now)
             #expect(refreshed != nil)
