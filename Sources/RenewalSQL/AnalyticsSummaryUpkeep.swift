@@ -75,10 +75,19 @@ struct AnalyticsSummaryUpkeep {
     func finish(after ledgers: [SubscriptionLedger], on connection: any SQLConnection) throws {
         var delta = AnalyticsSummary()
         let contributions = AnalyticsContributions()
+        var compared: Set<String> = []
         for ledger in ledgers where kept.contains(ledger.originalTransactionID) {
-            delta.add(contributions.rows(of: ledger))
+            let rows = contributions.rows(of: ledger)
+            // Each subscription's own difference first: only the keys its write changed reach the delta.
+            guard compared.insert(ledger.originalTransactionID).inserted,
+                let old = before[ledger.originalTransactionID]
+            else {
+                delta.add(rows)
+                continue
+            }
+            delta.add(AnalyticsSummary.difference(from: old, to: rows))
         }
-        for rows in before.values { delta.add(rows, sign: -1) }
+        for (id, rows) in before where !compared.contains(id) { delta.add(rows, sign: -1) }
         try Self.append(delta.counts, to: "analytics_summary_deltas", on: connection)
     }
 

@@ -77,6 +77,29 @@ struct ContributionFastPathTests {
         #expect(summary.counts.isEmpty)
     }
 
+    @Test("A subscription's difference before and after a change equals replacing its rows in a summary")
+    func differenceMatchesReplace() {
+        let population = SummaryPopulation(count: 300, seed: 11)
+        let contributions = AnalyticsContributions()
+        var changed = 0
+        for (index, ledger) in population.ledgers.enumerated() {
+            // The same subscription with its last transaction gone (most rows shared), and another one.
+            var shorter = ledger
+            if !shorter.transactions.isEmpty { shorter.transactions.removeLast() }
+            let other = population.ledgers[(index + 1) % population.ledgers.count]
+            let old = contributions.rows(of: ledger)
+            for new in [contributions.rows(of: shorter), contributions.rows(of: other), old] {
+                var replaced = AnalyticsSummary()
+                replaced.replace(old, with: new)
+                let difference = AnalyticsSummary.difference(from: old, to: new)
+                #expect(difference == replaced.counts)
+                #expect(!difference.values.contains(0))
+                if !difference.isEmpty, difference.count < new.count { changed += 1 }
+            }
+        }
+        #expect(changed > 50)
+    }
+
     @Test("Keys that differ in any one field are not equal; equal factors written differently are")
     func equalityReadsEveryField() throws {
         let standing = MRRStanding(

@@ -269,6 +269,17 @@ public struct AnalyticsSummary: Sendable, Hashable {
         bump(&counts[key])
     }
 
+    /// `new` less `old`, without the keys whose counts are equal: what replacing one subscription's rows
+    /// changes. Worked out in `new`'s own small dictionary, so a write's summed change only meets the few
+    /// keys a write changes (most of a subscription's rows are the same before and after).
+    public static func difference(from old: [ContributionKey: Int], to new: [ContributionKey: Int])
+        -> [ContributionKey: Int]
+    {
+        var change = new
+        for (key, count) in old { add(-count, to: key, in: &change) }
+        return change
+    }
+
     /// Replaces one subscription's rows: what the job does when a run changes its ledger or facts.
     public mutating func replace(_ old: [ContributionKey: Int], with new: [ContributionKey: Int]) {
         add(old, sign: -1)
