@@ -185,6 +185,8 @@ struct AnalyticsCommand: AsyncParsableCommand {
         let check = try await work.check(since: start, until: end)
         try await sink.write((json ? check.json : check.text) + "\n")
         try await sink.finish()
-        if check.equal == false { throw ExitCode(ExitStatus.someFailed.rawValue) }
+        if check.equal == false || check.dailyDiffering?.isEmpty == false {
+            throw ExitCode(ExitStatus.someFailed.rawValue)
+        }
     }
 }

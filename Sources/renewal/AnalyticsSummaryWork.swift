@@ -98,20 +98,37 @@ struct AnalyticsSummaryWork {
         /// Reading the state row (whether the rows answer), apart from reading them.
         var markSeconds: Double
         var recomputeSeconds: Double
+        /// The stored daily series of the window's days against the ledger's: nil when not compared (the
+        /// window is not on midnights), else the days whose rows differ (empty when every day is equal).
+        var dailyDiffering: [String]?
 
         var json: String {
             let reason = unusable.map { #""\#($0)""# } ?? "null"
             let equalText = equal.map { $0 ? "true" : "false" } ?? "null"
             let summary = summarySeconds.map(Rebuilt.rounded) ?? "null"
             let differ = differing.map { #""\#($0)""# }.joined(separator: ",")
+            let dailyEqual = dailyDiffering.map { $0.isEmpty ? "true" : "false" } ?? "null"
+            let dailyDays = dailyDiffering.map { "[" + $0.map { #""\#($0)""# }.joined(separator: ",") + "]" } ?? "[]"
             return """
-                {"differing":[\(differ)],"equal":\(equalText),"mark_seconds":\(Rebuilt.rounded(markSeconds)),"recompute_seconds":\(Rebuilt.rounded(recomputeSeconds)),\
+                {"daily_differing":\(dailyDays),"daily_equal":\(dailyEqual),\
+                "differing":[\(differ)],"equal":\(equalText),"mark_seconds":\(Rebuilt.rounded(markSeconds)),"recompute_seconds":\(Rebuilt.rounded(recomputeSeconds)),\
                 "since":"\(Timestamp.string(since))","summaries":\(unusable == nil ? #""current""# : #""unusable""#),\
                 "summary_seconds":\(summary),"unusable_reason":\(reason),"until":"\(Timestamp.string(until))"}
                 """
         }
 
         var text: String {
+            figuresText + (dailyDiffering.map { "\n" + Self.dailyText($0) } ?? "")
+        }
+
+        static func dailyText(_ differing: [String]) -> String {
+            differing.isEmpty
+                ? "daily series equal to the ledger on every day of the window"
+                : "daily series DIFFERS from the ledger on " + differing.joined(separator: ", ")
+                    + " (renewal analytics --refresh-daily puts it right)"
+        }
+
+        private var figuresText: String {
             guard let summarySeconds, let equal else {
                 return "summaries not used (\(unusable ?? "")); recomputed in \(Rebuilt.rounded(recomputeSeconds)) s"
             }
@@ -134,12 +151,23 @@ struct AnalyticsSummaryWork {
         }
         var analytics = SubscriptionAnalytics(
             since: since, until: until, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
+        // The window's days as the ledger gives them, to hold the stored daily series against.
+        let lastDay = until.addingTimeInterval(-86_400)
+        var daily =
+            SummaryQuery(since: since, until: until) == nil
+            ? nil
+            : DailyAnalytics(
+                from: since, through: lastDay, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
         let recomputeElapsed = try await clock.measure {
-            try await store.forEachSubscriptionLedger(bundleID: app) { analytics.add($0) }
+            try await store.forEachSubscriptionLedger(bundleID: app) { ledger in
+                analytics.add(ledger)
+                daily?.add(ledger)
+            }
         }
         var check = Check(
             since: since, until: until, unusable: unusable, equal: nil, differing: [], summarySeconds: nil,
             markSeconds: Self.seconds(markElapsed), recomputeSeconds: Self.seconds(recomputeElapsed))
+        if let daily { check.dailyDiffering = try await dailyDifferences(daily) }
         guard let fromSummary else { return check }
         check.summarySeconds = Self.seconds(summaryElapsed)
         if fromSummary.total != analytics.total { check.differing.append("total") }
@@ -149,6 +177,16 @@ struct AnalyticsSummaryWork {
         }
         check.equal = check.differing.isEmpty
         return check
+    }
+
+    /// The days whose stored rows (of the app, or every app) are not the ledger's; nil when the series
+    /// holds none of the days (never refreshed for them: nothing to compare).
+    private func dailyDifferences(_ daily: DailyAnalytics) async throws -> [String]? {
+        guard let range = daily.range else { return nil }
+        let stored = Set(try await store.analyticsDays(first: range.first, last: range.last, bundleID: app))
+        guard !stored.isEmpty else { return nil }
+        let expected = Set(daily.rows(rates: rates))
+        return Set(expected.symmetricDifference(stored).map(\.key.day)).sorted()
     }
 
     static func day(_ date: Date) -> Int { Int((date.timeIntervalSince1970 / 86_400).rounded(.down)) }

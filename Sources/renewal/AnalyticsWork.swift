@@ -89,12 +89,17 @@ struct AnalyticsWork {
     /// with `--recompute` or `--app`, from the ledger (`recomputedRefresh`).
     func refresh(from start: Date, through end: Date) async throws -> Refreshed? {
         if !recompute, app == nil, let series = store as? any DailySeriesStore,
-            let refreshed = try await series.refreshDailySeries(
-                catalogue: catalogue, rates: rates, now: max(end, Date()), from: start)
+            let state = try await series.analyticsSummaryState(), state.staleReason == nil
         {
-            return Refreshed(
-                firstDay: refreshed.firstDay, lastDay: refreshed.lastDay, rows: refreshed.rows, subscriptions: 0,
-                app: nil, source: "summaries")
+            // Changes written outside a run are folded (and their days marked) first.
+            try await series.compactSummaries()
+            if let refreshed = try await series.refreshDailySeries(
+                catalogue: catalogue, rates: rates, now: max(end, Date()), from: start)
+            {
+                return Refreshed(
+                    firstDay: refreshed.firstDay, lastDay: refreshed.lastDay, rows: refreshed.rows, subscriptions: 0,
+                    app: nil, source: "summaries")
+            }
         }
         return try await recomputedRefresh(from: start, through: end)
     }

@@ -61,4 +61,32 @@ struct DailySeriesCommandTests {
             #expect(!reference.cohorts.isEmpty && kept.cohorts == reference.cohorts)
         }
     }
+
+    @Test(
+        """
+        --check-summaries holds the stored daily series against the ledger: equal after a refresh, a day         changed behind the job's back is named and exits 3, and --refresh-daily puts it right
+        """, arguments: AnalyticsSummaryCommandTests.backends)
+    func checkNamesAStaleDay(backend: String) async throws {
+        try await AnalyticsSummaryCommandTests.withDatabase(backend) { database, sql in
+            #expect(try await CLI.run(["analytics", "--rebuild", "--database", database]).status == 0)
+            let window = ["--since", "2025-11-01", "--until", "2025-12-01", "--database", database]
+            #expect(try await CLI.run(["analytics", "--refresh-daily"] + window).status == 0)
+            func check() async throws -> (status: Int32, json: [String: Any]) {
+                let run = try await CLI.run(["analytics", "--check-summaries", "--json"] + window)
+                return (run.status, try AnalyticsSummaryCommandTests.object(run.stdout))
+            }
+            let equal = try await check()
+            #expect(equal.status == 0 && equal.json["daily_equal"] as? Bool == true, "\(equal.json)")
+
+            try sql("UPDATE analytics_daily SET mrr_cents = mrr_cents + 1 WHERE day = '2025-11-17'")
+            let stale = try await check()
+            #expect(stale.status == 3, "\(stale.json)")
+            #expect(stale.json["daily_equal"] as? Bool == false && stale.json["equal"] as? Bool == true)
+            #expect(stale.json["daily_differing"] as? [String] == ["2025-11-17"], "\(stale.json)")
+
+            #expect(try await CLI.run(["analytics", "--refresh-daily"] + window).status == 0)
+            let mended = try await check()
+            #expect(mended.status == 0 && mended.json["daily_equal"] as? Bool == true, "\(mended.json)")
+        }
+    }
 }
