@@ -6,13 +6,20 @@ import RenewalStorage
 /// `analytics_summary_state` (schema 27 and 29). Writes append their changes (`AnalyticsSummaryUpkeep`);
 /// a window reads the rows and the changes not folded yet together.
 extension SQLSubscriptionStore: AnalyticsSummaryStore {
-    public func beginAnalyticsSummaryRebuild(startedAt: Date) async throws {
+    public func beginAnalyticsSummaryRebuild(startedAt: Date) async throws -> Int {
         let dialect = database.dialect
-        try await inTransaction { connection in
+        return try await inTransaction { connection in
             try Self.lockSummaries(exclusively: true, on: connection, dialect: dialect)
+            let state = try connection.execute(
+                "SELECT status, definition_version, subscriptions, daily_marks FROM analytics_summary_state WHERE id = 1",
+                [])
+            if let interrupted = state.first, try interrupted.text("status") == "building",
+                try interrupted.int64("definition_version") == Int64(AnalyticsSummaryState.definitionVersion)
+            {
+                return Int(try interrupted.int64("subscriptions"))
+            }
             // The count of marks goes on across the rebuild, so a refresh begun before it cannot clear a mark.
-            let marks = try connection.execute("SELECT daily_marks FROM analytics_summary_state WHERE id = 1", [])
-            let marked = try marks.first?.optionalInt64("daily_marks") ?? 0
+            let marked = try state.first?.optionalInt64("daily_marks") ?? 0
             _ = try connection.execute("DELETE FROM analytics_summary_rows", [])
             _ = try connection.execute("DELETE FROM analytics_summary_deltas", [])
             _ = try connection.execute("DELETE FROM analytics_summary_state", [])
@@ -26,18 +33,22 @@ extension SQLSubscriptionStore: AnalyticsSummaryStore {
                     .int64(Int64(AnalyticsSummaryState.definitionVersion)), .int64(Int64(SQLSchema.currentVersion)),
                     Self.milliseconds(startedAt), .int64(marked + 1),
                 ])
+            return 0
         }
     }
 
-    public func rebuildAnalyticsSummaryPage(after: String?, limit: Int) async throws -> (count: Int, last: String?) {
+    public func rebuildAnalyticsSummaryPage(limit: Int) async throws -> (count: Int, last: String?) {
         let dialect = database.dialect
         return try await inTransaction { connection in
             try Self.lockSummaries(exclusively: true, on: connection, dialect: dialect)
+            let state = try connection.execute(
+                "SELECT rebuilt_through FROM analytics_summary_state WHERE id = 1 AND status = 'building'", [])
+            guard let building = state.first else { return (0, nil) }
             let ids = try connection.execute(
                 """
                 SELECT DISTINCT original_transaction_id FROM transactions WHERE original_transaction_id > $1
                 ORDER BY original_transaction_id LIMIT $2
-                """, [.text(after ?? ""), .int64(Int64(limit))]
+                """, [.text(try building.optionalText("rebuilt_through") ?? ""), .int64(Int64(limit))]
             ).map { try $0.text("original_transaction_id") }
             guard let last = ids.last else { return (0, nil) }
             let contributions = AnalyticsContributions()
@@ -46,29 +57,34 @@ extension SQLSubscriptionStore: AnalyticsSummaryStore {
             try AnalyticsSummaryUpkeep.append(
                 summed.counts, to: "analytics_summary_rows", upsert: true, on: connection)
             _ = try connection.execute(
-                "UPDATE analytics_summary_state SET rebuilt_through = $1 WHERE id = 1", [.text(last)])
+                """
+                UPDATE analytics_summary_state SET rebuilt_through = $1, subscriptions = subscriptions + $2
+                WHERE id = 1
+                """, [.text(last), .int64(Int64(ids.count))])
             return (ids.count, last)
         }
     }
 
-    public func finishAnalyticsSummaryRebuild(subscriptions: Int, builtAt: Date) async throws -> Int {
+    public func finishAnalyticsSummaryRebuild(builtAt: Date) async throws -> (subscriptions: Int, rows: Int) {
         let dialect = database.dialect
         return try await inTransaction { connection in
             try Self.lockSummaries(exclusively: true, on: connection, dialect: dialect)
             try Self.foldAnalyticsSummaryDeltas(on: connection, dialect: dialect)
             let counted = try connection.execute("SELECT COUNT(*) AS n FROM analytics_summary_rows", [])
             let rows = try counted.first?.optionalInt64("n") ?? 0
+            let summed = try connection.execute("SELECT subscriptions FROM analytics_summary_state WHERE id = 1", [])
+            let subscriptions = try summed.first?.optionalInt64("subscriptions") ?? 0
             _ = try connection.execute(
                 """
-                UPDATE analytics_summary_state SET status = 'built', built_at = $1, subscriptions = $2, row_count = $3,
+                UPDATE analytics_summary_state SET status = 'built', built_at = $1, row_count = $2,
                     rebuilt_through = NULL
                 WHERE id = 1
-                """, [Self.milliseconds(builtAt), .int64(Int64(subscriptions)), .int64(rows)])
+                """, [Self.milliseconds(builtAt), .int64(rows)])
             // Every day with data is read again from the rebuilt rows by the next refresh of the daily series.
             let first = try connection.execute(
                 "SELECT \(Self.firstMarkedDay) FROM analytics_summary_rows WHERE shape <> 'corner'", [])
             try Self.markDaily(from: try first.first?.optionalInt64("first_day"), on: connection)
-            return Int(rows)
+            return (Int(subscriptions), Int(rows))
         }
     }
 

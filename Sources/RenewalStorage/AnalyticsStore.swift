@@ -93,17 +93,21 @@ public struct AnalyticsSummaryState: Sendable, Hashable {
 /// The analytics summaries' tables (schema 27 and 29): built by `renewal analytics --rebuild`, kept by
 /// every write of the job, read a window at a time.
 public protocol AnalyticsSummaryStore: AnalyticsStore {
-    /// Empties the summaries and records a build begun at `startedAt` (not current yet).
-    func beginAnalyticsSummaryRebuild(startedAt: Date) async throws
+    /// Records a build begun at `startedAt` (not current yet). When a build of these definitions was
+    /// interrupted (killed, a deploy, a lost connection), it goes on from the last page that build
+    /// committed: the writes since have kept what it had summed. Otherwise the summaries are emptied.
+    /// Returns how many subscriptions the build had summed already (0 when it starts over).
+    func beginAnalyticsSummaryRebuild(startedAt: Date) async throws -> Int
 
-    /// Sums the contribution rows of up to `limit` subscriptions after `after` (in original transaction
-    /// id order) into the table, in one transaction that writes cannot interleave with; returns how many
-    /// it read and the last one (nil when none was left).
-    func rebuildAnalyticsSummaryPage(after: String?, limit: Int) async throws -> (count: Int, last: String?)
+    /// Sums the contribution rows of up to `limit` subscriptions after the last one the build has summed
+    /// (in original transaction id order, read from the state in the same transaction) into the table, in
+    /// one transaction that writes cannot interleave with; returns how many it read and the last one (nil
+    /// when none was left). Two builds side by side share the pages instead of summing one twice.
+    func rebuildAnalyticsSummaryPage(limit: Int) async throws -> (count: Int, last: String?)
 
     /// Folds the writes' changes into the rows, drops rows whose count summed to zero and records the build
-    /// finished; returns the rows kept.
-    func finishAnalyticsSummaryRebuild(subscriptions: Int, builtAt: Date) async throws -> Int
+    /// finished; returns the subscriptions the build summed (across interruptions) and the rows kept.
+    func finishAnalyticsSummaryRebuild(builtAt: Date) async throws -> (subscriptions: Int, rows: Int)
 
     /// The state row; nil before the first `--rebuild`.
     func analyticsSummaryState() async throws -> AnalyticsSummaryState?
@@ -142,20 +146,14 @@ extension AnalyticsSummaryStore {
 extension AnalyticsSummaryStore {
     /// `--rebuild`: every subscription's contribution rows, a page at a time, summed per page and added
     /// to the table, so memory holds one page. Writes during the build keep what the build has read, so
-    /// the summaries are current when it finishes.
+    /// the summaries are current when it finishes. An interrupted build goes on where it stopped;
+    /// `continued` is how many subscriptions it had summed before this call.
     public func rebuildAnalyticsSummaries(pageSize: Int = 500, now: () -> Date = Date.init) async throws
-        -> (subscriptions: Int, rows: Int)
+        -> (subscriptions: Int, rows: Int, continued: Int)
     {
-        try await beginAnalyticsSummaryRebuild(startedAt: now())
-        var subscriptions = 0
-        var after: String?
-        while true {
-            let page = try await rebuildAnalyticsSummaryPage(after: after, limit: pageSize)
-            subscriptions += page.count
-            guard page.count == pageSize, let last = page.last else { break }
-            after = last
-        }
-        let rows = try await finishAnalyticsSummaryRebuild(subscriptions: subscriptions, builtAt: now())
-        return (subscriptions, rows)
+        let continued = try await beginAnalyticsSummaryRebuild(startedAt: now())
+        while try await rebuildAnalyticsSummaryPage(limit: pageSize).count == pageSize {}
+        let finished = try await finishAnalyticsSummaryRebuild(builtAt: now())
+        return (finished.subscriptions, finished.rows, continued)
     }
 }

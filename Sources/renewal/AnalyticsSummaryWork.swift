@@ -16,14 +16,20 @@ struct AnalyticsSummaryWork {
     struct Rebuilt {
         var rows: Int
         var subscriptions: Int
+        /// The subscriptions an interrupted build had summed before this one went on from it (0 when it
+        /// started over).
+        var continued: Int
         var seconds: Double
 
         var json: String {
-            #"{"rows":\#(rows),"seconds":\#(Self.rounded(seconds)),"subscriptions":\#(subscriptions)}"#
+            #"{"continued":\#(continued),"rows":\#(rows),"seconds":\#(Self.rounded(seconds)),"#
+                + #""subscriptions":\#(subscriptions)}"#
         }
 
         var text: String {
-            "analytics summaries: \(rows) rows from \(subscriptions) subscriptions in \(Self.rounded(seconds)) s"
+            let from = continued > 0 ? " (going on from an interrupted build after \(continued))" : ""
+            return "analytics summaries: \(rows) rows from \(subscriptions) subscriptions\(from) in "
+                + "\(Self.rounded(seconds)) s"
         }
 
         static func rounded(_ seconds: Double) -> String { String(format: "%.3f", seconds) }
@@ -32,14 +38,16 @@ struct AnalyticsSummaryWork {
     /// `--rebuild`: every subscription's contribution rows summed into the table, then marked current.
     func rebuild() async throws -> Rebuilt {
         let clock = ContinuousClock()
-        var result: (subscriptions: Int, rows: Int) = (0, 0)
+        var result: (subscriptions: Int, rows: Int, continued: Int) = (0, 0, 0)
         // Larger pages cost fewer commits (SQLite: a third of the time at 5,000); on PostgreSQL a page holds
         // the lock every writer shares, so it stays short enough not to stall the job's writes.
         let pageSize = store.backendName == "sqlite" ? 5_000 : 1_000
         let elapsed = try await clock.measure {
             result = try await store.rebuildAnalyticsSummaries(pageSize: pageSize)
         }
-        return Rebuilt(rows: result.rows, subscriptions: result.subscriptions, seconds: Self.seconds(elapsed))
+        return Rebuilt(
+            rows: result.rows, subscriptions: result.subscriptions, continued: result.continued,
+            seconds: Self.seconds(elapsed))
     }
 
     /// Whether the summaries answer `[since, until)`: nil when they do, else why not.
