@@ -79,6 +79,14 @@ struct MonthBenchmark: AsyncParsableCommand {
             """)
     var analyticsSummaries = false
 
+    @Option(
+        help: """
+            PostgreSQL, with --analytics-summaries: once they are built, add the summary rows of this schema \
+            of the same database (one holding the ten-million ledger's), so the month's upkeep, folds and daily \
+            refreshes work on a table of that size.
+            """)
+    var summaryRowsFrom: String?
+
     enum Mode: String, CaseIterable {
         case feed, polling
     }
@@ -99,6 +107,14 @@ struct MonthBenchmark: AsyncParsableCommand {
         }
         guard workers >= 1, workers == 1 || postgresURL != nil else {
             throw ValidationError("--workers above 1 needs --postgres-url: SQLite admits one run at a time.")
+        }
+        if let summaryRowsFrom {
+            guard postgresURL != nil, analyticsSummaries,
+                !summaryRowsFrom.isEmpty, summaryRowsFrom.allSatisfy({ $0 == "_" || $0.isASCII && $0.isLetter || $0.isNumber })
+            else {
+                throw ValidationError(
+                    "--summary-rows-from needs --postgres-url, --analytics-summaries and a schema name (letters, digits, _).")
+            }
         }
         guard outageDay >= 0, outageHours >= 0, forgedRefunds >= 0, (0...100).contains(duplicatePercent) else {
             throw ValidationError(
@@ -203,6 +219,12 @@ struct MonthBenchmark: AsyncParsableCommand {
                     // The first run verifies every imported receipt: the import's cost, not the month's.
                     _ = try await run(.run, feed: mode == .feed, verifier: dayZero)
                     if analyticsSummaries { _ = try await store.rebuildAnalyticsSummaries() }
+                    if let summaryRowsFrom {
+                        // The name was checked in validate(): letters, digits and _ only.
+                        _ = try await store.rows(
+                            "INSERT INTO analytics_summary_rows SELECT * FROM \(summaryRowsFrom).analytics_summary_rows",
+                            [])
+                    }
                     let start = state.now
                     let before = Counters(state)
                     var result = MonthResult(mode: mode, form: form)

@@ -79,28 +79,27 @@ extension SQLSubscriptionStore {
         var delete =
             "DELETE FROM analytics_daily WHERE day >= \(binds.add(.text(first))) AND day <= \(binds.add(.text(last)))"
         if let bundleID { delete += " AND bundle_id = \(binds.add(.text(bundleID)))" }
-        let insert = """
-            INSERT INTO analytics_daily (day, bundle_id, product_id, environment, currency, converted,
-                active_subscriptions, active_trials, new_subscriptions, new_trials, trial_conversions, churned,
-                reactivations, mrr_cents, revenue_cents, refunds_cents, computed_at,
-                \(Self.movementColumns.joined(separator: ", ")))
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
-            """
+        let columns =
+            [
+                "day", "bundle_id", "product_id", "environment", "currency", "converted", "active_subscriptions",
+                "active_trials", "new_subscriptions", "new_trials", "trial_conversions", "churned", "reactivations",
+                "mrr_cents", "revenue_cents", "refunds_cents", "computed_at",
+            ] + Self.movementColumns
         let at = SQLValue.int64(Int64((computedAt.timeIntervalSince1970 * 1000).rounded()))
         _ = try connection.execute(delete, binds.values)
-        for row in rows {
-            _ = try connection.execute(
-                insert,
-                [
-                    .text(row.key.day), .text(row.key.bundleID), .text(row.key.productID),
-                    .text(row.key.environment), .text(row.currency), .int64(row.converted ? 1 : 0),
-                    .int64(Int64(row.activeSubscriptions)), .int64(Int64(row.activeTrials)),
-                    .int64(Int64(row.newSubscriptions)), .int64(Int64(row.newTrials)),
-                    .int64(Int64(row.trialConversions)), .int64(Int64(row.churned)),
-                    .int64(Int64(row.reactivations)), .int64(row.mrrCents), .int64(row.revenueCents),
-                    .int64(row.refundsCents), at,
-                ] + MRRMovement.Bucket.allCases.map { SQLValue.int64(row.movementCents[$0] ?? 0) })
+        let values = rows.map { row -> [SQLValue] in
+            [
+                .text(row.key.day), .text(row.key.bundleID), .text(row.key.productID),
+                .text(row.key.environment), .text(row.currency), .int64(row.converted ? 1 : 0),
+                .int64(Int64(row.activeSubscriptions)), .int64(Int64(row.activeTrials)),
+                .int64(Int64(row.newSubscriptions)), .int64(Int64(row.newTrials)),
+                .int64(Int64(row.trialConversions)), .int64(Int64(row.churned)),
+                .int64(Int64(row.reactivations)), .int64(row.mrrCents), .int64(row.revenueCents),
+                .int64(row.refundsCents), at,
+            ] + MRRMovement.Bucket.allCases.map { SQLValue.int64(row.movementCents[$0] ?? 0) }
         }
+        // 22 columns: 200 rows a statement stay under SQLite's bind limit.
+        try connection.insert(values, into: "analytics_daily", columns: columns, perStatement: 200)
     }
 }
 
@@ -174,23 +173,22 @@ extension SQLSubscriptionStore {
             bundleID == nil ? "DELETE FROM analytics_cohorts" : "DELETE FROM analytics_cohorts WHERE bundle_id = $1"
         let at = SQLValue.int64(Int64((computedAt.timeIntervalSince1970 * 1000).rounded()))
         _ = try connection.execute(delete, bundleID.map { [.text($0)] } ?? [])
+        var rows: [[SQLValue]] = []
         for (bundle, table) in cohorts {
             for cohort in table {
                 for period in 1...CohortRetention.periods {
-                    _ = try connection.execute(
-                        """
-                        INSERT INTO analytics_cohorts (cohort_month, bundle_id, period, subscriptions, observed,
-                            retained, computed_at)
-                        VALUES ($1, $2, $3, $4, $5, $6, $7)
-                        """,
-                        [
-                            .text(cohort.month), .text(bundle), .int64(Int64(period)),
-                            .int64(Int64(cohort.subscriptions)), .int64(Int64(cohort.observed[period - 1])),
-                            .int64(Int64(cohort.retained[period - 1])), at,
-                        ])
+                    rows.append([
+                        .text(cohort.month), .text(bundle), .int64(Int64(period)),
+                        .int64(Int64(cohort.subscriptions)), .int64(Int64(cohort.observed[period - 1])),
+                        .int64(Int64(cohort.retained[period - 1])), at,
+                    ])
                 }
             }
         }
+        try connection.insert(
+            rows, into: "analytics_cohorts",
+            columns: ["cohort_month", "bundle_id", "period", "subscriptions", "observed", "retained", "computed_at"],
+            perStatement: 500)
     }
 }
 

@@ -97,16 +97,12 @@ enum LedgerSQL {
     }
 
     static func insertSpans(_ rows: [[SQLValue]], on connection: any SQLConnection) throws {
-        for chunk in rows.chunked(by: spanRowsPerInsert) where !chunk.isEmpty {
-            var binds = SQLBinds()
-            let values = chunk.map { "(" + binds.list($0) + ")" }.joined(separator: ", ")
-            _ = try connection.execute(
-                """
-                INSERT INTO entitlement_spans (original_transaction_id, starts_at, ends_at, kind, by_grace,
-                    transaction_id, product_id, bundle_id, environment)
-                VALUES \(values)
-                """, binds.values)
-        }
+        try connection.insert(
+            rows, into: "entitlement_spans",
+            columns: [
+                "original_transaction_id", "starts_at", "ends_at", "kind", "by_grace", "transaction_id", "product_id",
+                "bundle_id", "environment",
+            ], perStatement: spanRowsPerInsert)
     }
 
     /// The ledgers (transactions and facts) of these subscriptions; one without any transaction is absent.

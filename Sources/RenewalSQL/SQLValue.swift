@@ -223,3 +223,17 @@ struct SQLStatement {
     var sql: String
     var binds: [SQLValue]
 }
+
+extension SQLConnection {
+    /// Inserts `rows` (each one value per column, in `columns`' order) into `table`, up to `perStatement`
+    /// rows a statement: one round trip per chunk instead of per row. Keep `perStatement × columns` under
+    /// SQLite's 32,766 binds.
+    func insert(_ rows: [[SQLValue]], into table: String, columns: [String], perStatement: Int) throws {
+        for chunk in rows.chunked(by: perStatement) where !chunk.isEmpty {
+            var binds = SQLBinds()
+            let values = chunk.map { "(" + binds.list($0) + ")" }.joined(separator: ", ")
+            _ = try execute(
+                "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES \(values)", binds.values)
+        }
+    }
+}
