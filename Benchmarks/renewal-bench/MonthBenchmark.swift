@@ -109,11 +109,11 @@ struct MonthBenchmark: AsyncParsableCommand {
             throw ValidationError("--workers above 1 needs --postgres-url: SQLite admits one run at a time.")
         }
         if let summaryRowsFrom {
-            guard postgresURL != nil, analyticsSummaries,
-                !summaryRowsFrom.isEmpty, summaryRowsFrom.allSatisfy({ $0 == "_" || $0.isASCII && $0.isLetter || $0.isNumber })
-            else {
+            let named = summaryRowsFrom.allSatisfy { $0 == "_" || $0.isASCII && ($0.isLetter || $0.isNumber) }
+            guard postgresURL != nil, analyticsSummaries, !summaryRowsFrom.isEmpty, named else {
                 throw ValidationError(
-                    "--summary-rows-from needs --postgres-url, --analytics-summaries and a schema name (letters, digits, _).")
+                    "--summary-rows-from needs --postgres-url, --analytics-summaries and a schema name "
+                        + "(letters, digits, _).")
             }
         }
         guard outageDay >= 0, outageHours >= 0, forgedRefunds >= 0, (0...100).contains(duplicatePercent) else {
