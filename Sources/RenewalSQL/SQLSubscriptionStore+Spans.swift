@@ -107,16 +107,31 @@ enum LedgerSQL {
 
     /// The ledgers (transactions and facts) of these subscriptions; one without any transaction is absent.
     static func ledgers(of ids: [String], on connection: any SQLConnection) throws -> [SubscriptionLedger] {
+        guard !ids.isEmpty else { return [] }
         var binds = SQLBinds()
         let list = binds.list(ids.map { .text($0) })
+        // Both halves of the ledger in one round trip (a save reads it before and after its write): the
+        // transactions (part 0), then the facts (part 1), each row with the other half's columns NULL.
+        let nulls = { (columns: [String]) in columns.map { "NULL AS \($0)" }.joined(separator: ", ") }
         let rows = try connection.execute(
             """
-            SELECT * FROM transactions WHERE original_transaction_id IN (\(list))
-            ORDER BY original_transaction_id, purchased_at, transaction_id
+            SELECT 0 AS ledger_part, original_transaction_id, transaction_id, \(transactionColumns.joined(separator: ", ")),
+                \(nulls(factColumns))
+            FROM transactions WHERE original_transaction_id IN (\(list))
+            UNION ALL
+            SELECT 1, original_transaction_id, transaction_id, \(nulls(transactionColumns)), \(factColumns.joined(separator: ", "))
+            FROM subscription_facts WHERE original_transaction_id IN (\(list))
+            ORDER BY ledger_part, original_transaction_id, purchased_at, transaction_id
             """, binds.values)
-        let facts = try facts(of: ids, on: connection)
         var grouped: [String: [SQLRow]] = [:]
-        for row in rows { grouped[try row.text("original_transaction_id"), default: []].append(row) }
+        var facts: [String: [SubscriptionFact]] = [:]
+        for row in rows {
+            if try row.int("ledger_part") == 0 {
+                grouped[try row.text("original_transaction_id"), default: []].append(row)
+            } else if let fact = try fact(of: row) {
+                facts[fact.originalTransactionID, default: []].append(fact)
+            }
+        }
         return try grouped.keys.sorted().map { id in
             let rows = grouped[id] ?? []
             return SubscriptionLedger(
@@ -126,6 +141,18 @@ enum LedgerSQL {
                 facts: facts[id] ?? [], transactions: try rows.map(LedgerTransaction.init(ledgerRow:)))
         }
     }
+
+    /// The columns of `transactions` a ledger reads besides the two ids (`LedgerTransaction(ledgerRow:)`,
+    /// the bundle and the environment).
+    private static let transactionColumns = [
+        "bundle_id", "environment", "product_id", "purchased_at", "expires_at", "price_milliunits", "currency",
+        "storefront", "offer_type", "offer_discount_type", "is_trial", "quantity", "ownership_type", "revoked_at",
+        "revocation_reason", "revocation_type", "revocation_percentage", "transaction_reason", "upgraded", "origin",
+        "signed_at", "revoked_seat_quantity", "seats_revoked_at",
+    ]
+
+    /// The columns of `subscription_facts` a ledger reads besides the two ids.
+    private static let factColumns = ["kind", "starts_at", "ends_at", "value", "stated_at"]
 
     /// Migration 22's rebuild into the table it has just created: every subscription in the ledger, a
     /// chunk of `chunkSize` at a time in original transaction id order (keyset pages), so memory stays
@@ -167,17 +194,21 @@ enum LedgerSQL {
                 FROM subscription_facts WHERE original_transaction_id IN (\(list))
                 """, binds.values)
             {
-                // A kind this build does not know (written by a newer one) says nothing it can read.
-                guard let kind = SubscriptionFact.Kind(rawValue: try row.text("kind")) else { continue }
-                let fact = SubscriptionFact(
-                    originalTransactionID: try row.text("original_transaction_id"), kind: kind,
-                    transactionID: try row.optionalText("transaction_id"), startsAt: try row.date("starts_at"),
-                    endsAt: try row.optionalDate("ends_at"), value: try row.optionalText("value"),
-                    statedAt: try row.date("stated_at"))
-                facts[fact.originalTransactionID, default: []].append(fact)
+                if let fact = try fact(of: row) { facts[fact.originalTransactionID, default: []].append(fact) }
             }
         }
         return facts
+    }
+
+    /// The fact a `subscription_facts` row states; nil for a kind this build does not know (written by a
+    /// newer one), which says nothing it can read.
+    private static func fact(of row: SQLRow) throws -> SubscriptionFact? {
+        guard let kind = SubscriptionFact.Kind(rawValue: try row.text("kind")) else { return nil }
+        return SubscriptionFact(
+            originalTransactionID: try row.text("original_transaction_id"), kind: kind,
+            transactionID: try row.optionalText("transaction_id"), startsAt: try row.date("starts_at"),
+            endsAt: try row.optionalDate("ends_at"), value: try row.optionalText("value"),
+            statedAt: try row.date("stated_at"))
     }
 }
 

@@ -81,7 +81,10 @@ public struct AnalyticsSummaryState: Sendable, Hashable {
 
     /// Nil when the rows answer a window; else why not, for the operator.
     public var staleReason: String? {
-        if status != "built" { return "the last --rebuild did not finish; run renewal analytics --rebuild" }
+        if status != "built" {
+            return "a --rebuild is running or was interrupted (\(subscriptions) subscriptions summed so far); "
+                + "run renewal analytics --rebuild to go on with it"
+        }
         if definitionVersion != Self.definitionVersion {
             return "built with definitions \(definitionVersion), this build has \(Self.definitionVersion); "
                 + "run renewal analytics --rebuild"

@@ -59,6 +59,8 @@ struct SummaryUpkeepJobTests {
                 #expect(try await store.beginAnalyticsSummaryRebuild(startedAt: h.state.now) == 0)
                 let first = try await store.rebuildAnalyticsSummaryPage(limit: 10)
                 #expect(first.count == 10)
+                let building = try await store.analyticsSummaryState()
+                #expect(building?.staleReason?.contains("interrupted (10 subscriptions summed so far)") == true)
                 try await ClosedWindowMonthTests.runs(
                     h, plan: &plan, through: origin.addingTimeInterval(12 * Self.day), router, client)
                 let built = try await store.rebuildAnalyticsSummaries(pageSize: 10)
