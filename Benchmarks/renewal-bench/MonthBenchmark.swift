@@ -221,9 +221,12 @@ struct MonthBenchmark: AsyncParsableCommand {
                     if analyticsSummaries { _ = try await store.rebuildAnalyticsSummaries() }
                     if let summaryRowsFrom {
                         // The name was checked in validate(): letters, digits and _ only.
+                        let columns = "shape, day, since_day, environment, bundle_id, row_key, count"
                         _ = try await store.rows(
-                            "INSERT INTO analytics_summary_rows SELECT * FROM \(summaryRowsFrom).analytics_summary_rows",
-                            [])
+                            """
+                            INSERT INTO analytics_summary_rows (\(columns))
+                            SELECT \(columns) FROM \(summaryRowsFrom).analytics_summary_rows
+                            """, [])
                     }
                     let start = state.now
                     let before = Counters(state)
