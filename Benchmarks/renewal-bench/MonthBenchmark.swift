@@ -226,6 +226,8 @@ struct MonthBenchmark: AsyncParsableCommand {
                             """
                             INSERT INTO analytics_summary_rows (\(columns))
                             SELECT \(columns) FROM \(summaryRowsFrom).analytics_summary_rows
+                            ON CONFLICT (shape, day, since_day, row_key)
+                            DO UPDATE SET count = analytics_summary_rows.count + excluded.count
                             """, [])
                     }
                     let start = state.now
