@@ -52,24 +52,18 @@ struct SummaryUpkeepJobTests {
             let store = try #require(h.store as? any AnalyticsSummaryStore)
             let origin = h.state.now
             var plan = ClosedWindowPlan(origin: origin)
-            try await h.withServerAPIClient { client in
-                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
-                try await ClosedWindowMonthTests.runs(
-                    h, plan: &plan, through: origin.addingTimeInterval(6 * Self.day), router, client)
-                #expect(try await store.beginAnalyticsSummaryRebuild(startedAt: h.state.now) == 0)
-                let first = try await store.rebuildAnalyticsSummaryPage(limit: 10)
-                #expect(first.count == 10)
-                let building = try await store.analyticsSummaryState()
-                #expect(building?.staleReason?.contains("interrupted (10 subscriptions summed so far)") == true)
-                try await ClosedWindowMonthTests.runs(
-                    h, plan: &plan, through: origin.addingTimeInterval(12 * Self.day), router, client)
-                let built = try await store.rebuildAnalyticsSummaries(pageSize: 10)
-                #expect(built.continued == 10, "the second --rebuild goes on after the first one's page")
-                // A subscription first bought during the build below its page is kept by the runs, not read.
-                #expect(built.subscriptions <= (try await Self.subscriptions(store)))
-                try await ClosedWindowMonthTests.runs(
-                    h, plan: &plan, through: origin.addingTimeInterval(14 * Self.day), router, client)
-            }
+            try await Self.runs(h, plan: &plan, from: origin, through: 6)
+            #expect(try await store.beginAnalyticsSummaryRebuild(startedAt: h.state.now) == 0)
+            let first = try await store.rebuildAnalyticsSummaryPage(limit: 10)
+            #expect(first.count == 10)
+            let building = try await store.analyticsSummaryState()
+            #expect(building?.staleReason?.contains("interrupted (10 subscriptions summed so far)") == true)
+            try await Self.runs(h, plan: &plan, from: origin, through: 12)
+            let built = try await store.rebuildAnalyticsSummaries(pageSize: 10)
+            #expect(built.continued == 10, "the second --rebuild goes on after the first one's page")
+            // A subscription first bought during the build below its page is kept by the runs, not read.
+            #expect(built.subscriptions <= (try await Self.subscriptions(store)))
+            try await Self.runs(h, plan: &plan, from: origin, through: 14)
             try await Self.expectEqual(h, store, from: origin, label: "after a rebuild beside runs")
             let again = try await store.rebuildAnalyticsSummaries(pageSize: 10)
             #expect(again.continued == 0, "a finished build is not gone on from: the next one starts over")
@@ -85,11 +79,7 @@ struct SummaryUpkeepJobTests {
             let store = try #require(h.store as? any AnalyticsSummaryStore)
             let origin = h.state.now
             var plan = ClosedWindowPlan(origin: origin)
-            try await h.withServerAPIClient { client in
-                let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
-                try await ClosedWindowMonthTests.runs(
-                    h, plan: &plan, through: origin.addingTimeInterval(6 * Self.day), router, client)
-            }
+            try await Self.runs(h, plan: &plan, from: origin, through: 6)
             async let one = store.rebuildAnalyticsSummaries(pageSize: 3)
             async let other = store.rebuildAnalyticsSummaries(pageSize: 3)
             let (a, b) = try await (one, other)
@@ -97,6 +87,20 @@ struct SummaryUpkeepJobTests {
             #expect(a.subscriptions == total && b.subscriptions == total, "\(a), \(b), \(total) subscriptions")
             try await Self.expectEqual(h, store, from: origin, label: "after two rebuilds side by side")
         }
+    }
+
+    /// `ClosedWindowPlan`'s runs (verifyReceipt, the change feed and the Server API) through `days` days
+    /// after `origin`, the plan's.
+    static func runs(_ h: JobHarness, plan: inout ClosedWindowPlan, from origin: Date, through days: Double)
+        async throws
+    {
+        let through = origin.addingTimeInterval(days * day)
+        var kept = plan
+        try await h.withServerAPIClient { client in
+            let router = SourceRouter(mode: .auto, verifyReceipt: h.client, serverAPI: client)
+            try await ClosedWindowMonthTests.runs(h, plan: &kept, through: through, router, client)
+        }
+        plan = kept
     }
 
     /// The subscriptions the ledger holds.
