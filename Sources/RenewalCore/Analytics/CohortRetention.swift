@@ -3,7 +3,7 @@ import Foundation
 /// Retention by cohort: subscriptions grouped by the month (UTC) their first paid period was purchased,
 /// and for each of the 12 periods after it, how many were still paid and entitled one day into the next
 /// period (a renewal, or grace, holds it; billing retry, expiry and refunds do not). A period that has not
-/// ended by `asOf` is not observed yet, so a young cohort's later columns stay empty instead of reading as
+/// ended (plus the day) by `observedBy`, the last midnight at or before `asOf`, is not observed yet, so a young cohort's later columns stay empty instead of reading as
 /// churn. Counted like every other figure: Production, bought by the customer.
 public struct CohortRetention: Sendable {
     public static let periods = 12
@@ -35,6 +35,11 @@ public struct CohortRetention: Sendable {
     public let firstMonth: Date
     public private(set) var cohorts: [String: Cohort] = [:]
 
+    /// The last UTC midnight at or before `asOf`: a period is observed once its end plus a day is at or
+    /// before it, so the table moves a day at a time, and a window off midnights is answered from the day
+    /// summaries (docs/analytics.md).
+    public var observedBy: Date { DailyAnalytics.dayStart(of: asOf) }
+
     public init(asOf: Date, catalogue: ProductCatalogue = .init()) {
         self.asOf = asOf
         self.catalogue = catalogue
@@ -56,7 +61,7 @@ public struct CohortRetention: Sendable {
         cohort.subscriptions += 1
         for k in 1...Self.periods {
             let moment = period.advance(start, by: k).addingTimeInterval(86_400)
-            guard moment <= asOf else { break }
+            guard moment <= observedBy else { break }
             cohort.observed[k - 1] += 1
             if case .paid = timeline.standing(at: moment) {
                 cohort.retained[k - 1] += 1

@@ -184,9 +184,11 @@ extension AnalyticsContributions {
     ) {
         let keys = builder.keys
         let paidSpans = spans.filter { $0.kind == .paid }
-        let startUnit = index(of: start)
+        // The start on the unit axis even on a window's (`OffUnitWindow`): the query works the periods'
+        // ends out from it by whole units.
+        let startUnit = Self.clamped((start.timeIntervalSince1970 / unit).rounded(.down))
         let onStart = Double(startUnit) * unit == start.timeIntervalSince1970
-        let shape = cohortShape(of: start, from: startUnit + 1)
+        let shape = cohortShape(of: start, from: index(of: start) + 1)
         let inferred = BillingPeriod.inferred(from: firstPaid.purchasedAt, to: firstPaid.expiresAt)
         let calendar = PeriodArithmetic(start)
         for period in BillingPeriod.allCases {

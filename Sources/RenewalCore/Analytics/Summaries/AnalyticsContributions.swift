@@ -8,9 +8,19 @@ import Foundation
 public struct AnalyticsContributions: Sendable {
     /// The unit windows are aligned to, in seconds: a UTC day unless a caller wants hours.
     public let unit: TimeInterval
+    /// A window off unit starts whose bounds take the place of two unit starts (`OffUnitWindow`): the rows
+    /// written on that axis answer that one window. Nil for the summaries' own rows.
+    let window: OffUnitWindow?
 
     public init(unit: TimeInterval = 86_400) {
         self.unit = unit
+        window = nil
+    }
+
+    /// The rows on the axis of `window`, whose unit is a day.
+    init(window: OffUnitWindow) {
+        unit = OffUnitWindow.unit
+        self.window = window
     }
 
     /// The rows `ledger` contributes, each with its count (negative for a step down or a corner that
@@ -25,7 +35,7 @@ public struct AnalyticsContributions: Sendable {
         builder.rows.reserveCapacity(12 * counted.count + 16)
         // The timeline's spans are computed on each read: once here for the steps and the retention rows.
         let timelineSpans = timeline.spans
-        let spans = Self.unitSpans(of: timeline, spans: timelineSpans, unit: unit)
+        let spans = unitSpans(of: timeline, spans: timelineSpans)
         steps(spans, &builder)
         events(counted, first: first, &builder)
         funnel(counted, first: first, trialSpans: spans.filter { $0.kind == .trial }, &builder)
@@ -38,13 +48,15 @@ public struct AnalyticsContributions: Sendable {
 
     /// The unit index holding `moment` (an event at `moment` is in window `(s, u)` when `s ≤ it < u`).
     func index(of moment: Date) -> Int {
-        Self.clamped((moment.timeIntervalSince1970 / unit).rounded(.down))
+        let index = Self.clamped((moment.timeIntervalSince1970 / unit).rounded(.down))
+        return window?.index(index, of: moment) ?? index
     }
 
     /// The first unit index whose start is at or after `moment`: a span `[a, b)` holds the start of unit
     /// `k` exactly when `boundary(a) ≤ k < boundary(b)`.
     func boundary(of moment: Date) -> Int {
-        Self.clamped((moment.timeIntervalSince1970 / unit).rounded(.up))
+        let boundary = Self.clamped((moment.timeIntervalSince1970 / unit).rounded(.up))
+        return window?.boundary(boundary, of: moment) ?? boundary
     }
 
     /// A unit index as an integer; a date beyond ±10^15 units (no real one is) is held there, not trapped on.
@@ -115,12 +127,10 @@ struct UnitSpan {
 extension AnalyticsContributions {
     /// The timeline's spans (`spans`, as `timeline.spans` gives them) on the unit axis, oldest first,
     /// leaving out those that hold no unit start.
-    static func unitSpans(of timeline: EntitlementTimeline, spans: [EntitlementSpan], unit: TimeInterval) -> [UnitSpan]
-    {
-        let contributions = AnalyticsContributions(unit: unit)
-        return spans.compactMap { span in
-            let start = contributions.boundary(of: span.startsAt)
-            let end = span.endsAt.map(contributions.boundary(of:))
+    func unitSpans(of timeline: EntitlementTimeline, spans: [EntitlementSpan]) -> [UnitSpan] {
+        spans.compactMap { span in
+            let start = boundary(of: span.startsAt)
+            let end = span.endsAt.map(boundary(of:))
             guard end.map({ $0 > start }) ?? true,
                 let transaction = timeline.transactions.last(where: { $0.transactionID == span.transactionID })
             else { return nil }

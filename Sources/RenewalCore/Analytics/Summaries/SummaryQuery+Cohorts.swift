@@ -66,7 +66,8 @@ extension SummaryQuery {
                 continue
             }
             // A cohort row: its month's first unit, and the unit from which it counts.
-            guard untilBound < sinceBound, sinceBound <= u else { continue }
+            // From a unit after the month's first (a row on a window's axis may count from that unit).
+            guard untilBound <= sinceBound, sinceBound <= u else { continue }
             let rowMonth = CohortFigures.monthIndex(of: Date(timeIntervalSince1970: Double(untilBound) * unit))
             let months = key.figure.isLTV ? CohortFigures.ltvMonths : CohortFigures.months
             guard rowMonth <= month, rowMonth > month - months else { continue }
@@ -121,7 +122,8 @@ extension SummaryQuery {
     }
 
     /// A retention row counts when the period it assumes is the one the catalogue (else the dates) gives:
-    /// period k is observed once its end plus a day is at or before `until`, and retained when the row says.
+    /// period k is observed once its end plus a day is at or before the last midnight at or before `until`,
+    /// and retained when the row says.
     private func addRetention(
         _ key: ContributionKey, _ count: Int, month: String, to figures: inout CohortSummaryFigures
     ) {
@@ -138,7 +140,7 @@ extension SummaryQuery {
             // A unit start moved by whole days and calendar months is a unit start; a purchase inside its
             // unit ends inside one too, so it has passed by the next unit's start.
             let ended = Int((end.timeIntervalSince1970 / unit).rounded()) + (detail.onStart == true ? 0 : 1)
-            guard ended <= u else { break }
+            guard ended <= retentionUnit else { break }
             cohort.observed[k - 1] += count
             if (detail.retained ?? 0) & (1 << (k - 1)) != 0 { cohort.retained[k - 1] += count }
         }

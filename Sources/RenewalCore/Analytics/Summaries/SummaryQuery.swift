@@ -4,7 +4,8 @@ import Foundation
 /// product, as `SubscriptionAnalytics` over every subscription's ledger, for a window aligned to the
 /// summary's unit. The catalogue (list prices, period overrides) and the reporting currency apply here,
 /// at query time, so the summary never goes stale when they change; rates apply after, as for the
-/// recomputation. A window not aligned to the unit has no summary answer: the caller recomputes.
+/// recomputation. A window off midnights (`init(window:…)`) is answered once the caller has added the
+/// `correction(of:)` of each subscription with something dated in its part-days (`OffUnitWindow`).
 public struct SummaryQuery: Sendable {
     public let since: Date
     public let until: Date
@@ -16,6 +17,8 @@ public struct SummaryQuery: Sendable {
     let u: Int
     /// The summary's unit in seconds: a day's movement (`mrr_movement_daily`) needs a unit of one day.
     let unit: TimeInterval
+    /// The window's axis when a bound is not a midnight; nil when the window is aligned to the unit.
+    public let offUnit: OffUnitWindow?
 
     /// Nil when `since` or `until` is not the start of a unit, or `since` is not before `until`.
     public init?(
@@ -35,6 +38,43 @@ public struct SummaryQuery: Sendable {
         self.s = s
         self.u = u
         self.unit = unit
+        offUnit = nil
+    }
+
+    /// Any window with `since` before `until`, on the day summaries: read for `(s, u)`, the day holding
+    /// `since` and the first midnight at or after `until` (`OffUnitWindow`). Nil when `since` is not before
+    /// `until`.
+    public init?(
+        window since: Date, until: Date, catalogue: ProductCatalogue = .init(), reportingCurrency: String = "USD",
+        environment: AppStoreEnvironment = .production
+    ) {
+        guard let window = OffUnitWindow(since: since, until: until) else { return nil }
+        self.since = since
+        self.until = until
+        self.catalogue = catalogue
+        self.reportingCurrency = reportingCurrency
+        self.environment = environment
+        s = window.s
+        u = window.u
+        unit = OffUnitWindow.unit
+        offUnit = window.isAligned ? nil : window
+    }
+
+    /// What one subscription's rows add to the summary's answer for `(s, u)` to make it this window's: its
+    /// rows on the window's axis less its rows on the unit axis. Empty for an aligned window and for a
+    /// subscription with nothing dated in the part-days.
+    public func correction(of ledger: SubscriptionLedger) -> [ContributionKey: Int] {
+        guard let offUnit, offUnit.needsCorrection(ledger) else { return [:] }
+        return AnalyticsSummary.difference(
+            from: AnalyticsContributions(unit: unit).rows(of: ledger),
+            to: AnalyticsContributions(window: offUnit).rows(of: ledger))
+    }
+
+    /// The unit of the last midnight at or before `until`: retention observes a period by it
+    /// (`CohortRetention.observedBy`).
+    var retentionUnit: Int {
+        let midnight = (until.timeIntervalSince1970 / 86_400).rounded(.down) * 86_400
+        return AnalyticsContributions.clamped((midnight / unit).rounded(.down))
     }
 
     /// Where a selected row's count goes: to the window (events, corners), or to the standing at a bound.

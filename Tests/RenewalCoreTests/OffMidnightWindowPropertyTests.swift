@@ -1,0 +1,147 @@
+import Foundation
+import RenewalTesting
+import Testing
+
+@testable import RenewalCore
+
+/// Windows whose bounds are not UTC midnights (an age such as `28d`, `--until` now), answered from the day
+/// summaries: the summed rows read for the days `(s, u)` around the window, corrected by the subscriptions
+/// with something dated in the two part-days (`OffUnitWindow`), give every figure the recomputation gives
+/// for `[since, until)`: the totals and products, MRR movement and its clipped days, the monthly figures
+/// and the retention cohorts. And a subscription the window does not correct has the same rows on both
+/// axes, so finding them by their dates is enough.
+@Suite("Analytics summaries answer windows off UTC midnights once corrected, as the recomputation does")
+struct OffMidnightWindowPropertyTests {
+    /// A bound near `date`: on a midnight a tenth of the time, a ledger's own date a fifth (where "before"
+    /// and "at" part), else any millisecond of its day.
+    static func bound(near date: Date, _ ledgers: [SubscriptionLedger], _ random: inout SeededGenerator) -> Date {
+        let day = (date.timeIntervalSince1970 / SummaryPopulation.day).rounded(.down) * SummaryPopulation.day
+        switch Int.random(in: 0..<10, using: &random) {
+        case 0: return Date(timeIntervalSince1970: day)
+        case 1, 2:
+            let dates = ledgers.randomElement(using: &random)?.dates ?? []
+            if let date = dates.randomElement(using: &random) { return date }
+        default: break
+        }
+        return Date(timeIntervalSince1970: day + Double(Int.random(in: 0..<86_400_000, using: &random)) / 1000)
+    }
+
+    /// A window from an hour to 90 days, its `until` from three months before the population's first date
+    /// to well after its last.
+    static func window(_ ledgers: [SubscriptionLedger], _ random: inout SeededGenerator) -> (since: Date, until: Date) {
+        let end = SummaryPopulation.origin.addingTimeInterval(
+            Double(Int.random(in: -100...420, using: &random)) * SummaryPopulation.day)
+        let until = bound(near: end, ledgers, &random)
+        let length =
+            Bool.random(using: &random)
+            ? Double.random(in: 3_600...(2 * SummaryPopulation.day), using: &random)
+            : Double.random(in: 1...90, using: &random) * SummaryPopulation.day
+        var since = bound(near: until.addingTimeInterval(-length), ledgers, &random)
+        if since >= until { since = until.addingTimeInterval(-length) }
+        return (since, until)
+    }
+
+    @Test(
+        "every figure of random windows off midnights equals the recomputation's", arguments: [UInt64(1), 2, 3, 4, 130])
+    func windowsAgree(seed: UInt64) throws {
+        let population = SummaryPopulation(count: 300, seed: seed)
+        let summary = AnalyticsSummaryPropertyTests.summary(population.ledgers)
+        var random = SeededGenerator(seed: seed &* 65_537)
+        var found: [String] = []
+        var corrected = 0
+        for round in 0..<30 {
+            let (since, until) = Self.window(population.ledgers, &random)
+            let catalogue = CohortSummaryPropertyTests.catalogues[round % 2]
+            let query = try #require(SummaryQuery(window: since, until: until, catalogue: catalogue))
+            var answer = summary
+            for ledger in population.ledgers {
+                let correction = query.correction(of: ledger)
+                if !correction.isEmpty { corrected += 1 }
+                answer.add(correction)
+            }
+            found += try Self.compare(population.ledgers, answer, query)
+        }
+        #expect(corrected > 50, "seed \(seed): the windows corrected only \(corrected) subscriptions")
+        #expect(found.count == 0, "seed \(seed): \(found.count) differences, first: \(found.prefix(8))")
+    }
+
+    /// Every part of the answer against the recomputation over `ledgers`.
+    static func compare(_ ledgers: [SubscriptionLedger], _ summary: AnalyticsSummary, _ query: SummaryQuery) throws
+        -> [String]
+    {
+        var reference = SubscriptionAnalytics(
+            since: query.since, until: query.until, catalogue: query.catalogue, reportingCurrency: "USD")
+        var retention = CohortRetention(asOf: query.until, catalogue: query.catalogue)
+        for ledger in ledgers {
+            reference.add(ledger)
+            retention.add(ledger)
+        }
+        let window = "[\(Timestamp.string(query.since)), \(Timestamp.string(query.until)))"
+        let figures = query.figures(of: summary)
+        var found = AnalyticsSummaryPropertyTests.differences(reference.total, figures.total).map {
+            "\(window) total \($0)"
+        }
+        for product in Set(reference.byProduct.keys).union(figures.byProduct.keys).sorted() {
+            found += AnalyticsSummaryPropertyTests.differences(
+                reference.byProduct[product] ?? AnalyticsFigures(), figures.byProduct[product] ?? AnalyticsFigures()
+            ).map { "\(window) \(product) \($0)" }
+            if (reference.byProduct[product] == nil) != (figures.byProduct[product] == nil) {
+                found.append("\(window) \(product) listed by one answer only")
+            }
+        }
+        found += AnalyticsSummaryMovementTests.differences(
+            reference.movement, query.movement(of: summary), window: window)
+        found += query.cohortFigures(of: summary).differences(
+            from: reference.cohortFigures, retention: retention.cohorts
+        ).map { "\(window) \($0)" }
+        return found
+    }
+
+    @Test("a subscription with nothing dated in the part-days has the same rows on both axes")
+    func uncorrectedRowsAreEqual() throws {
+        let population = SummaryPopulation(count: 300, seed: 9)
+        let unitAxis = AnalyticsContributions()
+        var random = SeededGenerator(seed: 99)
+        var compared = 0
+        var differing: [String] = []
+        for _ in 0..<20 {
+            let (since, until) = Self.window(population.ledgers, &random)
+            let window = try #require(OffUnitWindow(since: since, until: until))
+            let windowAxis = AnalyticsContributions(window: window)
+            for ledger in population.ledgers where !window.needsCorrection(ledger) {
+                compared += 1
+                if unitAxis.rows(of: ledger) != windowAxis.rows(of: ledger) {
+                    differing.append("\(ledger.originalTransactionID) in [\(since), \(until))")
+                }
+            }
+        }
+        #expect(compared > 1_000)
+        #expect(differing.isEmpty, "\(differing.count) subscriptions differ, first: \(differing.prefix(5))")
+    }
+
+    @Test("the axis: since and until take the place of their midnights, every other unit start stays")
+    func axis() throws {
+        let day = SummaryPopulation.day
+        let midnight = SummaryPopulation.origin
+        let window = try #require(
+            OffUnitWindow(since: midnight.addingTimeInterval(6 * 3_600), until: midnight.addingTimeInterval(2.5 * day)))
+        let contributions = AnalyticsContributions(window: window)
+        let s = window.s
+        #expect(window.u == s + 3)
+        #expect(window.parts.count == 2)
+        // Before since on its day: the unit before; from since on: unit s.
+        #expect(contributions.index(of: midnight) == s - 1)
+        #expect(contributions.index(of: window.since) == s)
+        #expect(contributions.index(of: midnight.addingTimeInterval(day)) == s + 1)
+        #expect(contributions.index(of: window.until.addingTimeInterval(-0.001)) == s + 2)
+        #expect(contributions.index(of: window.until) == s + 3)
+        // A span starting at or before since (after the midnight) holds unit s's start, since.
+        #expect(contributions.boundary(of: midnight.addingTimeInterval(1)) == s)
+        #expect(contributions.boundary(of: window.since) == s)
+        #expect(contributions.boundary(of: window.since.addingTimeInterval(0.001)) == s + 1)
+        #expect(contributions.boundary(of: window.until) == s + 3)
+        #expect(contributions.boundary(of: window.until.addingTimeInterval(0.001)) == s + 4)
+        let aligned = try #require(OffUnitWindow(since: midnight, until: midnight.addingTimeInterval(day)))
+        #expect(aligned.isAligned && aligned.parts.isEmpty)
+    }
+}
