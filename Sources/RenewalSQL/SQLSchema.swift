@@ -56,6 +56,7 @@ public enum SQLSchema {
         Migration(version: 28, statements: version28),
         Migration(version: 29, statements: version29),
         Migration(version: 30, statements: version30),
+        Migration(version: 31, statements: version31, prelude: version31Prelude),
     ]
 
     static let createMigrationsTable = """

@@ -52,38 +52,42 @@ struct AnalyticsSummaryWork {
 
     /// Whether the summaries answer `[since, until)`: nil when they do, else why not.
     func unusableReason(since: Date, until: Date) async throws -> String? {
-        guard SummaryQuery(since: since, until: until) != nil else {
-            return "the window is not aligned to UTC days"
-        }
+        guard SummaryQuery(window: since, until: until) != nil else { return "--since is not before --until" }
         guard let state = try await store.analyticsSummaryState() else {
             return "no summaries were built; run renewal analytics --rebuild"
         }
         return state.staleReason
     }
 
-    /// The window's figures (total and by product) from the summary rows; the caller checked they answer it.
+    /// The query of `[since, until)` on the day summaries, with the catalogue and reporting currency.
+    func query(since: Date, until: Date) -> SummaryQuery? {
+        SummaryQuery(window: since, until: until, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
+    }
+
+    /// The window's figures (total and by product) from the summary rows, and how many subscriptions a window
+    /// off midnights corrected; the caller checked the summaries answer it.
     func figures(since: Date, until: Date) async throws -> (
-        total: AnalyticsFigures, byProduct: [String: AnalyticsFigures]
+        total: AnalyticsFigures, byProduct: [String: AnalyticsFigures], corrected: Int
     )? {
-        guard
-            let query = SummaryQuery(
-                since: since, until: until, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
-        else { return nil }
-        let summary = try await store.analyticsSummary(
-            s: Self.day(since), u: Self.day(until), bundleID: app, environment: .production)
-        return query.figures(of: summary, bundleID: app)
+        guard let query = query(since: since, until: until) else { return nil }
+        var summary = try await store.analyticsSummary(
+            s: query.sinceUnit, u: query.untilUnit, bundleID: app, environment: .production)
+        let correction = try await store.analyticsCorrection(query)
+        summary.add(correction.rows.counts)
+        let figures = query.figures(of: summary, bundleID: app)
+        return (figures.total, figures.byProduct, correction.subscriptions)
     }
 
     /// The report of `[since, until)` from the summaries, as `AnalyticsWork.recomputed` gives it; nil when
-    /// they do not answer the window (`unusableReason`). The unclaimed purchases' figures come from their
-    /// own ledgers (a few), as they are not summed apart.
+    /// they do not answer the window (`unusableReason`). A window off midnights adds the correction of the
+    /// subscriptions with a date in its part-days (`AnalyticsSummaryStore.analyticsCorrection`). The
+    /// unclaimed purchases' figures come from their own ledgers (a few), as they are not summed apart.
     func report(since: Date, until: Date, unclaimedIDs: Set<String>?) async throws -> AnalyticsReport? {
-        guard try await unusableReason(since: since, until: until) == nil,
-            let query = SummaryQuery(
-                since: since, until: until, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
+        guard try await unusableReason(since: since, until: until) == nil, let query = query(since: since, until: until)
         else { return nil }
-        let summary = try await store.analyticsMovementSummary(
+        var summary = try await store.analyticsMovementSummary(
             s: query.sinceUnit, u: query.untilUnit, bundleID: app, environment: .production)
+        summary.add(try await store.analyticsCorrection(query).rows.counts)
         guard let movement = query.movement(of: summary, bundleID: app) else { return nil }
         let figures = query.figures(of: summary, bundleID: app)
         let cohorts = try await store.analyticsCohortFigures(query, window: summary, bundleID: app)
@@ -114,6 +118,8 @@ struct AnalyticsSummaryWork {
         /// The stored daily series of the window's days against the ledger's: nil when not compared (the
         /// window is not on midnights), else the days whose rows differ (empty when every day is equal).
         var dailyDiffering: [String]?
+        /// The subscriptions a window off midnights corrected from their ledgers (0 on midnights).
+        var corrected = 0
 
         var json: String {
             let reason = unusable.map { #""\#($0)""# } ?? "null"
@@ -123,7 +129,7 @@ struct AnalyticsSummaryWork {
             let dailyEqual = dailyDiffering.map { $0.isEmpty ? "true" : "false" } ?? "null"
             let dailyDays = dailyDiffering.map { "[" + $0.map { #""\#($0)""# }.joined(separator: ",") + "]" } ?? "[]"
             return """
-                {"daily_differing":\(dailyDays),"daily_equal":\(dailyEqual),\
+                {"corrected_subscriptions":\(corrected),"daily_differing":\(dailyDays),"daily_equal":\(dailyEqual),\
                 "differing":[\(differ)],"equal":\(equalText),"mark_seconds":\(Rebuilt.rounded(markSeconds)),"recompute_seconds":\(Rebuilt.rounded(recomputeSeconds)),\
                 "since":"\(Timestamp.string(since))","summaries":\(unusable == nil ? #""current""# : #""unusable""#),\
                 "summary_seconds":\(summary),"unusable_reason":\(reason),"until":"\(Timestamp.string(until))"}
@@ -149,14 +155,15 @@ struct AnalyticsSummaryWork {
                 (equal
                 ? "summaries equal the recomputation" : "summaries DIFFER in " + differing.joined(separator: ", "))
                 + ": from summaries in \(Rebuilt.rounded(summarySeconds)) s (after checking they are current in "
-                + "\(Rebuilt.rounded(markSeconds)) s), recomputed in \(Rebuilt.rounded(recomputeSeconds)) s"
+                + "\(Rebuilt.rounded(markSeconds)) s\(corrected > 0 ? "; \(corrected) subscriptions corrected" : "")), "
+                + "recomputed in \(Rebuilt.rounded(recomputeSeconds)) s"
         }
     }
 
     /// `--check-summaries`: the window from the summaries and by recomputation, timed, figure by figure.
     func check(since: Date, until: Date) async throws -> Check {
         let clock = ContinuousClock()
-        var fromSummary: (total: AnalyticsFigures, byProduct: [String: AnalyticsFigures])?
+        var fromSummary: (total: AnalyticsFigures, byProduct: [String: AnalyticsFigures], corrected: Int)?
         var unusable: String?
         let markElapsed = try await clock.measure { unusable = try await unusableReason(since: since, until: until) }
         let summaryElapsed = try await clock.measure {
@@ -182,6 +189,7 @@ struct AnalyticsSummaryWork {
             markSeconds: Self.seconds(markElapsed), recomputeSeconds: Self.seconds(recomputeElapsed))
         if let daily { check.dailyDiffering = try await dailyDifferences(daily) }
         guard let fromSummary else { return check }
+        check.corrected = fromSummary.corrected
         check.summarySeconds = Self.seconds(summaryElapsed)
         if fromSummary.total != analytics.total { check.differing.append("total") }
         for product in Set(fromSummary.byProduct.keys).union(analytics.byProduct.keys).sorted()

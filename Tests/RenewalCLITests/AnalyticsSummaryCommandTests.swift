@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import RenewalCore
 
 /// `renewal analytics --rebuild` and `--check-summaries` on both databases (issue 45): the summaries built
 /// from the project's own ledger generator answer random UTC-day windows with exactly the recomputation's
@@ -121,7 +122,7 @@ struct AnalyticsSummaryCommandTests {
         }
     }
 
-    @Test("a window not on UTC midnights, or no --rebuild yet, is recomputed and says why")
+    @Test("no --rebuild yet: the window is recomputed and says why")
     func unusableSaysWhy() async throws {
         try await Self.withDatabase("sqlite") { database, _ in
             let none = try Self.object(
@@ -131,13 +132,62 @@ struct AnalyticsSummaryCommandTests {
                 ]).stdout)
             #expect(
                 (none["unusable_reason"] as? String)?.contains("run renewal analytics --rebuild") == true, "\(none)")
+        }
+    }
+
+    /// Moves the purchase and expiry of the subscriptions whose id ends in an odd digit off midnight, by
+    /// 997 s times the id's last two digits (the generator dates everything on midnights).
+    static func spreadOverTheDay(_ backend: String, _ sql: (String) throws -> Void) throws {
+        let digits =
+            backend == "sqlite"
+            ? "CAST(substr(original_transaction_id, -2) AS INTEGER)"
+            : "CAST(right(original_transaction_id, 2) AS INTEGER)"
+        try sql(
+            """
+            UPDATE transactions SET purchased_at = purchased_at + \(digits) * 997000, \
+            expires_at = expires_at + \(digits) * 997000 WHERE \(digits) % 2 = 1
+            """)
+    }
+
+    @Test(
+        """
+        windows off UTC midnights (random milliseconds, an hour to 90 days, the default last 28 days) are \
+        answered from the summaries, corrected by the subscriptions dated in their part-days: --json is \
+        --json --recompute byte for byte
+        """, arguments: backends)
+    func windowsOffMidnights(backend: String) async throws {
+        try await Self.withDatabase(backend) { database, sql in
+            try Self.spreadOverTheDay(backend, sql)
             #expect(try await CLI.run(["analytics", "--rebuild", "--database", database]).status == 0)
-            let unaligned = try Self.object(
-                try await CLI.run([
-                    "analytics", "--check-summaries", "--json", "--since", "2025-11-01T06:00:00Z", "--until",
-                    "2025-12-01", "--database", database,
-                ]).stdout)
-            #expect((unaligned["unusable_reason"] as? String)?.contains("not aligned") == true, "\(unaligned)")
+            var random = SystemRandomNumberGenerator()
+            let first = 1_730_419_200.0  // 2024-11-01
+            var corrected = 0
+            for round in 0..<8 {
+                let end =
+                    first + Double(Int.random(in: 1..<700, using: &random)) * 86_400
+                    + Double(Int.random(in: 0..<86_400_000, using: &random)) / 1000
+                let length =
+                    round % 2 == 0
+                    ? Double(Int.random(in: 3_600...172_800, using: &random))
+                    : Double(Int.random(in: 1...90, using: &random)) * 86_400
+                        + Double(Int.random(in: 0..<86_400_000, using: &random)) / 1000
+                let since = Timestamp.string(Date(timeIntervalSince1970: end - length))
+                let until = Timestamp.string(Date(timeIntervalSince1970: end))
+                let window = ["--since", since, "--until", until, "--database", database]
+                let check = try Self.object(
+                    try await CLI.run(["analytics", "--check-summaries", "--json"] + window).stdout)
+                #expect(check["summaries"] as? String == "current" && check["equal"] as? Bool == true, "\(check)")
+                corrected += check["corrected_subscriptions"] as? Int ?? 0
+                let answered = try await CLI.run(["analytics", "--json"] + window)
+                let recomputed = try await CLI.run(["analytics", "--json", "--recompute"] + window)
+                #expect(answered.status == 0 && recomputed.status == 0, "\(answered.stderr)\(recomputed.stderr)")
+                #expect(answered.stdout == recomputed.stdout, "\(since) to \(until)")
+            }
+            #expect(corrected > 0)
+            // The default window, the last 28 days to now: one process, one now.
+            let recent = try Self.object(
+                try await CLI.run(["analytics", "--check-summaries", "--json", "--database", database]).stdout)
+            #expect(recent["summaries"] as? String == "current" && recent["equal"] as? Bool == true, "\(recent)")
         }
     }
 }
