@@ -141,36 +141,18 @@ extension AnalyticsSummaryStore {
     /// What the summaries' answer for `query`'s days `(s, u)` needs added to be the answer for its window
     /// when a bound is not a midnight: the correction of each subscription with a date in the part-days, read
     /// from their ledgers 500 at a time, and how many subscriptions were read. Empty for an aligned window.
-    /// The corrections are worked out in two tasks per page while the next page is read, so both cores work.
     public func analyticsCorrection(_ query: SummaryQuery) async throws -> (
         rows: AnalyticsSummary, subscriptions: Int
     ) {
-        guard let window = query.offUnit else { return (AnalyticsSummary(), 0) }
+        var correction = AnalyticsSummary()
+        guard let window = query.offUnit else { return (correction, 0) }
         let ids = try await analyticsSubscriptions(datedIn: window.parts)
-        let rows = try await withThrowingTaskGroup(of: AnalyticsSummary.self) { group in
-            var correction = AnalyticsSummary()
-            var running = 0
-            for start in stride(from: 0, to: ids.count, by: 500) {
-                let ledgers = try await ledgers(of: Array(ids[start..<min(start + 500, ids.count)]))
-                let middle = ledgers.count / 2
-                for half in [ledgers[..<middle], ledgers[middle...]] {
-                    group.addTask {
-                        var part = AnalyticsSummary()
-                        for ledger in half { part.add(query.correction(of: ledger)) }
-                        return part
-                    }
-                    running += 1
-                }
-                // At most one page worked on while the next is read: memory stays a page or two.
-                while running > 2, let part = try await group.next() {
-                    correction.add(part.counts)
-                    running -= 1
-                }
+        for start in stride(from: 0, to: ids.count, by: 500) {
+            for ledger in try await ledgers(of: Array(ids[start..<min(start + 500, ids.count)])) {
+                correction.add(query.correction(of: ledger))
             }
-            for try await part in group { correction.add(part.counts) }
-            return correction
         }
-        return (rows, ids.count)
+        return (correction, ids.count)
     }
 }
 
