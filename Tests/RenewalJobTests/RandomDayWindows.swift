@@ -49,4 +49,19 @@ enum RandomDayWindows {
             return DayWindow(start: start, end: end, since: since, until: until, query: query)
         }
     }
+
+    /// `count` windows of the runs' span whose bounds fall at random milliseconds (not midnights), drawn with
+    /// `seed`, each as `renewal analytics` queries it (`SummaryQuery(window:…)`).
+    static func offMidnight(from origin: Date, to now: Date, seed: UInt64, count: Int) throws -> [SummaryQuery] {
+        let first = midnight(origin).timeIntervalSince1970
+        let last = now.timeIntervalSince1970
+        var generator = SeededGenerator(seed: seed)
+        return try (0..<count).map { _ in
+            let a = Double.random(in: first..<last, using: &generator)
+            let b = Double.random(in: first..<last, using: &generator)
+            let (since, until) = (Date(timeIntervalSince1970: min(a, b)), Date(timeIntervalSince1970: max(a, b) + 1))
+            return try #require(
+                SummaryQuery(window: since, until: until, catalogue: ClosedWindowMonthTests.catalogue))
+        }
+    }
 }

@@ -11,8 +11,8 @@ import Testing
 /// database, then kept by every run of a month of subscribers (`ClosedWindowPlan`: renewals in four
 /// currencies, trials, grace periods, billing retry, refunds, upgrades, extensions, new purchases) through
 /// verifyReceipt, the change feed and the Server API, and by a backfill that reveals a late refund: every
-/// UTC-day window from the summaries equals the recomputation, before the end-of-run fold and after it;
-/// and a `--rebuild` that pages while the job writes ends current too.
+/// UTC-day window from the summaries equals the recomputation, before the end-of-run fold and after it, and
+/// so does every window off midnights once corrected (`analyticsCorrection`); and a `--rebuild` that pages while the job writes ends current too.
 @Suite("Analytics summaries kept by the job's writes: equal to the recomputation after every run, on both databases")
 struct SummaryUpkeepJobTests {
     static let day: TimeInterval = 86_400
@@ -20,8 +20,8 @@ struct SummaryUpkeepJobTests {
     @Test(
         """
         summaries built on an empty database and kept by three weeks of runs (first checks, re-checks, the feed, \
-        extensions, a backfill revealing a refund) answer random UTC-day windows exactly as the recomputation, \
-        with the runs' changes not folded yet and after folding them
+        extensions, a backfill revealing a refund) answer random UTC-day windows, and windows off midnights \
+        corrected, exactly as the recomputation, with the runs' changes not folded yet and after folding them
         """,
         arguments: Backend.available)
     func keptByRuns(backend: Backend) async throws {
@@ -173,5 +173,21 @@ struct SummaryUpkeepJobTests {
             )
             #expect(answered.byProduct == recomputed.byProduct, "\(window.named(label)): by product")
         }
+        // Windows off midnights: the same rows read for the days around them, corrected by the subscriptions
+        // dated in the part-days (facts too: grace periods, extensions, the refund written outside a run).
+        var corrected = 0
+        for query in try RandomDayWindows.offMidnight(from: origin, to: h.state.now, seed: 46, count: 6) {
+            var summary = try await store.analyticsSummary(
+                s: query.sinceUnit, u: query.untilUnit, bundleID: nil, environment: .production)
+            let correction = try await store.analyticsCorrection(query)
+            corrected += correction.subscriptions
+            summary.add(correction.rows.counts)
+            let answered = query.figures(of: summary)
+            let recomputed = try await ClosedWindowMonthTests.figures(h, since: query.since, until: query.until)
+            let named = "\(label), [\(Timestamp.string(query.since)), \(Timestamp.string(query.until)))"
+            #expect(ClosedWindowMonthTests.differences(answered.total, recomputed.total).isEmpty, "\(named)")
+            #expect(answered.byProduct == recomputed.byProduct, "\(named): by product")
+        }
+        #expect(corrected > 0, "\(label): no window off midnights corrected a subscription")
     }
 }
