@@ -69,7 +69,8 @@ struct AnalyticsCommand: AsyncParsableCommand {
         help: """
             Answer the window from the summaries and by recomputing the ledger, timed, and compare them figure \
             by figure (total and each product); exit 3 when they differ. Says why when the summaries cannot \
-            answer (not built, stale since a write, a window not on UTC midnights).
+            answer (not built, or stale after an upgrade); --json adds the subscriptions a window off UTC \
+            midnights corrected from their ledgers.
             """)
     var checkSummaries = false
 
@@ -77,8 +78,9 @@ struct AnalyticsCommand: AsyncParsableCommand {
         name: .long,
         help: """
             Recompute from the ledger (the reference) even when the analytics summaries answer the window. \
-            Without it, a window on UTC midnights is answered from the summaries once they are built \
-            (--rebuild), with the same output.
+            Without it, any window is answered from the summaries once they are built (--rebuild), with \
+            the same output; one off UTC midnights reads the ledgers of the subscriptions dated in its \
+            part-days too.
             """)
     var recompute = false
 

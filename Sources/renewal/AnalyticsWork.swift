@@ -15,7 +15,7 @@ struct AnalyticsWork {
     var recompute = false
 
     /// The figures of `[since, until)` and the cohorts as of `until`: from the analytics summaries when
-    /// they answer the window (built and current, the window on UTC midnights), else one pass over the
+    /// they answer the window (built and current; any window, corrected when off midnights), else one pass over the
     /// ledger. Both give the same report.
     func report(since: Date, until: Date) async throws -> AnalyticsReport {
         if !recompute, let summaries = store as? any AnalyticsSummaryStore {

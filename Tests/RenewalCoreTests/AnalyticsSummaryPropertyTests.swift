@@ -155,9 +155,14 @@ struct AnalyticsSummaryPropertyTests {
         #expect(found.count == 0, "\(found.count) differences, first: \(found.prefix(8))")
     }
 
-    @Test("a window not aligned to UTC days has no summary answer")
+    @Test("SummaryQuery(since:until:) takes windows aligned to its unit only; SummaryQuery(window:) takes any")
     func unalignedWindow() {
         let midnight = SummaryPopulation.origin
+        let offUnit = SummaryQuery(
+            window: midnight.addingTimeInterval(3_600), until: midnight.addingTimeInterval(86_400))
+        #expect(offUnit?.offUnit != nil && offUnit?.sinceUnit == offUnit?.untilUnit.advanced(by: -1))
+        #expect(SummaryQuery(window: midnight, until: midnight.addingTimeInterval(86_400))?.offUnit == nil)
+        #expect(SummaryQuery(window: midnight, until: midnight) == nil)
         #expect(
             SummaryQuery(since: midnight.addingTimeInterval(3_600), until: midnight.addingTimeInterval(86_400)) == nil)
         #expect(SummaryQuery(since: midnight, until: midnight) == nil)
