@@ -49,10 +49,7 @@ struct SummaryUpkeepJobTests {
         arguments: Backend.available)
     func rebuildBesideRuns(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
-            let store = try #require(h.store as? any AnalyticsSummaryStore)
-            let origin = h.state.now
-            var plan = ClosedWindowPlan(origin: origin)
-            try await Self.runs(h, plan: &plan, from: origin, through: 6)
+            var (store, origin, plan) = try await Self.sixDaysOfRuns(h)
             #expect(try await store.beginAnalyticsSummaryRebuild(startedAt: h.state.now) == 0)
             let first = try await store.rebuildAnalyticsSummaryPage(limit: 10)
             #expect(first.count == 10)
@@ -76,10 +73,7 @@ struct SummaryUpkeepJobTests {
         arguments: Backend.available)
     func rebuildsSideBySide(backend: Backend) async throws {
         try await JobHarness.with(backend) { h in
-            let store = try #require(h.store as? any AnalyticsSummaryStore)
-            let origin = h.state.now
-            var plan = ClosedWindowPlan(origin: origin)
-            try await Self.runs(h, plan: &plan, from: origin, through: 6)
+            let (store, origin, _) = try await Self.sixDaysOfRuns(h)
             async let one = store.rebuildAnalyticsSummaries(pageSize: 3)
             async let other = store.rebuildAnalyticsSummaries(pageSize: 3)
             let (a, b) = try await (one, other)
@@ -101,6 +95,18 @@ struct SummaryUpkeepJobTests {
             try await ClosedWindowMonthTests.runs(h, plan: &kept, through: through, router, client)
         }
         plan = kept
+    }
+
+    /// Six days of `ClosedWindowPlan`'s runs from now on `h`'s database, no summaries built: its store, the
+    /// runs' first instant and the plan, for a test to go on with.
+    static func sixDaysOfRuns(_ h: JobHarness) async throws -> (
+        store: any AnalyticsSummaryStore, origin: Date, plan: ClosedWindowPlan
+    ) {
+        let store = try #require(h.store as? any AnalyticsSummaryStore)
+        let origin = h.state.now
+        var plan = ClosedWindowPlan(origin: origin)
+        try await runs(h, plan: &plan, from: origin, through: 6)
+        return (store, origin, plan)
     }
 
     /// The subscriptions the ledger holds.
@@ -162,21 +168,13 @@ struct SummaryUpkeepJobTests {
     ) async throws {
         let state = try #require(try await store.analyticsSummaryState())
         #expect(state.staleReason == nil, "\(label): \(state)")
-        for window in try RandomDayWindows.windows(from: origin, to: h.state.now, seed: 45, random: 8) {
-            let summary = try await store.analyticsSummary(
-                s: window.s, u: window.u, bundleID: nil, environment: .production)
-            let answered = window.query.figures(of: summary)
-            let recomputed = try await ClosedWindowMonthTests.figures(h, since: window.since, until: window.until)
-            #expect(
-                ClosedWindowMonthTests.differences(answered.total, recomputed.total).isEmpty,
-                "\(window.named(label)): \(ClosedWindowMonthTests.describe(answered.total)) against \(ClosedWindowMonthTests.describe(recomputed.total))"
-            )
-            #expect(answered.byProduct == recomputed.byProduct, "\(window.named(label)): by product")
-        }
-        // Windows off midnights: the same rows read for the days around them, corrected by the subscriptions
-        // dated in the part-days (facts too: grace periods, extensions, the refund written outside a run).
+        // Windows on midnights, then off them: the rows read for the days around a window, corrected by the
+        // subscriptions dated in its part-days (facts too: grace periods, extensions, the refund written
+        // outside a run); the correction is empty on midnights.
+        let days = try RandomDayWindows.windows(from: origin, to: h.state.now, seed: 45, random: 8).map(\.query)
+        let offMidnight = try RandomDayWindows.offMidnight(from: origin, to: h.state.now, seed: 46, count: 6)
         var corrected = 0
-        for query in try RandomDayWindows.offMidnight(from: origin, to: h.state.now, seed: 46, count: 6) {
+        for query in days + offMidnight {
             var summary = try await store.analyticsSummary(
                 s: query.sinceUnit, u: query.untilUnit, bundleID: nil, environment: .production)
             let correction = try await store.analyticsCorrection(query)
@@ -185,7 +183,10 @@ struct SummaryUpkeepJobTests {
             let answered = query.figures(of: summary)
             let recomputed = try await ClosedWindowMonthTests.figures(h, since: query.since, until: query.until)
             let named = "\(label), [\(Timestamp.string(query.since)), \(Timestamp.string(query.until)))"
-            #expect(ClosedWindowMonthTests.differences(answered.total, recomputed.total).isEmpty, "\(named)")
+            #expect(
+                ClosedWindowMonthTests.differences(answered.total, recomputed.total).isEmpty,
+                "\(named): \(ClosedWindowMonthTests.describe(answered.total)) against \(ClosedWindowMonthTests.describe(recomputed.total))"
+            )
             #expect(answered.byProduct == recomputed.byProduct, "\(named): by product")
         }
         #expect(corrected > 0, "\(label): no window off midnights corrected a subscription")
