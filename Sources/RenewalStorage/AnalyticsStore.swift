@@ -132,27 +132,22 @@ public protocol AnalyticsSummaryStore: AnalyticsStore {
     func analyticsCohortSummary(cohortUnits: [Int], u: Int, bundleID: String?, environment: AppStoreEnvironment)
         async throws -> AnalyticsSummary
 
-    /// The original transaction ids, sorted, of the subscriptions with a date (`SubscriptionLedger.dates`) in
-    /// one of `parts`: the ones a window off midnights corrects (`OffUnitWindow.parts`).
-    func analyticsSubscriptions(datedIn parts: [ClosedRange<Date>]) async throws -> [String]
+    /// What the summaries' answer for `query`'s days `(s, u)` needs added to be the answer for its window
+    /// when a bound is not a midnight (`OffUnitWindow`): `SummaryQuery.correction(of:)` summed over the
+    /// subscriptions with a date (`SubscriptionLedger.dates`) in the window's part-days, their ledgers read
+    /// `pageSize` at a time, so memory holds one page whatever the part-days hold; and how many
+    /// subscriptions were corrected. Empty for a window on the unit.
+    func analyticsCorrection(_ query: SummaryQuery, pageSize: Int) async throws -> (
+        rows: AnalyticsSummary, subscriptions: Int
+    )
 }
 
 extension AnalyticsSummaryStore {
-    /// What the summaries' answer for `query`'s days `(s, u)` needs added to be the answer for its window
-    /// when a bound is not a midnight: the correction of each subscription with a date in the part-days, read
-    /// from their ledgers 500 at a time, and how many subscriptions were read. Empty for an aligned window.
+    /// `analyticsCorrection(_:pageSize:)` 500 subscriptions a page.
     public func analyticsCorrection(_ query: SummaryQuery) async throws -> (
         rows: AnalyticsSummary, subscriptions: Int
     ) {
-        var correction = AnalyticsSummary()
-        guard let window = query.offUnit else { return (correction, 0) }
-        let ids = try await analyticsSubscriptions(datedIn: window.parts)
-        for start in stride(from: 0, to: ids.count, by: 500) {
-            for ledger in try await ledgers(of: Array(ids[start..<min(start + 500, ids.count)])) {
-                correction.add(query.correction(of: ledger))
-            }
-        }
-        return (correction, ids.count)
+        try await analyticsCorrection(query, pageSize: 500)
     }
 }
 

@@ -12,7 +12,8 @@ import Testing
 /// currencies, trials, grace periods, billing retry, refunds, upgrades, extensions, new purchases) through
 /// verifyReceipt, the change feed and the Server API, and by a backfill that reveals a late refund: every
 /// UTC-day window from the summaries equals the recomputation, before the end-of-run fold and after it, and
-/// so does every window off midnights once corrected (`analyticsCorrection`); and a `--rebuild` that pages while the job writes ends current too.
+/// so does every window off midnights once corrected (`analyticsCorrection`, also read two subscriptions a
+/// page); and a `--rebuild` that pages while the job writes ends current too.
 @Suite("Analytics summaries kept by the job's writes: equal to the recomputation after every run, on both databases")
 struct SummaryUpkeepJobTests {
     static let day: TimeInterval = 86_400
@@ -179,6 +180,9 @@ struct SummaryUpkeepJobTests {
                 s: query.sinceUnit, u: query.untilUnit, bundleID: nil, environment: .production)
             let correction = try await store.analyticsCorrection(query)
             corrected += correction.subscriptions
+            // Read two subscriptions at a time, the same correction: the pages neither skip nor repeat one.
+            let paged = try await store.analyticsCorrection(query, pageSize: 2)
+            #expect(paged.subscriptions == correction.subscriptions && paged.rows == correction.rows)
             summary.add(correction.rows.counts)
             let answered = query.figures(of: summary)
             let recomputed = try await ClosedWindowMonthTests.figures(h, since: query.since, until: query.until)
