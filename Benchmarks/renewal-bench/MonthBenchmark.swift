@@ -87,6 +87,15 @@ struct MonthBenchmark: AsyncParsableCommand {
             """)
     var summaryRowsFrom: String?
 
+    @Option(
+        help: """
+            PostgreSQL: run in this schema of the server (one holding the ten-million ledger) instead of a fresh \
+            one, and leave it as it is afterwards, the month's subscribers in it. Its summaries are not rebuilt: \
+            with --analytics-summaries they must be current there (the month's writes keep them), without it \
+            they must not be usable (no --rebuild, or built by other definitions), so that nothing keeps them.
+            """)
+    var inSchema: String?
+
     enum Mode: String, CaseIterable {
         case feed, polling
     }
@@ -109,17 +118,27 @@ struct MonthBenchmark: AsyncParsableCommand {
             throw ValidationError("--workers above 1 needs --postgres-url: SQLite admits one run at a time.")
         }
         if let summaryRowsFrom {
-            let named = summaryRowsFrom.allSatisfy { $0 == "_" || $0.isASCII && ($0.isLetter || $0.isNumber) }
-            guard postgresURL != nil, analyticsSummaries, !summaryRowsFrom.isEmpty, named else {
+            guard postgresURL != nil, analyticsSummaries, Self.isName(summaryRowsFrom) else {
                 throw ValidationError(
                     "--summary-rows-from needs --postgres-url, --analytics-summaries and a schema name "
                         + "(letters, digits, _).")
+            }
+        }
+        if let inSchema {
+            guard postgresURL != nil, summaryRowsFrom == nil, Self.isName(inSchema) else {
+                throw ValidationError(
+                    "--in-schema needs --postgres-url, a schema name (letters, digits, _) and no --summary-rows-from.")
             }
         }
         guard outageDay >= 0, outageHours >= 0, forgedRefunds >= 0, (0...100).contains(duplicatePercent) else {
             throw ValidationError(
                 "--outage-day, --outage-hours and --forged-refunds must be 0 or more, --duplicate-percent 0 to 100.")
         }
+    }
+
+    /// A schema name spliced into SQL: letters, digits and _ only.
+    static func isName(_ name: String) -> Bool {
+        !name.isEmpty && name.allSatisfy { $0 == "_" || $0.isASCII && ($0.isLetter || $0.isNumber) }
     }
 
     func run() async throws {
@@ -137,7 +156,7 @@ struct MonthBenchmark: AsyncParsableCommand {
             \(notificationDelaySeconds.formatted()) s after their event, \(duplicatePercent) % of them listed twice, \
             \(forgedRefunds) forged refunds, \(outage), \
             \(postgresURL == nil ? "SQLite" : "PostgreSQL") with \(workers) worker\(workers == 1 ? "" : "s"), seed \(seed), \
-            analytics summaries \(analyticsSummaries ? "kept" : "not built")
+            analytics summaries \(analyticsSummaries ? "kept" : "not kept")\(inSchema.map { ", in schema \($0)" } ?? "")
             """)
         for form in forms {
             for mode in modes {
@@ -157,6 +176,12 @@ struct MonthBenchmark: AsyncParsableCommand {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: directory) }
             return try await body([try SQLiteSubscriptionStore.open(path: directory + "/renewal.sqlite", create: true)])
+        }
+        if let inSchema {
+            // Checked in validate(): letters, digits and _ only.
+            let url = base + (base.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(inSchema)"
+            let stores: [any BenchStore] = try (0..<workers).map { _ in try PostgresSubscriptionStore.open(url: url) }
+            return try await body(stores)
         }
         let schema = "renewal_month_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         let admin = try PostgresDatabase(url: base)
@@ -188,6 +213,16 @@ struct MonthBenchmark: AsyncParsableCommand {
         guard let identity = simulator.serverAPI else { throw ValidationError("the simulator has no Server API") }
         let quiet = Logger(label: "renewal-bench", factory: { _ in SwiftLogNoOpLogHandler() })
         let receipts = population.receipts
+        if inSchema != nil {
+            let kept = try await store.analyticsSummaryState().map { $0.staleReason == nil } ?? false
+            guard kept == analyticsSummaries else {
+                throw ValidationError(
+                    "--in-schema \(inSchema ?? ""): the summaries there are \(kept ? "" : "not ")current; "
+                        + (kept
+                            ? "without --analytics-summaries make them unusable first (their definition_version)."
+                            : "with --analytics-summaries run renewal analytics --rebuild there first."))
+            }
+        }
         try await setUp(state, store: store, receipts: receipts, form: form)
 
         return try await withAppStoreSimulator(configuration: simulator, logger: quiet) { endpoints in
@@ -218,7 +253,7 @@ struct MonthBenchmark: AsyncParsableCommand {
                     }
                     // The first run verifies every imported receipt: the import's cost, not the month's.
                     _ = try await run(.run, feed: mode == .feed, verifier: dayZero)
-                    if analyticsSummaries { _ = try await store.rebuildAnalyticsSummaries() }
+                    if analyticsSummaries, inSchema == nil { _ = try await store.rebuildAnalyticsSummaries() }
                     if let summaryRowsFrom {
                         // The name was checked in validate(): letters, digits and _ only.
                         let columns = "shape, day, since_day, environment, bundle_id, row_key, count"
