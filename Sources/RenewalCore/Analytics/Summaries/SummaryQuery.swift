@@ -30,15 +30,9 @@ public struct SummaryQuery: Sendable {
         let u = contributions.index(of: until)
         guard s < u, Double(s) * unit == since.timeIntervalSince1970, Double(u) * unit == until.timeIntervalSince1970
         else { return nil }
-        self.since = since
-        self.until = until
-        self.catalogue = catalogue
-        self.reportingCurrency = reportingCurrency
-        self.environment = environment
-        self.s = s
-        self.u = u
-        self.unit = unit
-        offUnit = nil
+        self.init(
+            since: since, until: until, catalogue: catalogue, reportingCurrency: reportingCurrency,
+            environment: environment, s: s, u: u, unit: unit, offUnit: nil)
     }
 
     /// Any window with `since` before `until`, on the day summaries: read for `(s, u)`, the day holding
@@ -49,15 +43,25 @@ public struct SummaryQuery: Sendable {
         environment: AppStoreEnvironment = .production
     ) {
         guard let window = OffUnitWindow(since: since, until: until) else { return nil }
+        self.init(
+            since: since, until: until, catalogue: catalogue, reportingCurrency: reportingCurrency,
+            environment: environment, s: window.s, u: window.u, unit: OffUnitWindow.unit,
+            offUnit: window.isAligned ? nil : window)
+    }
+
+    private init(
+        since: Date, until: Date, catalogue: ProductCatalogue, reportingCurrency: String,
+        environment: AppStoreEnvironment, s: Int, u: Int, unit: TimeInterval, offUnit: OffUnitWindow?
+    ) {
         self.since = since
         self.until = until
         self.catalogue = catalogue
         self.reportingCurrency = reportingCurrency
         self.environment = environment
-        s = window.s
-        u = window.u
-        unit = OffUnitWindow.unit
-        offUnit = window.isAligned ? nil : window
+        self.s = s
+        self.u = u
+        self.unit = unit
+        self.offUnit = offUnit
     }
 
     /// What one subscription's rows add to the summary's answer for `(s, u)` to make it this window's: its
