@@ -142,12 +142,13 @@ struct WebhookTests {
             let receiver = WebhookReceiver(secret: secret)
             try await receiver.serve { url in
                 let environment = try Self.environment(observed, url: url, secret: secret)
-                // Hanging: the run spends its webhook budget (1 s), not a request timeout on top.
+                // Hanging: the run spends its webhook budget (2 s), not a request timeout on top. (With 1 s,
+                // a run starved of CPU by parallel tests once spent it before its first request arrived.)
                 receiver.mode = .hang
-                let run = try await CLI.run(["run", "--webhook-seconds", "1"], environment: environment)
+                let run = try await CLI.run(["run", "--webhook-seconds", "2"], environment: environment)
                 let runEnded = ContinuousClock.now
                 let firstAttempt = try #require(receiver.received.first?.arrived)
-                // From its first webhook request to its exit: the 1 s budget and the report, not the 10 s
+                // From its first webhook request to its exit: the 2 s budget and the report, not the 10 s
                 // request timeout (nor the receiver's 12 s hang).
                 #expect(run.status == 3 && runEnded - firstAttempt < .seconds(6), "\(runEnded - firstAttempt)")
 
