@@ -3,8 +3,9 @@ import Foundation
 /// Retention by cohort: subscriptions grouped by the month (UTC) their first paid period was purchased,
 /// and for each of the 12 periods after it, how many were still paid and entitled one day into the next
 /// period (a renewal, or grace, holds it; billing retry, expiry and refunds do not). A period that has not
-/// ended (plus the day) by `observedBy`, the last midnight at or before `asOf`, is not observed yet, so a young cohort's later columns stay empty instead of reading as
-/// churn. Counted like every other figure: Production, bought by the customer.
+/// ended (plus the day) by `observedBy`, the last midnight at or before `asOf`, is not observed yet, so a
+/// young cohort's later columns stay empty instead of reading as churn. Counted like every other figure:
+/// Production, bought by the customer.
 public struct CohortRetention: Sendable {
     public static let periods = 12
 

@@ -21,8 +21,9 @@ public struct OffUnitWindow: Sendable, Hashable {
         guard since < until else { return nil }
         self.since = since
         self.until = until
-        s = AnalyticsContributions.clamped((since.timeIntervalSince1970 / Self.unit).rounded(.down))
-        u = AnalyticsContributions.clamped((until.timeIntervalSince1970 / Self.unit).rounded(.up))
+        let days = AnalyticsContributions(unit: Self.unit)
+        s = days.index(of: since)
+        u = days.boundary(of: until)
     }
 
     /// Both bounds are midnights: the summaries answer without a correction.

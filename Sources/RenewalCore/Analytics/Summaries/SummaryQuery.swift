@@ -77,8 +77,7 @@ public struct SummaryQuery: Sendable {
     /// The unit of the last midnight at or before `until`: retention observes a period by it
     /// (`CohortRetention.observedBy`).
     var retentionUnit: Int {
-        let midnight = (until.timeIntervalSince1970 / 86_400).rounded(.down) * 86_400
-        return AnalyticsContributions.clamped((midnight / unit).rounded(.down))
+        AnalyticsContributions(unit: unit).index(of: DailyAnalytics.dayStart(of: until))
     }
 
     /// Where a selected row's count goes: to the window (events, corners), or to the standing at a bound.
