@@ -4,9 +4,10 @@ import RenewalStorage
 import Synchronization
 
 /// Keeps the analytics summaries in step with one database transaction's ledger writes (schema 29): the
-/// subscriptions it writes are read before the write, their contribution rows
-/// (`AnalyticsContributions.rows(of:)`) computed before and after, and the difference appended to
-/// `analytics_summary_deltas` in the same transaction. Work in proportion to the subscriptions written;
+/// subscriptions a write touches are read before it, their contribution rows
+/// (`AnalyticsContributions.rows(of:)`) computed before and after, and the difference added to the
+/// transaction's `AnalyticsSummaryWrites`, which appends the sum of its writes to
+/// `analytics_summary_deltas` once, before the commit. Work in proportion to the subscriptions written;
 /// nothing is read when the write adds nothing to the ledger or the summaries are not kept.
 ///
 /// A `--rebuild` page and a write never interleave on one subscription: on PostgreSQL a writer holds
@@ -21,36 +22,31 @@ struct AnalyticsSummaryUpkeep {
     private let kept: Set<String>
     /// Their rows before the write (absent: none).
     private var before: [String: [ContributionKey: Int]] = [:]
+    /// The transaction's sum the difference goes to.
+    private let writes: AnalyticsSummaryWrites
 
-    private init(kept: Set<String>) {
+    private init(kept: Set<String>, writes: AnalyticsSummaryWrites) {
         self.kept = kept
+        self.writes = writes
     }
 
     /// Before a write to the ledger of `ids` (and of `fresh` subscriptions, whose ledger holds nothing
-    /// yet, so nothing of them is read). Nil when there is nothing to keep: no subscription, summaries
-    /// never built or built by other definitions, or a rebuild that has not read any of them yet.
+    /// yet, so nothing of them is read), one of the transaction's `writes`. Nil when there is nothing to
+    /// keep: no subscription, summaries never built or built by other definitions, or a rebuild that has
+    /// not read any of them yet.
     static func begin(
-        _ ids: some Collection<String>, fresh: some Collection<String> = [String](), on connection: any SQLConnection,
-        dialect: SQLDialect
+        _ ids: some Collection<String>, fresh: some Collection<String> = [String](), into writes: AnalyticsSummaryWrites,
+        on connection: any SQLConnection, dialect: SQLDialect
     ) throws -> AnalyticsSummaryUpkeep? {
         guard !ids.isEmpty || !fresh.isEmpty else { return nil }
-        if dialect == .postgres {
-            _ = try connection.execute(
-                "SELECT pg_advisory_xact_lock_shared(hashtextextended(current_schema() || '/' || $1, 0))",
-                [.text(lockName)])
-        }
-        guard
-            let state = try connection.execute(
-                "SELECT status, definition_version FROM analytics_summary_state WHERE id = 1", []
-            ).first,
-            try state.int("definition_version") == AnalyticsSummaryState.definitionVersion
-        else { return nil }
         var kept = Set(ids).union(fresh)
-        if try state.text("status") != "built" {
-            kept = try kept.filter { try rebuilt($0, on: connection) }
+        switch try writes.standing(on: connection, dialect: dialect) {
+        case .notKept: return nil
+        case .built: break
+        case .building: kept = try kept.filter { try rebuilt($0, on: connection) }
         }
         guard !kept.isEmpty else { return nil }
-        var upkeep = AnalyticsSummaryUpkeep(kept: kept)
+        var upkeep = AnalyticsSummaryUpkeep(kept: kept, writes: writes)
         let contributions = AnalyticsContributions()
         let unread = Set(fresh)
         for chunk in kept.filter({ !unread.contains($0) }).sorted().chunked(by: LedgerSQL.chunkSize)
@@ -71,9 +67,8 @@ struct AnalyticsSummaryUpkeep {
     }
 
     /// After the write: `ledgers` are the written subscriptions' ledgers as the transaction now holds them
-    /// (one without transactions may be absent). Appends the difference, nothing when there is none.
-    func finish(after ledgers: [SubscriptionLedger], on connection: any SQLConnection) throws {
-        var delta = AnalyticsSummary()
+    /// (one without transactions may be absent). Adds the difference to the transaction's writes.
+    func finish(after ledgers: [SubscriptionLedger]) {
         let contributions = AnalyticsContributions()
         var compared: Set<String> = []
         for ledger in ledgers where kept.contains(ledger.originalTransactionID) {
@@ -82,13 +77,12 @@ struct AnalyticsSummaryUpkeep {
             guard compared.insert(ledger.originalTransactionID).inserted,
                 let old = before[ledger.originalTransactionID]
             else {
-                delta.add(rows)
+                writes.delta.add(rows)
                 continue
             }
-            delta.add(AnalyticsSummary.difference(from: old, to: rows))
+            writes.delta.add(AnalyticsSummary.difference(from: old, to: rows))
         }
-        for (id, rows) in before where !compared.contains(id) { delta.add(rows, sign: -1) }
-        try Self.append(delta.counts, to: "analytics_summary_deltas", on: connection)
+        for (id, rows) in before where !compared.contains(id) { writes.delta.add(rows, sign: -1) }
     }
 
     /// Inserts `rows` into `table` (`analytics_summary_deltas`, or the rows of a rebuild page with
@@ -177,5 +171,54 @@ struct AnalyticsSummaryUpkeep {
         case .step(let index): return ("step", Int64(index), 0)
         case .corner(let since, let until): return ("corner", Int64(until), Int64(since))
         }
+    }
+}
+
+/// What the ledger writes of one database transaction share for the summaries: whether they are kept,
+/// read once at the first write that needs it, and the changes of every write, summed, so a batch of
+/// checks or a page of the change feed appends one row per key (`append(on:)`, before the commit) rather
+/// than each write its own. On PostgreSQL the first read takes `AnalyticsSummaryUpkeep.lockName` shared
+/// until the commit, and a rebuild changes the state only holding it exclusively, so what was read holds
+/// for the whole transaction. One per transaction, used on its connection only.
+final class AnalyticsSummaryWrites {
+    /// Whether the writes keep the summaries.
+    enum Standing {
+        /// Never built, or built by other definitions.
+        case notKept
+        case built
+        /// A rebuild is paging: only the subscriptions it has read are kept.
+        case building
+    }
+
+    private var read: Standing?
+    /// The sum of the writes' changes so far.
+    var delta = AnalyticsSummary()
+
+    /// Takes the lock and reads the state at the first call; the same answer after.
+    func standing(on connection: any SQLConnection, dialect: SQLDialect) throws -> Standing {
+        if let read { return read }
+        if dialect == .postgres {
+            _ = try connection.execute(
+                "SELECT pg_advisory_xact_lock_shared(hashtextextended(current_schema() || '/' || $1, 0))",
+                [.text(AnalyticsSummaryUpkeep.lockName)])
+        }
+        let state = try connection.execute(
+            "SELECT status, definition_version FROM analytics_summary_state WHERE id = 1", []
+        ).first
+        let standing: Standing
+        if let state, try state.int("definition_version") == AnalyticsSummaryState.definitionVersion {
+            standing = try state.text("status") == "built" ? .built : .building
+        } else {
+            standing = .notKept
+        }
+        read = standing
+        return standing
+    }
+
+    /// Appends the writes' summed changes to `analytics_summary_deltas` (nothing when they cancel) and
+    /// starts a new sum.
+    func append(on connection: any SQLConnection) throws {
+        try AnalyticsSummaryUpkeep.append(delta.counts, to: "analytics_summary_deltas", on: connection)
+        delta = AnalyticsSummary()
     }
 }

@@ -20,6 +20,8 @@ extension SQLSubscriptionStore {
         let ordered = notifications.map { ($0, $0.facts) }.sorted { $0.1.precedes($1.1) }
         return try await inTransaction { connection in
             var result = FeedRecordResult()
+            // The page's writes change the summaries once, summed.
+            let summaries = AnalyticsSummaryWrites()
             for (notification, facts) in ordered {
                 let receiptID = try Self.receiptID(holding: notification.originalTransactionID, on: connection)
                 guard try Self.insert(notification, receiptID: receiptID, runID: runID, now: now, on: connection)
@@ -53,7 +55,8 @@ extension SQLSubscriptionStore {
                         evidence, of: facts, stored: stored, leasedUntil: leasedUntil, context: context, now: now)
                     {
                     case .decide(let request):
-                        result.applied.append(try Self.decide(request, on: connection, dialect: dialect))
+                        result.applied.append(
+                            try Self.decide(request, summaries: summaries, on: connection, dialect: dialect))
                     case .known:
                         result.known += 1
                     case .recheck(let reason, let due):
@@ -62,6 +65,7 @@ extension SQLSubscriptionStore {
                     }
                 }
             }
+            try summaries.append(on: connection)
             return result
         }
     }
@@ -159,11 +163,12 @@ extension SQLSubscriptionStore {
     /// Takes and writes the decision for a notification's signed data, in the transaction that records
     /// it: the same decision, rows, change events and webhook outbox as a check's.
     private static func decide(
-        _ request: EntitlementDecision.Request, on connection: any SQLConnection, dialect: SQLDialect
+        _ request: EntitlementDecision.Request, summaries: AnalyticsSummaryWrites, on connection: any SQLConnection,
+        dialect: SQLDialect
     ) throws -> AppliedNotification {
         let (claimed, owners) = try claim(request.claims, forReceipt: request.receipt.id, on: connection)
         let decision = request.decide(owners: owners)
-        try write(decision.update, on: connection, dialect: dialect)
+        try write(decision.update, summaries: summaries, on: connection, dialect: dialect)
         try giveBack(claimed, unusedBy: decision.update, on: connection)
         return AppliedNotification(receipt: request.receipt, decision: decision)
     }

@@ -46,7 +46,9 @@ extension SQLSubscriptionStore {
             // A refund reversed or an expiry moved is kept as a fact before the row is overwritten.
             let facts = try Self.transactionFacts(transactions, now: recordedAt, on: connection)
             let written = [candidate.originalTransactionID] + transactions.map(\.originalTransactionID)
-            let upkeep = try AnalyticsSummaryUpkeep.begin(Set(written), on: connection, dialect: dialect)
+            let summaries = AnalyticsSummaryWrites()
+            let upkeep = try AnalyticsSummaryUpkeep.begin(
+                Set(written), into: summaries, on: connection, dialect: dialect)
             try Self.insert(facts, runID: nil, recordedAt: recordedAt, on: connection)
             for transaction in transactions {
                 _ = try connection.execute(
@@ -56,7 +58,8 @@ extension SQLSubscriptionStore {
                         environment: environment, recordedAt: recordedAt))
             }
             let ledgers = try LedgerSQL.replaceSpans(of: written, on: connection)
-            try upkeep?.finish(after: ledgers, on: connection)
+            upkeep?.finish(after: ledgers)
+            try summaries.append(on: connection)
             // A completed history needs no claim any more.
             _ = try connection.execute(
                 """

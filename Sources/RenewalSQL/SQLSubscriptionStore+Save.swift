@@ -11,7 +11,9 @@ extension SQLSubscriptionStore {
             {
                 throw SubscriptionStoreError.leaseLost(receiptID: update.receiptID)
             }
-            try Self.write(update, on: connection, dialect: dialect)
+            let summaries = AnalyticsSummaryWrites()
+            try Self.write(update, summaries: summaries, on: connection, dialect: dialect)
+            try summaries.append(on: connection)
         }
     }
 
@@ -21,7 +23,12 @@ extension SQLSubscriptionStore {
         if items.count > 1 {
             do {
                 return try await inTransaction { connection in
-                    try items.map { try Self.saveFenced($0, on: connection, dialect: dialect) }
+                    let summaries = AnalyticsSummaryWrites()
+                    let decisions = try items.map {
+                        try Self.saveFenced($0, summaries: summaries, on: connection, dialect: dialect)
+                    }
+                    try summaries.append(on: connection)
+                    return decisions
                 }
             } catch let error as CancellationError {
                 throw error
@@ -33,7 +40,11 @@ extension SQLSubscriptionStore {
         for item in items {
             do {
                 results.append(
-                    try await inTransaction { connection in try Self.saveFenced(item, on: connection, dialect: dialect)
+                    try await inTransaction { connection in
+                        let summaries = AnalyticsSummaryWrites()
+                        let decision = try Self.saveFenced(item, summaries: summaries, on: connection, dialect: dialect)
+                        try summaries.append(on: connection)
+                        return decision
                     })
             } catch SubscriptionStoreError.leaseLost {
                 results.append(nil)
@@ -45,7 +56,7 @@ extension SQLSubscriptionStore {
     /// Fences, claims, decides and writes one item on a connection inside a transaction; nil
     /// (nothing written) when its worker no longer holds the lease.
     private static func saveFenced(
-        _ item: PendingSave, on connection: any SQLConnection, dialect: SQLDialect
+        _ item: PendingSave, summaries: AnalyticsSummaryWrites, on connection: any SQLConnection, dialect: SQLDialect
     ) throws -> EntitlementDecision? {
         if let owner = item.leaseOwner, try !holdsLease(item.receiptID, owner: owner, on: connection, dialect: dialect)
         {
@@ -53,7 +64,7 @@ extension SQLSubscriptionStore {
         }
         let (claimed, owners) = try claim(item.claiming, forReceipt: item.receiptID, on: connection)
         let decision = item.decide(owners: owners)
-        try write(decision.update, claimed: claimed, on: connection, dialect: dialect)
+        try write(decision.update, claimed: claimed, summaries: summaries, on: connection, dialect: dialect)
         try giveBack(claimed, unusedBy: decision.update, on: connection)
         return decision
     }
@@ -171,9 +182,11 @@ extension SQLSubscriptionStore {
 
     /// Writes one update on a connection already inside a transaction. `claimed` are the subscriptions
     /// this transaction has just created rows for (`claim`): those whose history starts with this write are
-    /// written without reading their rows, ledger, facts or spans back (`FreshLedger`).
+    /// written without reading their rows, ledger, facts or spans back (`FreshLedger`). The change to the
+    /// analytics summaries goes to `summaries`, which the transaction appends before it commits.
     static func write(
-        _ write: ReceiptUpdate, claimed: [String] = [], on connection: any SQLConnection, dialect: SQLDialect
+        _ write: ReceiptUpdate, claimed: [String] = [], summaries: AnalyticsSummaryWrites,
+        on connection: any SQLConnection, dialect: SQLDialect
     ) throws {
         // The receipt row goes last: if it is gone, everything before is rolled back with it.
         let ownership = Dictionary(
@@ -216,7 +229,7 @@ extension SQLSubscriptionStore {
         let written = Set(write.transactions.map(\.originalTransactionID) + facts.map(\.originalTransactionID))
         let rewritten = written.subtracting(fresh)
         let upkeep = try AnalyticsSummaryUpkeep.begin(
-            rewritten, fresh: written.intersection(fresh), on: connection, dialect: dialect)
+            rewritten, fresh: written.intersection(fresh), into: summaries, on: connection, dialect: dialect)
         try Self.insert(facts, runID: write.runID, recordedAt: write.checkedAt, on: connection)
         for subscription in write.subscriptions {
             try Self.upsert(subscription, of: write, on: connection)
@@ -236,7 +249,7 @@ extension SQLSubscriptionStore {
         let ledgers = try LedgerSQL.replaceSpans(of: rewritten, on: connection)
         let freshLedgers = try FreshLedger.insertSpans(
             of: fresh, write: write, environments: environments, facts: facts, on: connection)
-        try upkeep?.finish(after: ledgers + freshLedgers, on: connection)
+        upkeep?.finish(after: ledgers + freshLedgers)
         try Self.updateReceipt(write, on: connection)
     }
 
