@@ -35,8 +35,8 @@ struct AnalyticsSummaryUpkeep {
     /// keep: no subscription, summaries never built or built by other definitions, or a rebuild that has
     /// not read any of them yet.
     static func begin(
-        _ ids: some Collection<String>, fresh: some Collection<String> = [String](), into writes: AnalyticsSummaryWrites,
-        on connection: any SQLConnection, dialect: SQLDialect
+        _ ids: some Collection<String>, fresh: some Collection<String> = [String](),
+        into writes: AnalyticsSummaryWrites, on connection: any SQLConnection, dialect: SQLDialect
     ) throws -> AnalyticsSummaryUpkeep? {
         guard !ids.isEmpty || !fresh.isEmpty else { return nil }
         var kept = Set(ids).union(fresh)

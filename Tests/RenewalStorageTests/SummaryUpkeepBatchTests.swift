@@ -42,7 +42,8 @@ struct SummaryUpkeepBatchTests {
                         """))
                 #expect(rows > 0, "\(backend), period \(period): the batch changed the summaries")
                 #expect(rows == keys, "\(backend), period \(period): \(rows) rows for \(keys) keys")
-                let four = try await store.int64("SELECT COUNT(*) AS v FROM analytics_summary_deltas WHERE ABS(count) = 4")
+                let four = try await store.int64(
+                    "SELECT COUNT(*) AS v FROM analytics_summary_deltas WHERE ABS(count) = 4")
                 #expect(four == rows, "\(backend), period \(period): every change is the four subscriptions'")
                 try await store.compactSummaries()
             }
