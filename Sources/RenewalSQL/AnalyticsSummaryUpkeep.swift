@@ -22,6 +22,8 @@ struct AnalyticsSummaryUpkeep {
     private let kept: Set<String>
     /// Their rows before the write (absent: none).
     private var before: [String: [ContributionKey: Int]] = [:]
+    /// The ledgers read for them: the write's facts need not read these rows again.
+    private(set) var read = LedgersRead()
     /// The transaction's sum the difference goes to.
     private let writes: AnalyticsSummaryWrites
 
@@ -51,8 +53,10 @@ struct AnalyticsSummaryUpkeep {
         let unread = Set(fresh)
         for chunk in kept.filter({ !unread.contains($0) }).sorted().chunked(by: LedgerSQL.chunkSize)
         where !chunk.isEmpty {
+            upkeep.read.subscriptions.formUnion(chunk)
             for ledger in try LedgerSQL.ledgers(of: chunk, on: connection) {
                 upkeep.before[ledger.originalTransactionID] = contributions.rows(of: ledger)
+                upkeep.read.add(ledger)
             }
         }
         return upkeep

@@ -20,35 +20,44 @@ extension SQLSubscriptionStore {
     static func addedFacts(
         of write: ReceiptUpdate, fresh: Set<String> = [], on connection: any SQLConnection
     ) throws -> [SubscriptionFact] {
+        try subscriptionFacts(of: write, fresh: fresh, on: connection)
+            + transactionFacts(write.transactions, unrecorded: fresh, now: write.checkedAt, on: connection)
+    }
+
+    /// The facts the update's subscriptions add over their stored rows.
+    static func subscriptionFacts(
+        of write: ReceiptUpdate, fresh: Set<String>, on connection: any SQLConnection
+    ) throws -> [SubscriptionFact] {
+        guard !write.subscriptions.isEmpty else { return [] }
         var facts: [SubscriptionFact] = []
-        if !write.subscriptions.isEmpty {
-            let stored = try storedSubscriptions(
-                write.subscriptions.map(\.snapshot.originalTransactionID).filter { !fresh.contains($0) },
-                on: connection)
-            for subscription in write.subscriptions {
-                let id = subscription.snapshot.originalTransactionID
-                let previous = stored[id]
-                // A row another receipt owns is not written, so what this answer says of it is not recorded.
-                guard previous.map({ $0.receiptID == write.receiptID }) ?? true else { continue }
-                let before = previous?.snapshot.state == .unverified ? nil : previous?.snapshot
-                facts += SubscriptionFact.added(
-                    by: subscription.snapshot, previous: before, now: write.checkedAt,
-                    statedAt: subscription.appleSignedAt)
-            }
+        let stored = try storedSubscriptions(
+            write.subscriptions.map(\.snapshot.originalTransactionID).filter { !fresh.contains($0) }, on: connection)
+        for subscription in write.subscriptions {
+            let id = subscription.snapshot.originalTransactionID
+            let previous = stored[id]
+            // A row another receipt owns is not written, so what this answer says of it is not recorded.
+            guard previous.map({ $0.receiptID == write.receiptID }) ?? true else { continue }
+            let before = previous?.snapshot.state == .unverified ? nil : previous?.snapshot
+            facts += SubscriptionFact.added(
+                by: subscription.snapshot, previous: before, now: write.checkedAt,
+                statedAt: subscription.appleSignedAt)
         }
-        facts += try transactionFacts(
-            write.transactions, unrecorded: fresh, now: write.checkedAt, on: connection)
         return facts
     }
 
     /// The facts new versions of ledger transactions add over the ledger's rows of them; the ledger holds
-    /// nothing of the subscriptions `unrecorded` names, so their transactions are not looked up.
+    /// nothing of the subscriptions `unrecorded` names, so their transactions are not looked up, and the
+    /// rows of the subscriptions `read` holds were read already (by the summaries' upkeep, before the
+    /// write), so they are not read again.
     static func transactionFacts(
-        _ transactions: [LedgerTransaction], unrecorded: Set<String> = [], now: Date, on connection: any SQLConnection
+        _ transactions: [LedgerTransaction], unrecorded: Set<String> = [], read: LedgersRead = LedgersRead(),
+        now: Date, on connection: any SQLConnection
     ) throws -> [SubscriptionFact] {
         guard !transactions.isEmpty else { return [] }
         var recorded: [String: LedgerTransaction] = [:]
-        let looked = transactions.filter { !unrecorded.contains($0.originalTransactionID) }.map(\.transactionID)
+        let looked = transactions.filter {
+            !unrecorded.contains($0.originalTransactionID) && !read.subscriptions.contains($0.originalTransactionID)
+        }.map(\.transactionID)
         for chunk in Array(Set(looked)).sorted().chunked(by: chunkSize) where !chunk.isEmpty {
             var binds = SQLBinds()
             let list = binds.list(chunk.map { .text($0) })
@@ -60,7 +69,10 @@ extension SQLSubscriptionStore {
             }
         }
         return transactions.flatMap { transaction in
-            SubscriptionFact.added(by: transaction, recorded: recorded[transaction.transactionID], now: now)
+            let row =
+                read.subscriptions.contains(transaction.originalTransactionID)
+                ? read.transactions[transaction.transactionID] : recorded[transaction.transactionID]
+            return SubscriptionFact.added(by: transaction, recorded: row, now: now)
         }
     }
 
@@ -101,5 +113,16 @@ extension SQLSubscriptionStore {
     /// Every fact recorded about these subscriptions, by original transaction id.
     static func facts(of ids: [String], on connection: any SQLConnection) throws -> [String: [SubscriptionFact]] {
         try LedgerSQL.facts(of: ids, on: connection)
+    }
+}
+
+/// Ledgers read already in a transaction, before its write: the subscriptions read (each with all its
+/// transactions, none for one without) and their transactions by id.
+struct LedgersRead {
+    var subscriptions: Set<String> = []
+    var transactions: [String: LedgerTransaction] = [:]
+
+    mutating func add(_ ledger: SubscriptionLedger) {
+        for transaction in ledger.transactions { transactions[transaction.transactionID] = transaction }
     }
 }

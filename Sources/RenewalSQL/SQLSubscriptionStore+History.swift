@@ -43,12 +43,14 @@ extension SQLSubscriptionStore {
     ) async throws {
         let dialect = database.dialect
         try await inTransaction { connection in
-            // A refund reversed or an expiry moved is kept as a fact before the row is overwritten.
-            let facts = try Self.transactionFacts(transactions, now: recordedAt, on: connection)
             let written = [candidate.originalTransactionID] + transactions.map(\.originalTransactionID)
             let summaries = AnalyticsSummaryWrites()
             let upkeep = try AnalyticsSummaryUpkeep.begin(
                 Set(written), into: summaries, on: connection, dialect: dialect)
+            // A refund reversed or an expiry moved is kept as a fact before the row is overwritten (from the
+            // ledger rows the upkeep read, when it read them).
+            let facts = try Self.transactionFacts(
+                transactions, read: upkeep?.read ?? LedgersRead(), now: recordedAt, on: connection)
             try Self.insert(facts, runID: nil, recordedAt: recordedAt, on: connection)
             for transaction in transactions {
                 _ = try connection.execute(

@@ -223,13 +223,21 @@ extension SQLSubscriptionStore {
         // What the rows say before this update overwrites them decides which facts it adds.
         let fresh = try FreshLedger.subscriptions(
             claimed: claimed, transactions: write.transactions, on: connection)
-        let facts = try Self.addedFacts(of: write, fresh: fresh, on: connection)
-        // The subscriptions whose ledger this update writes: their spans are replaced, and the analytics
-        // summaries take their change (read before anything of them is written).
-        let written = Set(write.transactions.map(\.originalTransactionID) + facts.map(\.originalTransactionID))
+        let subscriptionFacts = try Self.subscriptionFacts(of: write, fresh: fresh, on: connection)
+        // The subscriptions whose ledger this update writes (its transactions', and its facts', which are
+        // those of its transactions or of its subscriptions' rows): their spans are replaced, and the
+        // analytics summaries take their change (read before anything of them is written).
+        let written = Set(
+            write.transactions.map(\.originalTransactionID) + subscriptionFacts.map(\.originalTransactionID))
         let rewritten = written.subtracting(fresh)
         let upkeep = try AnalyticsSummaryUpkeep.begin(
             rewritten, fresh: written.intersection(fresh), into: summaries, on: connection, dialect: dialect)
+        // The ledger rows the upkeep has just read are not read again for the transactions' facts.
+        let facts =
+            try subscriptionFacts
+            + Self.transactionFacts(
+                write.transactions, unrecorded: fresh, read: upkeep?.read ?? LedgersRead(), now: write.checkedAt,
+                on: connection)
         try Self.insert(facts, runID: write.runID, recordedAt: write.checkedAt, on: connection)
         for subscription in write.subscriptions {
             try Self.upsert(subscription, of: write, on: connection)

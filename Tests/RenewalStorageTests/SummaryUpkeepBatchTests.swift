@@ -20,8 +20,10 @@ struct SummaryUpkeepBatchTests {
 
     @Test(
         """
-        four first purchases, then their renewals, each saved as one batch: the deltas hold each key once \
-        (the four subscriptions' equal rows summed), and the kept rows equal a rebuild's
+        four first purchases, then their renewals, then a refund of the first period and an extension of the \
+        second, each saved as one batch: the deltas hold each key once (the four subscriptions' equal rows \
+        summed), the refund and the extension are recorded as facts from the ledger rows the upkeep read, and \
+        the kept rows equal a rebuild's
         """,
         arguments: Backend.available)
     func batchAppendsOnce(backend: Backend) async throws {
@@ -30,9 +32,10 @@ struct SummaryUpkeepBatchTests {
             _ = try await store.importReceipts(
                 Self.users.map { ReceiptImport(userID: $0, latestReceipt: "receipt-of-\($0)", productID: nil) },
                 now: Self.origin)
-            for period in 1...2 {
-                let now = Self.origin.addingTimeInterval(Double(period - 1) * 30 * Self.day + 60)
-                try await Self.saveBatch(store, period: period, now: now)
+            for step in 1...3 {
+                let period = min(step, 2)
+                let now = Self.origin.addingTimeInterval(Double(step - 1) * 30 * Self.day + 60)
+                try await Self.saveBatch(store, period: period, revised: step == 3, now: now)
                 let rows = try #require(try await store.int64("SELECT COUNT(*) AS v FROM analytics_summary_deltas"))
                 let keys = try #require(
                     try await store.int64(
@@ -47,6 +50,10 @@ struct SummaryUpkeepBatchTests {
                 #expect(four == rows, "\(backend), period \(period): every change is the four subscriptions'")
                 try await store.compactSummaries()
             }
+            for kind in ["revocation", "extension"] {
+                let facts = try await store.int64("SELECT COUNT(*) AS v FROM subscription_facts WHERE kind = '\(kind)'")
+                #expect(facts == 4, "\(backend): \(kind) facts")
+            }
             let kept = try await Self.summaryRows(store)
             #expect(!kept.isEmpty)
             _ = try await store.rebuildAnalyticsSummaries()
@@ -55,9 +62,11 @@ struct SummaryUpkeepBatchTests {
     }
 
     /// Leases every receipt and saves, in one batch, a check of each answering its `period`-th monthly
-    /// period: the same product, price and dates for every user.
+    /// period: the same product, price and dates for every user; `revised`, the first period refunded five
+    /// days in and the second's expiry three days later.
     static func saveBatch(
-        _ store: any SQLStoreChecks & RunHistoryStore & AnalyticsSummaryStore, period: Int, now: Date
+        _ store: any SQLStoreChecks & RunHistoryStore & AnalyticsSummaryStore, period: Int, revised: Bool,
+        now: Date
     ) async throws {
         let lease = Lease(owner: "A", until: now.addingTimeInterval(600), now: now)
         let leased = try await store.nextBatch(
@@ -67,10 +76,13 @@ struct SummaryUpkeepBatchTests {
             let otid = "o-\(receipt.userID)"
             let transactions = (1...period).map { index in
                 let start = origin.addingTimeInterval(Double(index - 1) * 30 * day)
+                let extended = revised && index == 2 ? 3 * day : 0
                 return LedgerTransaction(
                     transactionID: "\(otid)-\(index)", originalTransactionID: otid, productID: "p.monthly",
-                    purchasedAt: start, expiresAt: start.addingTimeInterval(30 * day), priceMilliunits: 9_990,
-                    currency: "USD", ownershipType: "PURCHASED", origin: .statusAnswer)
+                    purchasedAt: start, expiresAt: start.addingTimeInterval(30 * day + extended),
+                    priceMilliunits: 9_990, currency: "USD", ownershipType: "PURCHASED",
+                    revokedAt: revised && index == 1 ? start.addingTimeInterval(5 * day) : nil,
+                    revocationReason: revised && index == 1 ? 0 : nil, origin: .statusAnswer)
             }
             var subscription = SubscriptionEvidence(
                 originalTransactionID: otid, productID: "p.monthly", expiresAt: transactions.last?.expiresAt,
