@@ -180,8 +180,8 @@ struct AnalyticsSummaryUpkeep {
 
 /// What the ledger writes of one database transaction share for the summaries: whether they are kept,
 /// read once at the first write that needs it, and the changes of every write, summed, so a batch of
-/// checks or a page of the change feed appends one row per key (`append(on:)`, before the commit) rather
-/// than each write its own. On PostgreSQL the first read takes `AnalyticsSummaryUpkeep.lockName` shared
+/// checks or a page of the change feed appends one row per key (`keeping(on:_:)`, before the commit)
+/// rather than each write its own. On PostgreSQL the first read takes `AnalyticsSummaryUpkeep.lockName` shared
 /// until the commit, and a rebuild changes the state only holding it exclusively, so what was read holds
 /// for the whole transaction. One per transaction, used on its connection only.
 final class AnalyticsSummaryWrites {
@@ -219,10 +219,14 @@ final class AnalyticsSummaryWrites {
         return standing
     }
 
-    /// Appends the writes' summed changes to `analytics_summary_deltas` (nothing when they cancel) and
-    /// starts a new sum.
-    func append(on connection: any SQLConnection) throws {
-        try AnalyticsSummaryUpkeep.append(delta.counts, to: "analytics_summary_deltas", on: connection)
-        delta = AnalyticsSummary()
+    /// Runs `body`, the ledger writes of one transaction on `connection`, with one `AnalyticsSummaryWrites`,
+    /// then appends their summed changes to `analytics_summary_deltas` (nothing when they cancel).
+    static func keeping<T>(on connection: any SQLConnection, _ body: (AnalyticsSummaryWrites) throws -> T) throws
+        -> T
+    {
+        let writes = AnalyticsSummaryWrites()
+        let result = try body(writes)
+        try AnalyticsSummaryUpkeep.append(writes.delta.counts, to: "analytics_summary_deltas", on: connection)
+        return result
     }
 }

@@ -21,51 +21,51 @@ extension SQLSubscriptionStore {
         return try await inTransaction { connection in
             var result = FeedRecordResult()
             // The page's writes change the summaries once, summed.
-            let summaries = AnalyticsSummaryWrites()
-            for (notification, facts) in ordered {
-                let receiptID = try Self.receiptID(holding: notification.originalTransactionID, on: connection)
-                guard try Self.insert(notification, receiptID: receiptID, runID: runID, now: now, on: connection)
-                else { continue }
-                result.new += 1
-                result.newByType[notification.type, default: 0] += 1
-                // Core decides what the notification means; this only reads what it asks and writes the plan.
-                let plan = FeedNotificationPlan(for: facts, heldBy: receiptID, applying: context, now: now)
-                if let record = plan.record {
-                    try Self.perform(
-                        record, of: notification, receiptID: receiptID, runID: runID, now: now, on: connection)
-                    if case .refundRequest = record { result.refundRequests += 1 }
-                }
-                switch plan.entitlement {
-                case .changesNoEntitlement, .namesNoSubscription:
-                    continue
-                case .unmatched:
-                    result.unmatched.append(notification)
-                case .adopt(let adoption):
-                    let adopted = try Self.adopt(
-                        adoption, notification: notification.uuid, runID: runID,
-                        queueWebhooks: context?.queueWebhooks ?? false, on: connection, dialect: dialect)
-                    if adopted.created { result.adopted += 1 }
-                    if adopted.claimed { result.claimedAtAdoption += 1 }
-                    if let change = adopted.change { result.purchaseChanges.append(change) }
-                case .makeDue(let receiptID, let due):
-                    result.madeDue += try Self.makeDue(receiptID, due, on: connection, dialect: dialect)
-                case .weigh(let receiptID, let evidence, let context):
-                    let (stored, leasedUntil) = try Self.receiptForFeed(receiptID, on: connection, dialect: dialect)
-                    switch FeedNotificationPlan.weigh(
-                        evidence, of: facts, stored: stored, leasedUntil: leasedUntil, context: context, now: now)
-                    {
-                    case .decide(let request):
-                        result.applied.append(
-                            try Self.decide(request, summaries: summaries, on: connection, dialect: dialect))
-                    case .known:
-                        result.known += 1
-                    case .recheck(let reason, let due):
-                        result.rechecked[reason, default: 0] += 1
+            try AnalyticsSummaryWrites.keeping(on: connection) { summaries in
+                for (notification, facts) in ordered {
+                    let receiptID = try Self.receiptID(holding: notification.originalTransactionID, on: connection)
+                    guard try Self.insert(notification, receiptID: receiptID, runID: runID, now: now, on: connection)
+                    else { continue }
+                    result.new += 1
+                    result.newByType[notification.type, default: 0] += 1
+                    // Core decides what the notification means; this only reads what it asks and writes the plan.
+                    let plan = FeedNotificationPlan(for: facts, heldBy: receiptID, applying: context, now: now)
+                    if let record = plan.record {
+                        try Self.perform(
+                            record, of: notification, receiptID: receiptID, runID: runID, now: now, on: connection)
+                        if case .refundRequest = record { result.refundRequests += 1 }
+                    }
+                    switch plan.entitlement {
+                    case .changesNoEntitlement, .namesNoSubscription:
+                        continue
+                    case .unmatched:
+                        result.unmatched.append(notification)
+                    case .adopt(let adoption):
+                        let adopted = try Self.adopt(
+                            adoption, notification: notification.uuid, runID: runID,
+                            queueWebhooks: context?.queueWebhooks ?? false, on: connection, dialect: dialect)
+                        if adopted.created { result.adopted += 1 }
+                        if adopted.claimed { result.claimedAtAdoption += 1 }
+                        if let change = adopted.change { result.purchaseChanges.append(change) }
+                    case .makeDue(let receiptID, let due):
                         result.madeDue += try Self.makeDue(receiptID, due, on: connection, dialect: dialect)
+                    case .weigh(let receiptID, let evidence, let context):
+                        let (stored, leasedUntil) = try Self.receiptForFeed(receiptID, on: connection, dialect: dialect)
+                        switch FeedNotificationPlan.weigh(
+                            evidence, of: facts, stored: stored, leasedUntil: leasedUntil, context: context, now: now)
+                        {
+                        case .decide(let request):
+                            result.applied.append(
+                                try Self.decide(request, summaries: summaries, on: connection, dialect: dialect))
+                        case .known:
+                            result.known += 1
+                        case .recheck(let reason, let due):
+                            result.rechecked[reason, default: 0] += 1
+                            result.madeDue += try Self.makeDue(receiptID, due, on: connection, dialect: dialect)
+                        }
                     }
                 }
             }
-            try summaries.append(on: connection)
             return result
         }
     }

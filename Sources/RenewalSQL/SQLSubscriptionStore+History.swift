@@ -44,24 +44,24 @@ extension SQLSubscriptionStore {
         let dialect = database.dialect
         try await inTransaction { connection in
             let written = [candidate.originalTransactionID] + transactions.map(\.originalTransactionID)
-            let summaries = AnalyticsSummaryWrites()
-            let upkeep = try AnalyticsSummaryUpkeep.begin(
-                Set(written), into: summaries, on: connection, dialect: dialect)
-            // A refund reversed or an expiry moved is kept as a fact before the row is overwritten (from the
-            // ledger rows the upkeep read, when it read them).
-            let facts = try Self.transactionFacts(
-                transactions, read: upkeep?.read ?? LedgersRead(), now: recordedAt, on: connection)
-            try Self.insert(facts, runID: nil, recordedAt: recordedAt, on: connection)
-            for transaction in transactions {
-                _ = try connection.execute(
-                    SaveSQL.upsertTransaction,
-                    SaveSQL.values(
-                        of: transaction, userID: candidate.userID, bundleID: candidate.bundleID,
-                        environment: environment, recordedAt: recordedAt))
+            try AnalyticsSummaryWrites.keeping(on: connection) { summaries in
+                let upkeep = try AnalyticsSummaryUpkeep.begin(
+                    Set(written), into: summaries, on: connection, dialect: dialect)
+                // A refund reversed or an expiry moved is kept as a fact before the row is overwritten (from the
+                // ledger rows the upkeep read, when it read them).
+                let facts = try Self.transactionFacts(
+                    transactions, read: upkeep?.read ?? LedgersRead(), now: recordedAt, on: connection)
+                try Self.insert(facts, runID: nil, recordedAt: recordedAt, on: connection)
+                for transaction in transactions {
+                    _ = try connection.execute(
+                        SaveSQL.upsertTransaction,
+                        SaveSQL.values(
+                            of: transaction, userID: candidate.userID, bundleID: candidate.bundleID,
+                            environment: environment, recordedAt: recordedAt))
+                }
+                let ledgers = try LedgerSQL.replaceSpans(of: written, on: connection)
+                upkeep?.finish(after: ledgers)
             }
-            let ledgers = try LedgerSQL.replaceSpans(of: written, on: connection)
-            upkeep?.finish(after: ledgers)
-            try summaries.append(on: connection)
             // A completed history needs no claim any more.
             _ = try connection.execute(
                 """

@@ -11,9 +11,9 @@ extension SQLSubscriptionStore {
             {
                 throw SubscriptionStoreError.leaseLost(receiptID: update.receiptID)
             }
-            let summaries = AnalyticsSummaryWrites()
-            try Self.write(update, summaries: summaries, on: connection, dialect: dialect)
-            try summaries.append(on: connection)
+            try AnalyticsSummaryWrites.keeping(on: connection) { summaries in
+                try Self.write(update, summaries: summaries, on: connection, dialect: dialect)
+            }
         }
     }
 
@@ -23,12 +23,11 @@ extension SQLSubscriptionStore {
         if items.count > 1 {
             do {
                 return try await inTransaction { connection in
-                    let summaries = AnalyticsSummaryWrites()
-                    let decisions = try items.map {
-                        try Self.saveFenced($0, summaries: summaries, on: connection, dialect: dialect)
+                    try AnalyticsSummaryWrites.keeping(on: connection) { summaries in
+                        try items.map {
+                            try Self.saveFenced($0, summaries: summaries, on: connection, dialect: dialect)
+                        }
                     }
-                    try summaries.append(on: connection)
-                    return decisions
                 }
             } catch let error as CancellationError {
                 throw error
@@ -41,10 +40,9 @@ extension SQLSubscriptionStore {
             do {
                 results.append(
                     try await inTransaction { connection in
-                        let summaries = AnalyticsSummaryWrites()
-                        let decision = try Self.saveFenced(item, summaries: summaries, on: connection, dialect: dialect)
-                        try summaries.append(on: connection)
-                        return decision
+                        try AnalyticsSummaryWrites.keeping(on: connection) { summaries in
+                            try Self.saveFenced(item, summaries: summaries, on: connection, dialect: dialect)
+                        }
                     })
             } catch SubscriptionStoreError.leaseLost {
                 results.append(nil)
