@@ -1,6 +1,8 @@
+import Dispatch
 import Foundation
 import RenewalCore
 import RenewalStorage
+import Synchronization
 
 /// The correction of a window off UTC midnights (`OffUnitWindow`, schema 31's indexes).
 extension SQLSubscriptionStore {
@@ -24,20 +26,53 @@ extension SQLSubscriptionStore {
             var correction = AnalyticsSummary()
             var count = 0
             var last: String?
-            repeat {
+            let readPage = { () throws -> [SubscriptionLedger]? in
                 let after = last.map { _ in "WHERE original_transaction_id > $1 " } ?? ""
                 let ids = try connection.execute(
                     "SELECT original_transaction_id FROM \(table) \(after)ORDER BY original_transaction_id LIMIT \(page)",
                     last.map { [.text($0)] } ?? []
                 ).map { try $0.text("original_transaction_id") }
-                for ledger in try LedgerSQL.ledgers(of: ids, on: connection) {
-                    correction.add(query.correction(of: ledger))
-                }
+                guard !ids.isEmpty else { return nil }
                 count += ids.count
-                last = ids.count == page ? ids.last : nil
-            } while last != nil
+                last = ids.last
+                return try LedgerSQL.ledgers(of: ids, on: connection)
+            }
+            var ledgers = try readPage()
+            while let current = ledgers {
+                // The next page is read while this one's corrections are worked out on the other cores.
+                let corrected = try Self.correct(current, query, whileRunning: readPage)
+                correction.add(corrected.sum.counts)
+                ledgers = corrected.next
+            }
             return (correction, count)
         }
+    }
+
+    /// The corrections of `ledgers` summed, worked out in parts beside `other` (the next page's read), on
+    /// the machine's cores; returns the sum and what `other` gave, or throws what it threw.
+    static func correct<Next: Sendable>(
+        _ ledgers: [SubscriptionLedger], _ query: SummaryQuery, whileRunning other: @escaping () throws -> Next
+    ) throws -> (sum: AnalyticsSummary, next: Next) {
+        // Eight parts, so the cores stay busy however long the read takes.
+        let part = max((ledgers.count + 7) / 8, 1)
+        let parts = stride(from: 0, to: ledgers.count, by: part).map { ledgers[$0..<min($0 + part, ledgers.count)] }
+        let sums = Mutex<[AnalyticsSummary]>([])
+        let next = Mutex<Result<Next, any Error>?>(nil)
+        let read = OneThreadCall(other)
+        DispatchQueue.concurrentPerform(iterations: parts.count + 1) { index in
+            guard index > 0 else {
+                let result = Result { try read.call() }
+                next.withLock { $0 = result }
+                return
+            }
+            var sum = AnalyticsSummary()
+            for ledger in parts[index - 1] { sum.addCorrection(of: ledger, for: query) }
+            sums.withLock { $0.append(sum) }
+        }
+        var total = AnalyticsSummary()
+        for sum in sums.withLock({ $0 }) { total.add(sum.counts) }
+        guard let result = next.withLock({ $0 }) else { throw CancellationError() }
+        return (total, try result.get())
     }
 
     /// The temporary table of one correction's subscriptions (per connection).
@@ -67,4 +102,12 @@ extension SQLSubscriptionStore {
             ("subscription_facts", "ends_at"), ("subscription_facts", "stated_at"),
         ]
     }
+}
+
+/// A call run on one thread of `DispatchQueue.concurrentPerform` while the thread that made it waits for
+/// every iteration: whatever it captures (a connection, the page's cursor) is used by one thread at a time.
+private final class OneThreadCall<Value>: @unchecked Sendable {
+    let call: () throws -> Value
+
+    init(_ call: @escaping () throws -> Value) { self.call = call }
 }

@@ -97,6 +97,45 @@ struct OffMidnightWindowPropertyTests {
         return found
     }
 
+    @Test("a correction is the difference of the two axes' rows, less the rows no read of its window takes")
+    func correctionKeepsTheReadRows() throws {
+        let population = SummaryPopulation(count: 300, seed: 5)
+        let unitAxis = AnalyticsContributions()
+        var random = SeededGenerator(seed: 55)
+        var corrected = 0
+        var left = 0
+        var differing: [String] = []
+        for _ in 0..<20 {
+            let (since, until) = Self.window(population.ledgers, &random)
+            let query = try #require(SummaryQuery(window: since, until: until))
+            let window = try #require(query.offUnit)
+            let cohortsFrom = try #require(query.cohortUnits.first)
+            // What a window's reads select: events in [s, u), steps up to u, the window's corners
+            // (`since ≤ s < until ≤ u`) and the cohort rows of the 24 months up to until's (`until ≤ since ≤ u`).
+            func read(_ shape: ContributionShape) -> Bool {
+                switch shape {
+                case .event(let day): query.sinceUnit <= day && day < query.untilUnit
+                case .step(let day): day <= query.untilUnit
+                case .corner(let x, let y):
+                    (x <= query.sinceUnit && query.sinceUnit < y && y <= query.untilUnit)
+                        || (y <= x && x <= query.untilUnit && y >= cohortsFrom)
+                }
+            }
+            for ledger in population.ledgers where window.needsCorrection(ledger) {
+                corrected += 1
+                let whole = AnalyticsSummary.difference(
+                    from: unitAxis.rows(of: ledger), to: AnalyticsContributions(window: window).rows(of: ledger))
+                let expected = whole.filter { read($0.key.shape) }
+                left += whole.count - expected.count
+                if query.correction(of: ledger) != expected {
+                    differing.append("\(ledger.originalTransactionID) in [\(since), \(until))")
+                }
+            }
+        }
+        #expect(corrected > 100 && left > 0, "\(corrected) corrected, \(left) rows left out")
+        #expect(differing.count == 0, "\(differing.count) corrections differ, first: \(differing.prefix(5))")
+    }
+
     @Test("a subscription with nothing dated in the part-days has the same rows on both axes")
     func uncorrectedRowsAreEqual() throws {
         let population = SummaryPopulation(count: 300, seed: 9)

@@ -254,6 +254,11 @@ public struct AnalyticsSummary: Sendable, Hashable {
         add(rows)
     }
 
+    /// Adds `query.correction(of: ledger)` in place: the way to sum many subscriptions' corrections.
+    public mutating func addCorrection(of ledger: SubscriptionLedger, for query: SummaryQuery) {
+        query.addCorrection(of: ledger, to: &counts)
+    }
+
     /// Adds `rows` (`sign` −1 subtracts them).
     public mutating func add(_ rows: [ContributionKey: Int], sign: Int = 1) {
         for (key, count) in rows { Self.add(sign * count, to: key, in: &counts) }

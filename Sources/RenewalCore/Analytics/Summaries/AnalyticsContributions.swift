@@ -26,24 +26,25 @@ public struct AnalyticsContributions: Sendable {
     /// The rows `ledger` contributes, each with its count (negative for a step down or a corner that
     /// subtracts). Empty for a subscription with no counted transaction or no known environment.
     public func rows(of ledger: SubscriptionLedger) -> [ContributionKey: Int] {
-        guard let environment = ledger.environment else { return [:] }
-        let timeline = ledger.timeline(in: environment)
-        let counted = timeline.transactions
-        guard let first = counted.first else { return [:] }
-        var builder = Builder(keys: RowKeys(bundleID: ledger.bundleID, environment: environment))
+        guard let read = LedgerRead(ledger) else { return [:] }
+        var builder = Builder(keys: read.keys)
         // About a dozen rows a transaction: sized once rather than grown (and rehashed) five times.
-        builder.rows.reserveCapacity(12 * counted.count + 16)
-        // The timeline's spans are computed on each read: once here for the steps and the retention rows.
-        let timelineSpans = timeline.spans
-        let spans = unitSpans(of: timeline, spans: timelineSpans)
-        steps(spans, &builder)
-        events(counted, first: first, &builder)
-        funnel(counted, first: first, trialSpans: spans.filter { $0.kind == .trial }, &builder)
-        reactivations(counted, &builder)
-        churn(counted, spans: spans, &builder)
-        mrrMovement(counted, spans: spans, &builder)
-        cohorts(timeline, spans: timelineSpans, trialSpans: spans.filter { $0.kind == .trial }, &builder)
+        builder.rows.reserveCapacity(12 * read.counted.count + 16)
+        add(read, to: &builder)
         return builder.rows
+    }
+
+    /// Adds the rows of `read` on this axis to `builder` (times its `sign`).
+    func add(_ read: LedgerRead, to builder: inout Builder) {
+        let spans = unitSpans(of: read.timeline, spans: read.spans)
+        let trialSpans = spans.filter { $0.kind == .trial }
+        steps(spans, &builder)
+        events(read.counted, first: read.first, &builder)
+        funnel(read.counted, first: read.first, trialSpans: trialSpans, &builder)
+        reactivations(read.counted, &builder)
+        churn(read.counted, spans: spans, &builder)
+        mrrMovement(read.counted, spans: spans, &builder)
+        cohorts(read.timeline, spans: read.spans, trialSpans: trialSpans, &builder)
     }
 
     /// The unit index holding `moment` (an event at `moment` is in window `(s, u)` when `s ≤ it < u`).
@@ -139,13 +140,38 @@ extension AnalyticsContributions {
     }
 }
 
-/// Collects one subscription's rows.
+/// What the rows of one subscription are computed from, whatever the axis: its timeline (the spans are
+/// worked out on each read of `spans`, so once here) and its counted transactions.
+struct LedgerRead {
+    let keys: RowKeys
+    let timeline: EntitlementTimeline
+    let spans: [EntitlementSpan]
+    let counted: [LedgerTransaction]
+    let first: LedgerTransaction
+
+    /// Nil for a subscription with no known environment or no counted transaction: it has no rows.
+    init?(_ ledger: SubscriptionLedger) {
+        guard let environment = ledger.environment else { return nil }
+        timeline = ledger.timeline(in: environment)
+        counted = timeline.transactions
+        guard let first = counted.first else { return nil }
+        self.first = first
+        spans = timeline.spans
+        keys = RowKeys(bundleID: ledger.bundleID, environment: environment)
+    }
+}
+
+/// Collects one subscription's rows: times `sign` (a correction takes one axis's rows out and puts the
+/// other's in), and only those `reads` selects when it is given.
 struct Builder {
     let keys: RowKeys
     var rows: [ContributionKey: Int] = [:]
+    var sign = 1
+    var reads: SummaryQuery.Reads?
 
     mutating func add(_ key: ContributionKey, _ count: Int) {
-        AnalyticsSummary.add(count, to: key, in: &rows)
+        if let reads, !reads.selects(key.shape) { return }
+        AnalyticsSummary.add(sign * count, to: key, in: &rows)
     }
 
     /// The corners of the rectangle `since ∈ [sinceFrom, sinceTo)`, `until ∈ [untilFrom, untilTo)` (nil: no

@@ -41,7 +41,9 @@ extension SummaryQuery {
     /// The first unit of each month whose cohort rows the figures read: the 24 months up to `until`'s
     /// (LTV's; refund rate, trial conversion and retention use the last 12). A store reads the cohort rows
     /// with these as their `until` bound and `since ≤ u`.
-    public var cohortUnits: [Int] {
+    public var cohortUnits: [Int] { Self.cohortUnits(until: until, unit: unit) }
+
+    static func cohortUnits(until: Date, unit: TimeInterval) -> [Int] {
         let month = CohortFigures.monthIndex(of: until)
         return ((month - CohortFigures.ltvMonths + 1)...month).map { month in
             AnalyticsContributions.clamped(Double(AnalyticsContributions.firstDay(ofMonth: month)) * 86_400 / unit)

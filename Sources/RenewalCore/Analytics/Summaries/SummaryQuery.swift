@@ -19,6 +19,8 @@ public struct SummaryQuery: Sendable {
     let unit: TimeInterval
     /// The window's axis when a bound is not a midnight; nil when the window is aligned to the unit.
     public let offUnit: OffUnitWindow?
+    /// What the window's reads select, for its corrections.
+    let reads: Reads
 
     /// Nil when `since` or `until` is not the start of a unit, or `since` is not before `until`.
     public init?(
@@ -62,16 +64,46 @@ public struct SummaryQuery: Sendable {
         self.u = u
         self.unit = unit
         self.offUnit = offUnit
+        reads = Reads(s: s, u: u, cohortsFrom: Self.cohortUnits(until: until, unit: unit).first ?? Int.min)
     }
 
     /// What one subscription's rows add to the summary's answer for `(s, u)` to make it this window's: its
     /// rows on the window's axis less its rows on the unit axis. Empty for an aligned window and for a
     /// subscription with nothing dated in the part-days.
+    /// The timeline is worked out once for both axes, and only the rows some read of this window selects
+    /// (`Reads`) are kept: the others would be added to the answer and never read.
     public func correction(of ledger: SubscriptionLedger) -> [ContributionKey: Int] {
-        guard let offUnit, offUnit.needsCorrection(ledger) else { return [:] }
-        return AnalyticsSummary.difference(
-            from: AnalyticsContributions(unit: unit).rows(of: ledger),
-            to: AnalyticsContributions(window: offUnit).rows(of: ledger))
+        var rows: [ContributionKey: Int] = [:]
+        addCorrection(of: ledger, to: &rows)
+        return rows
+    }
+
+    /// Adds `correction(of: ledger)` to `rows` in place.
+    func addCorrection(of ledger: SubscriptionLedger, to rows: inout [ContributionKey: Int]) {
+        guard let offUnit, offUnit.needsCorrection(ledger), let read = LedgerRead(ledger) else { return }
+        var builder = Builder(keys: read.keys, sign: -1, reads: reads)
+        swap(&builder.rows, &rows)
+        AnalyticsContributions(unit: unit).add(read, to: &builder)
+        builder.sign = 1
+        AnalyticsContributions(window: offUnit).add(read, to: &builder)
+        swap(&builder.rows, &rows)
+    }
+
+    /// Which shapes the reads of this window select (`figures`, `movement`, `cohortFigures` and the
+    /// stores' reads for them): events in `[s, u)`, steps up to `u`, the window's corners
+    /// (`x ≤ s < y ≤ u`) and the cohort rows of the months `cohortUnits` names (`y ≤ x ≤ u`).
+    struct Reads {
+        let s: Int
+        let u: Int
+        let cohortsFrom: Int
+
+        func selects(_ shape: ContributionShape) -> Bool {
+            switch shape {
+            case .event(let day): s <= day && day < u
+            case .step(let day): day <= u
+            case .corner(let x, let y): (x <= s && s < y && y <= u) || (y <= x && x <= u && y >= cohortsFrom)
+            }
+        }
     }
 
     /// The unit of the last midnight at or before `until`: retention observes a period by it
