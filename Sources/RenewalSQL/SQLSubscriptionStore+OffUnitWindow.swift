@@ -75,6 +75,18 @@ extension SQLSubscriptionStore {
         return (total, try result.get())
     }
 
+    public func analyticsDatedRows(in part: ClosedRange<Date>) async throws -> Int {
+        let from = Int64((part.lowerBound.timeIntervalSince1970 * 1000).rounded(.down))
+        let to = Int64((part.upperBound.timeIntervalSince1970 * 1000).rounded(.up))
+        // Two index range counts: purchases and expiries are nearly all of a day's dates.
+        let sql = """
+            SELECT (SELECT COUNT(*) FROM transactions WHERE purchased_at BETWEEN $1 AND $2)
+                + (SELECT COUNT(*) FROM transactions WHERE expires_at BETWEEN $1 AND $2) AS n
+            """
+        let rows = try await onConnection { connection in try connection.execute(sql, [.int64(from), .int64(to)]) }
+        return Int(try rows.first?.int64("n") ?? 0)
+    }
+
     /// The temporary table of one correction's subscriptions (per connection).
     static var correctedTable: String { "analytics_corrected_subscriptions" }
 

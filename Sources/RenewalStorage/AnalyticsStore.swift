@@ -140,6 +140,10 @@ public protocol AnalyticsSummaryStore: AnalyticsStore {
     func analyticsCorrection(_ query: SummaryQuery, pageSize: Int) async throws -> (
         rows: AnalyticsSummary, subscriptions: Int
     )
+
+    /// How many purchases and expiries the ledger dates in `part` (closed): the measure of a part-day's
+    /// correction `analyticsReading(of:)` compares.
+    func analyticsDatedRows(in part: ClosedRange<Date>) async throws -> Int
 }
 
 extension AnalyticsSummaryStore {
@@ -152,13 +156,48 @@ extension AnalyticsSummaryStore {
 }
 
 extension AnalyticsSummaryStore {
+    /// `window` read from whichever midnight on each side has the fewer purchases and expiries between it
+    /// and the bound (`analyticsDatedRows(in:)`), so the correction reads the lesser part of each day: the
+    /// answer is the same either way (`OffUnitWindow.reading(sinceAfter:untilBefore:)`).
+    public func analyticsReading(of window: OffUnitWindow) async throws -> OffUnitWindow {
+        let start = { (day: Int) in Date(timeIntervalSince1970: Double(day) * 86_400) }
+        func dated(_ part: ClosedRange<Date>?) async throws -> Int {
+            guard let part else { return 0 }
+            return try await analyticsDatedRows(in: part)
+        }
+        guard !window.isAligned else { return window }
+        let since =
+            window.sincePart == nil
+            ? [0, 0]
+            : [
+                try await dated(start(window.s)...window.since), try await dated(window.since...start(window.s + 1)),
+            ]
+        let until =
+            window.untilPart == nil
+            ? [0, 0]
+            : [
+                try await dated(window.until...start(window.u)), try await dated(start(window.u - 1)...window.until),
+            ]
+        var best = (window, since[0] + until[0])
+        for (after, before) in [(true, false), (false, true), (true, true)] {
+            guard let other = window.reading(sinceAfter: after, untilBefore: before) else { continue }
+            let dated = since[after ? 1 : 0] + until[before ? 1 : 0]
+            if dated < best.1 { best = (other, dated) }
+        }
+        return best.0
+    }
+}
+
+extension AnalyticsSummaryStore {
     /// The monthly figures and ARPU's paying subscriptions of `query` from the summaries: `window` is the
     /// window's read (`analyticsSummary`, which holds the paying rows), the cohort rows are read here.
     public func analyticsCohortFigures(_ query: SummaryQuery, window: AnalyticsSummary, bundleID: String?)
         async throws -> CohortSummaryFigures
     {
-        var rows = try await analyticsCohortSummary(
-            cohortUnits: query.cohortUnits, u: query.untilUnit, bundleID: bundleID, environment: query.environment)
+        var rows = query.relabeled(
+            try await analyticsCohortSummary(
+                cohortUnits: query.cohortUnits, u: query.untilUnit, bundleID: bundleID,
+                environment: query.environment))
         rows.add(window.counts)
         return query.cohortFigures(of: rows, bundleID: bundleID)
     }

@@ -59,9 +59,13 @@ struct AnalyticsSummaryWork {
         return state.staleReason
     }
 
-    /// The query of `[since, until)` on the day summaries, with the catalogue and reporting currency.
-    func query(since: Date, until: Date) -> SummaryQuery? {
-        SummaryQuery(window: since, until: until, catalogue: catalogue, reportingCurrency: rates.reportingCurrency)
+    /// The query of `[since, until)` on the day summaries, with the catalogue and reporting currency; off
+    /// midnights, read from the midnights whose part-days date fewer rows (`analyticsReading(of:)`).
+    func query(since: Date, until: Date) async throws -> SummaryQuery? {
+        guard let window = OffUnitWindow(since: since, until: until) else { return nil }
+        return SummaryQuery(
+            try await store.analyticsReading(of: window), catalogue: catalogue,
+            reportingCurrency: rates.reportingCurrency)
     }
 
     /// The window's figures (total and by product) from the summary rows, and how many subscriptions a window
@@ -69,9 +73,10 @@ struct AnalyticsSummaryWork {
     func figures(since: Date, until: Date) async throws -> (
         total: AnalyticsFigures, byProduct: [String: AnalyticsFigures], corrected: Int
     )? {
-        guard let query = query(since: since, until: until) else { return nil }
-        var summary = try await store.analyticsSummary(
-            s: query.sinceUnit, u: query.untilUnit, bundleID: app, environment: .production)
+        guard let query = try await query(since: since, until: until) else { return nil }
+        var summary = query.relabeled(
+            try await store.analyticsSummary(
+                s: query.sinceUnit, u: query.untilUnit, bundleID: app, environment: .production))
         let correction = try await store.analyticsCorrection(query)
         summary.add(correction.rows.counts)
         let figures = query.figures(of: summary, bundleID: app)
@@ -83,10 +88,12 @@ struct AnalyticsSummaryWork {
     /// subscriptions with a date in its part-days (`AnalyticsSummaryStore.analyticsCorrection`). The
     /// unclaimed purchases' figures come from their own ledgers (a few), as they are not summed apart.
     func report(since: Date, until: Date, unclaimedIDs: Set<String>?) async throws -> AnalyticsReport? {
-        guard try await unusableReason(since: since, until: until) == nil, let query = query(since: since, until: until)
+        guard try await unusableReason(since: since, until: until) == nil,
+            let query = try await query(since: since, until: until)
         else { return nil }
-        var summary = try await store.analyticsMovementSummary(
-            s: query.sinceUnit, u: query.untilUnit, bundleID: app, environment: .production)
+        var summary = query.relabeled(
+            try await store.analyticsMovementSummary(
+                s: query.sinceUnit, u: query.untilUnit, bundleID: app, environment: .production))
         summary.add(try await store.analyticsCorrection(query).rows.counts)
         guard let movement = query.movement(of: summary, bundleID: app) else { return nil }
         let figures = query.figures(of: summary, bundleID: app)

@@ -49,11 +49,16 @@ struct OffMidnightWindowPropertyTests {
         var random = SeededGenerator(seed: seed &* 65_537)
         var found: [String] = []
         var corrected = 0
+        var chosen = 0
         for round in 0..<30 {
             let (since, until) = Self.window(population.ledgers, &random)
             let catalogue = CohortSummaryPropertyTests.catalogues[round % 2]
-            let query = try #require(SummaryQuery(window: since, until: until, catalogue: catalogue))
-            var answer = summary
+            // Read from the midnight before or after each bound in turn: every choice gives the same answer.
+            let window = try #require(OffUnitWindow(since: since, until: until))
+            let read = window.reading(sinceAfter: round % 2 == 1, untilBefore: round % 4 >= 2) ?? window
+            let query = SummaryQuery(read, catalogue: catalogue)
+            if read != window { chosen += 1 }
+            var answer = query.relabeled(summary)
             for ledger in population.ledgers {
                 let correction = query.correction(of: ledger)
                 if !correction.isEmpty { corrected += 1 }
@@ -62,6 +67,7 @@ struct OffMidnightWindowPropertyTests {
             found += try Self.compare(population.ledgers, answer, query)
         }
         #expect(corrected > 50, "seed \(seed): the windows corrected only \(corrected) subscriptions")
+        #expect(chosen > 5, "seed \(seed): only \(chosen) windows read from another midnight")
         #expect(found.count == 0, "seed \(seed): \(found.count) differences, first: \(found.prefix(8))")
     }
 
@@ -105,26 +111,29 @@ struct OffMidnightWindowPropertyTests {
         var corrected = 0
         var left = 0
         var differing: [String] = []
-        for _ in 0..<20 {
+        for _ in 0..<40 {
             let (since, until) = Self.window(population.ledgers, &random)
-            let query = try #require(SummaryQuery(window: since, until: until))
-            let window = try #require(query.offUnit)
+            let own = try #require(OffUnitWindow(since: since, until: until))
+            let window =
+                own.reading(sinceAfter: Bool.random(using: &random), untilBefore: Bool.random(using: &random)) ?? own
+            let query = SummaryQuery(window)
             let cohortsFrom = try #require(query.cohortUnits.first)
             // What a window's reads select: events in [s, u), steps up to u, the window's corners
             // (`since ≤ s < until ≤ u`) and the cohort rows of the 24 months up to until's (`until ≤ since ≤ u`).
             func read(_ shape: ContributionShape) -> Bool {
                 switch shape {
-                case .event(let day): query.sinceUnit <= day && day < query.untilUnit
-                case .step(let day): day <= query.untilUnit
+                case .event(let day): window.s <= day && day < window.u
+                case .step(let day): day <= window.u
                 case .corner(let x, let y):
-                    (x <= query.sinceUnit && query.sinceUnit < y && y <= query.untilUnit)
-                        || (y <= x && x <= query.untilUnit && y >= cohortsFrom)
+                    (x <= window.s && window.s < y && y <= window.u) || (y <= x && x <= window.u && y >= cohortsFrom)
                 }
             }
             for ledger in population.ledgers where window.needsCorrection(ledger) {
                 corrected += 1
+                let dayRows = Dictionary(
+                    unitAxis.rows(of: ledger).map { (window.relabeled($0.key), $0.value) }, uniquingKeysWith: +)
                 let whole = AnalyticsSummary.difference(
-                    from: unitAxis.rows(of: ledger), to: AnalyticsContributions(window: window).rows(of: ledger))
+                    from: dayRows, to: AnalyticsContributions(window: window).rows(of: ledger))
                 let expected = whole.filter { read($0.key.shape) }
                 left += whole.count - expected.count
                 if query.correction(of: ledger) != expected {

@@ -174,10 +174,24 @@ struct SummaryUpkeepJobTests {
         // outside a run); the correction is empty on midnights.
         let days = try RandomDayWindows.windows(from: origin, to: h.state.now, seed: 45, random: 8).map(\.query)
         let offMidnight = try RandomDayWindows.offMidnight(from: origin, to: h.state.now, seed: 46, count: 6)
+        // Each window off midnights also read from the other midnight on each side, and as the store
+        // chooses (the side whose part-day dates fewer rows): the same answer every way.
+        var variants: [SummaryQuery] = []
+        for query in offMidnight {
+            let window = try #require(query.offUnit)
+            for (after, before) in [(true, false), (false, true), (true, true)] {
+                if let other = window.reading(sinceAfter: after, untilBefore: before) {
+                    variants.append(SummaryQuery(other))
+                }
+            }
+            variants.append(SummaryQuery(try await store.analyticsReading(of: window)))
+        }
+        #expect(variants.count > offMidnight.count)
         var corrected = 0
-        for query in days + offMidnight {
-            var summary = try await store.analyticsSummary(
-                s: query.sinceUnit, u: query.untilUnit, bundleID: nil, environment: .production)
+        for query in days + offMidnight + variants {
+            var summary = query.relabeled(
+                try await store.analyticsSummary(
+                    s: query.sinceUnit, u: query.untilUnit, bundleID: nil, environment: .production))
             let correction = try await store.analyticsCorrection(query)
             corrected += correction.subscriptions
             // Read two subscriptions at a time, the same correction: the pages neither skip nor repeat one.

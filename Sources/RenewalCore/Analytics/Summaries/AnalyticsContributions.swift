@@ -162,14 +162,17 @@ struct LedgerRead {
 }
 
 /// Collects one subscription's rows: times `sign` (a correction takes one axis's rows out and puts the
-/// other's in), and only those `reads` selects when it is given.
+/// other's in), moved by `relabel` when given, and only those `reads` selects when it is given.
 struct Builder {
     let keys: RowKeys
     var rows: [ContributionKey: Int] = [:]
     var sign = 1
     var reads: SummaryQuery.Reads?
+    /// The window whose read days the rows are moved from (`OffUnitWindow.relabeled`), when not its own.
+    var relabel: OffUnitWindow?
 
     mutating func add(_ key: ContributionKey, _ count: Int) {
+        let key = relabel?.relabeled(key) ?? key
         if let reads, !reads.selects(key.shape) { return }
         AnalyticsSummary.add(sign * count, to: key, in: &rows)
     }

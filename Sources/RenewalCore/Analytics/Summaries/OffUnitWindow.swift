@@ -15,8 +15,16 @@ public struct OffUnitWindow: Sendable, Hashable {
     public let until: Date
     public let s: Int
     public let u: Int
+    /// Whether the summaries are read from the midnight after `since` (`s + 1`) rather than the one before:
+    /// the part-day on that side is then `[since, midnight s + 1]`. The answer is the same; the
+    /// subscriptions to correct are those dated in the chosen part.
+    public let sinceAfter: Bool
+    /// Whether the summaries are read to the midnight before `until` (`u − 1`): the part-day is then
+    /// `[midnight u − 1, until]`.
+    public let untilBefore: Bool
 
-    /// Nil unless `since` is before `until`.
+    /// Nil unless `since` is before `until`. The part-days are `[midnight s, since]` and
+    /// `[until, midnight u]`.
     public init?(since: Date, until: Date) {
         guard since < until else { return nil }
         self.since = since
@@ -24,18 +32,81 @@ public struct OffUnitWindow: Sendable, Hashable {
         let days = AnalyticsContributions(unit: Self.unit)
         s = days.index(of: since)
         u = days.boundary(of: until)
+        sinceAfter = false
+        untilBefore = false
     }
+
+    private init(_ window: OffUnitWindow, sinceAfter: Bool, untilBefore: Bool) {
+        self.since = window.since
+        self.until = window.until
+        self.s = window.s
+        self.u = window.u
+        self.sinceAfter = sinceAfter
+        self.untilBefore = untilBefore
+    }
+
+    /// The same window read from the other midnight on either side; nil when a bound on that side is a
+    /// midnight (it has no part-day) or the days read would not be a window (`readS < readU`).
+    public func reading(sinceAfter: Bool, untilBefore: Bool) -> OffUnitWindow? {
+        guard !sinceAfter || start(of: s) < since, !untilBefore || until < start(of: u) else { return nil }
+        let window = OffUnitWindow(self, sinceAfter: sinceAfter, untilBefore: untilBefore)
+        return window.readS < window.readU ? window : nil
+    }
+
+    /// The days the summaries are read for: `(s, u)`, or the midnight after `since` and before `until`.
+    public var readS: Int { sinceAfter ? s + 1 : s }
+    public var readU: Int { untilBefore ? u - 1 : u }
 
     /// Both bounds are midnights: the summaries answer without a correction.
     public var isAligned: Bool { start(of: s) == since && start(of: u) == until }
 
     /// The part-days, each closed, the empty ones left out: a subscription with nothing dated in them has
-    /// the same rows on both axes.
+    /// the same figures for the window as for the days read.
     public var parts: [ClosedRange<Date>] {
-        var parts: [ClosedRange<Date>] = []
-        if start(of: s) < since { parts.append(start(of: s)...since) }
-        if until < start(of: u) { parts.append(until...start(of: u)) }
-        return parts
+        [sincePart, untilPart].compactMap { $0 }
+    }
+
+    /// The part-day on `since`'s side: `[midnight s, since]`, or `[since, midnight s + 1]` read from the
+    /// midnight after; nil when `since` is a midnight.
+    public var sincePart: ClosedRange<Date>? {
+        guard start(of: s) < since else { return nil }
+        return sinceAfter ? since...start(of: s + 1) : start(of: s)...since
+    }
+
+    /// The part-day on `until`'s side: `[until, midnight u]`, or `[midnight u − 1, until]`.
+    public var untilPart: ClosedRange<Date>? {
+        guard until < start(of: u) else { return nil }
+        return untilBefore ? start(of: u - 1)...until : until...start(of: u)
+    }
+
+    /// A row of the day axis read for `(readS, readU)`, moved where the window's reads for `(s, u)` select it
+    /// exactly then (`SummaryQuery.Reads`, the daily MRR changes by their day): with `sinceAfter` what
+    /// happened on day `s` falls before the window and a standing from `s + 1` holds at `since`; with
+    /// `untilBefore` day `u − 1` falls after it and a standing from `u` does not hold at `until`. Cohort
+    /// rows depend on `until` only: one counted from `u` moves after it. Unchanged when reading `(s, u)`.
+    public func relabeled(_ key: ContributionKey) -> ContributionKey {
+        guard sinceAfter || untilBefore else { return key }
+        var key = key
+        switch key.shape {
+        case .event(var day):
+            if sinceAfter, day == s { day = s - 1 }
+            if untilBefore, day == u - 1 { day = u }
+            key.shape = .event(day)
+        case .step(var day):
+            if sinceAfter, day == s + 1 { day = s }
+            if untilBefore, day == u { day = u + 1 }
+            key.shape = .step(day)
+        case .corner(var x, var y):
+            if key.figure.isCohort, key.figure != .payingInWindow {
+                if untilBefore, x == u { x = u + 1 }
+            } else {
+                if sinceAfter, x == s + 1 { x = s }
+                if sinceAfter, y == s + 1 { y = s }
+                if untilBefore, y == u { y = u + 1 }
+            }
+            key.shape = .corner(since: x, until: y)
+        }
+        return key
     }
 
     /// Whether `ledger` has a date in a part-day (`SubscriptionLedger.dates`).

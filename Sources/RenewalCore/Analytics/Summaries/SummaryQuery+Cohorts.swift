@@ -35,8 +35,10 @@ extension CohortFigures: CohortFigureValues {}
 
 extension SummaryQuery {
     /// The window as unit indices, for a store's reads.
-    public var sinceUnit: Int { s }
-    public var untilUnit: Int { u }
+    /// The days the summaries are read for: `(s, u)` unless a window off midnights chose the other midnight
+    /// on a side (`OffUnitWindow.readS`, `readU`); `relabeled` then moves the rows read.
+    public var sinceUnit: Int { offUnit?.readS ?? s }
+    public var untilUnit: Int { offUnit?.readU ?? u }
 
     /// The first unit of each month whose cohort rows the figures read: the 24 months up to `until`'s
     /// (LTV's; refund rate, trial conversion and retention use the last 12). A store reads the cohort rows

@@ -45,8 +45,16 @@ public struct SummaryQuery: Sendable {
         environment: AppStoreEnvironment = .production
     ) {
         guard let window = OffUnitWindow(since: since, until: until) else { return nil }
+        self.init(window, catalogue: catalogue, reportingCurrency: reportingCurrency, environment: environment)
+    }
+
+    /// The window `window` describes, its summaries read for the days it chooses (`readS`, `readU`).
+    public init(
+        _ window: OffUnitWindow, catalogue: ProductCatalogue = .init(), reportingCurrency: String = "USD",
+        environment: AppStoreEnvironment = .production
+    ) {
         self.init(
-            since: since, until: until, catalogue: catalogue, reportingCurrency: reportingCurrency,
+            since: window.since, until: window.until, catalogue: catalogue, reportingCurrency: reportingCurrency,
             environment: environment, s: window.s, u: window.u, unit: OffUnitWindow.unit,
             offUnit: window.isAligned ? nil : window)
     }
@@ -81,12 +89,23 @@ public struct SummaryQuery: Sendable {
     /// Adds `correction(of: ledger)` to `rows` in place.
     func addCorrection(of ledger: SubscriptionLedger, to rows: inout [ContributionKey: Int]) {
         guard let offUnit, offUnit.needsCorrection(ledger), let read = LedgerRead(ledger) else { return }
-        var builder = Builder(keys: read.keys, sign: -1, reads: reads)
+        var builder = Builder(keys: read.keys, sign: -1, reads: reads, relabel: offUnit)
         swap(&builder.rows, &rows)
         AnalyticsContributions(unit: unit).add(read, to: &builder)
         builder.sign = 1
+        builder.relabel = nil
         AnalyticsContributions(window: offUnit).add(read, to: &builder)
         swap(&builder.rows, &rows)
+    }
+
+    /// The rows a store read for the days `sinceUnit`, `untilUnit` (or every row) where this window's
+    /// reads select them as those days' reads would (`OffUnitWindow.relabeled`); the same rows when the
+    /// window is read for its own days `(s, u)`.
+    public func relabeled(_ summary: AnalyticsSummary) -> AnalyticsSummary {
+        guard let offUnit, offUnit.sinceAfter || offUnit.untilBefore else { return summary }
+        var moved = AnalyticsSummary()
+        moved.add(Dictionary(summary.counts.map { (offUnit.relabeled($0.key), $0.value) }, uniquingKeysWith: +))
+        return moved
     }
 
     /// Which shapes the reads of this window select (`figures`, `movement`, `cohortFigures` and the
