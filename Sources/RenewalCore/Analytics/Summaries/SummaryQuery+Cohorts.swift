@@ -34,7 +34,6 @@ public protocol CohortFigureValues: Sendable {
 extension CohortFigures: CohortFigureValues {}
 
 extension SummaryQuery {
-    /// The window as unit indices, for a store's reads.
     /// The days the summaries are read for: `(s, u)` unless a window off midnights chose the other midnight
     /// on a side (`OffUnitWindow.readS`, `readU`); `relabeled` then moves the rows read.
     public var sinceUnit: Int { offUnit?.readS ?? s }
