@@ -156,33 +156,31 @@ extension AnalyticsSummaryStore {
 }
 
 extension AnalyticsSummaryStore {
-    /// `window` read from whichever midnight on each side has the fewer purchases and expiries between it
-    /// and the bound (`analyticsDatedRows(in:)`), so the correction reads the lesser part of each day: the
-    /// answer is the same either way (`OffUnitWindow.reading(sinceAfter:untilBefore:)`).
+    /// `window` read from whichever midnight on each side makes the lighter correction: the answer is the
+    /// same either way (`OffUnitWindow.reading(sinceAfter:untilBefore:)`). A part-day weighs the purchases
+    /// and expiries in it (`analyticsDatedRows(in:)`), twice for `[midnight s, since]` and
+    /// `[until, midnight u]`: a subscription dated there has two sets of rows worked out, one dated only in
+    /// the other parts one set (`OffUnitWindow.keepsUnits(of:)`).
     public func analyticsReading(of window: OffUnitWindow) async throws -> OffUnitWindow {
-        let start = { (day: Int) in Date(timeIntervalSince1970: Double(day) * 86_400) }
-        func dated(_ part: ClosedRange<Date>?) async throws -> Int {
-            guard let part else { return 0 }
-            return try await analyticsDatedRows(in: part)
-        }
         guard !window.isAligned else { return window }
-        let since =
-            window.sincePart == nil
-            ? [0, 0]
-            : [
-                try await dated(start(window.s)...window.since), try await dated(window.since...start(window.s + 1)),
-            ]
-        let until =
-            window.untilPart == nil
-            ? [0, 0]
-            : [
-                try await dated(window.until...start(window.u)), try await dated(start(window.u - 1)...window.until),
-            ]
+        // Each side's weight, read from the midnight before (index 0) and after (index 1) `since`, and after
+        // (0) and before (1) `until`.
+        var since = [0, 0]
+        var until = [0, 0]
+        for (index, other) in [(0, false), (1, true)] {
+            let weight = 2 - index
+            if let part = window.sincePart(after: other) {
+                since[index] = weight * (try await analyticsDatedRows(in: part))
+            }
+            if let part = window.untilPart(before: other) {
+                until[index] = weight * (try await analyticsDatedRows(in: part))
+            }
+        }
         var best = (window, since[0] + until[0])
         for (after, before) in [(true, false), (false, true), (true, true)] {
             guard let other = window.reading(sinceAfter: after, untilBefore: before) else { continue }
-            let dated = since[after ? 1 : 0] + until[before ? 1 : 0]
-            if dated < best.1 { best = (other, dated) }
+            let weight = since[after ? 1 : 0] + until[before ? 1 : 0]
+            if weight < best.1 { best = (other, weight) }
         }
         return best.0
     }

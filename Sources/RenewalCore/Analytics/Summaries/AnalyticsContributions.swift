@@ -170,11 +170,24 @@ struct Builder {
     var reads: SummaryQuery.Reads?
     /// The window whose read days the rows are moved from (`OffUnitWindow.relabeled`), when not its own.
     var relabel: OffUnitWindow?
+    /// A window whose axis gives these same rows: each is added, and taken out where that window's
+    /// `relabeled` moves it (nothing when it stays).
+    var mirror: OffUnitWindow?
 
     mutating func add(_ key: ContributionKey, _ count: Int) {
-        let key = relabel?.relabeled(key) ?? key
+        if let mirror {
+            let moved = mirror.relabeled(key)
+            guard moved.shape != key.shape else { return }
+            keep(key, sign * count)
+            keep(moved, -sign * count)
+            return
+        }
+        keep(relabel?.relabeled(key) ?? key, sign * count)
+    }
+
+    private mutating func keep(_ key: ContributionKey, _ count: Int) {
         if let reads, !reads.selects(key.shape) { return }
-        AnalyticsSummary.add(sign * count, to: key, in: &rows)
+        AnalyticsSummary.add(count, to: key, in: &rows)
     }
 
     /// The corners of the rectangle `since ∈ [sinceFrom, sinceTo)`, `until ∈ [untilFrom, untilTo)` (nil: no

@@ -68,15 +68,21 @@ public struct OffUnitWindow: Sendable, Hashable {
 
     /// The part-day on `since`'s side: `[midnight s, since]`, or `[since, midnight s + 1]` read from the
     /// midnight after; nil when `since` is a midnight.
-    public var sincePart: ClosedRange<Date>? {
-        guard start(of: s) < since else { return nil }
-        return sinceAfter ? since...start(of: s + 1) : start(of: s)...since
-    }
+    public var sincePart: ClosedRange<Date>? { sincePart(after: sinceAfter) }
 
     /// The part-day on `until`'s side: `[until, midnight u]`, or `[midnight u − 1, until]`.
-    public var untilPart: ClosedRange<Date>? {
+    public var untilPart: ClosedRange<Date>? { untilPart(before: untilBefore) }
+
+    /// The part-day on `since`'s side when read from the midnight after `since` (`after`) or before it.
+    public func sincePart(after: Bool) -> ClosedRange<Date>? {
+        guard start(of: s) < since else { return nil }
+        return after ? since...start(of: s + 1) : start(of: s)...since
+    }
+
+    /// The part-day on `until`'s side when read from the midnight before `until` (`before`) or after it.
+    public func untilPart(before: Bool) -> ClosedRange<Date>? {
         guard until < start(of: u) else { return nil }
-        return untilBefore ? start(of: u - 1)...until : until...start(of: u)
+        return before ? start(of: u - 1)...until : until...start(of: u)
     }
 
     /// A row of the day axis read for `(readS, readU)`, moved where the window's reads for `(s, u)` select it
@@ -107,6 +113,20 @@ public struct OffUnitWindow: Sendable, Hashable {
             key.shape = .corner(since: x, until: y)
         }
         return key
+    }
+
+    /// Whether every date of `ledger` is in the same unit, and has the same first unit start at or after
+    /// it, on this window's axis as on the day axis: its rows are then the same on both (they place
+    /// everything by those dates), and its correction is only what `relabeled` moves. So it is for a
+    /// subscription dated only in `[since, midnight s + 1]` read from the midnight after `since` (other than
+    /// at `since` itself), or only in `[midnight u − 1, until]` read from the midnight before `until`.
+    public func keepsUnits(of ledger: SubscriptionLedger) -> Bool {
+        ledger.dates.allSatisfy { date in
+            let units = date.timeIntervalSince1970 / Self.unit
+            let index = AnalyticsContributions.clamped(units.rounded(.down))
+            let boundary = AnalyticsContributions.clamped(units.rounded(.up))
+            return self.index(index, of: date) == index && self.boundary(boundary, of: date) == boundary
+        }
     }
 
     /// Whether `ledger` has a date in a part-day (`SubscriptionLedger.dates`).

@@ -91,11 +91,19 @@ public struct SummaryQuery: Sendable {
         guard let offUnit, offUnit.needsCorrection(ledger), let read = LedgerRead(ledger) else { return }
         var builder = Builder(keys: read.keys, sign: -1, reads: reads, relabel: offUnit)
         swap(&builder.rows, &rows)
+        defer { swap(&builder.rows, &rows) }
+        if offUnit.keepsUnits(of: ledger) {
+            // The same rows on both axes: each is added and taken out where `relabeled` moves it.
+            builder.sign = 1
+            builder.relabel = nil
+            builder.mirror = offUnit
+            AnalyticsContributions(unit: unit).add(read, to: &builder)
+            return
+        }
         AnalyticsContributions(unit: unit).add(read, to: &builder)
         builder.sign = 1
         builder.relabel = nil
         AnalyticsContributions(window: offUnit).add(read, to: &builder)
-        swap(&builder.rows, &rows)
     }
 
     /// The rows a store read for the days `sinceUnit`, `untilUnit` (or every row) where this window's
