@@ -76,13 +76,14 @@ extension AnalyticsContributions {
         let counted = timeline.transactions
         guard let first = counted.first else { return }
         let paid = counted.filter { !$0.isTrial }
+        payingRows(paid, &builder)
+        guard builder.monthlyCohorts else { return }
         refundRows(paid, &builder)
         trialRows(first, firstPaid: paid.first, trialSpans: trialSpans, &builder)
         if let firstPaid = paid.first, let start = firstPaid.purchasedAt {
             ltvRows(paid, start: start, &builder)
             retentionRows(spans, firstPaid: firstPaid, start: start, &builder)
         }
-        payingRows(paid, &builder)
     }
 
     /// The shape of a row of `moment`'s month, counted for every `until` unit from `from` on.

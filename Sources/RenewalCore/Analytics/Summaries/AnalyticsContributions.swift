@@ -173,6 +173,9 @@ struct Builder {
     /// A window whose axis gives these same rows: each is added, and taken out where that window's
     /// `relabeled` moves it (nothing when it stays).
     var mirror: OffUnitWindow?
+    /// Whether the monthly cohort rows are written (all but ARPU's paying rows): a correction leaves them
+    /// out where they would cancel (`OffUnitWindow.movesMonthlyCohorts(of:)`).
+    var monthlyCohorts = true
 
     mutating func add(_ key: ContributionKey, _ count: Int) {
         if let mirror {

@@ -129,6 +129,16 @@ public struct OffUnitWindow: Sendable, Hashable {
         }
     }
 
+    /// Whether `relabeled` can move a monthly cohort row of `ledger` (one counted from unit `u`), when its
+    /// rows are the same on both axes (`keepsUnits(of:)`): only read to the midnight before `until`, and
+    /// only from a date in `[midnight u − 1, midnight u]` (a unit `u − 1`, or a first unit start `u`).
+    /// Otherwise each of those rows is added and taken out where it is, so they need not be written.
+    public func movesMonthlyCohorts(of ledger: SubscriptionLedger) -> Bool {
+        guard untilBefore else { return false }
+        let day = start(of: u - 1)...start(of: u)
+        return ledger.dates.contains { day.contains($0) }
+    }
+
     /// Whether `ledger` has a date in a part-day (`SubscriptionLedger.dates`).
     public func needsCorrection(_ ledger: SubscriptionLedger) -> Bool {
         let parts = parts

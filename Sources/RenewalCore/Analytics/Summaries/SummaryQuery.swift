@@ -97,6 +97,7 @@ public struct SummaryQuery: Sendable {
             builder.sign = 1
             builder.relabel = nil
             builder.mirror = offUnit
+            builder.monthlyCohorts = offUnit.movesMonthlyCohorts(of: ledger)
             AnalyticsContributions(unit: unit).add(read, to: &builder)
             return
         }
