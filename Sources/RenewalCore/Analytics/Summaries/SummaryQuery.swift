@@ -75,11 +75,11 @@ public struct SummaryQuery: Sendable {
         reads = Reads(s: s, u: u, cohortsFrom: Self.cohortUnits(until: until, unit: unit).first ?? Int.min)
     }
 
-    /// What one subscription's rows add to the summary's answer for `(s, u)` to make it this window's: its
-    /// rows on the window's axis less its rows on the unit axis. Empty for an aligned window and for a
-    /// subscription with nothing dated in the part-days.
-    /// The timeline is worked out once for both axes, and only the rows some read of this window selects
-    /// (`Reads`) are kept: the others would be added to the answer and never read.
+    /// What one subscription's rows add to the summary's answer for the days read to make it this window's:
+    /// its rows on the window's axis less its rows on the unit axis (those moved by
+    /// `OffUnitWindow.relabeled` when a side is read from its other midnight). Empty for an aligned window
+    /// and for a subscription with nothing dated in the part-days. The timeline is worked out once, and only
+    /// the rows some read of this window selects (`Reads`) are kept: the others would never be read.
     public func correction(of ledger: SubscriptionLedger) -> [ContributionKey: Int] {
         var rows: [ContributionKey: Int] = [:]
         addCorrection(of: ledger, to: &rows)
@@ -89,19 +89,20 @@ public struct SummaryQuery: Sendable {
     /// Adds `correction(of: ledger)` to `rows` in place.
     func addCorrection(of ledger: SubscriptionLedger, to rows: inout [ContributionKey: Int]) {
         guard let offUnit, offUnit.needsCorrection(ledger), let read = LedgerRead(ledger) else { return }
-        var builder = Builder(keys: read.keys, sign: -1, reads: reads, relabel: offUnit)
+        let days = AnalyticsContributions(unit: unit)
+        var builder: Builder
+        if offUnit.keepsUnits(of: ledger) {
+            // The same rows on both axes: one set, each added and taken out where `relabeled` moves it.
+            builder = Builder(
+                keys: read.keys, reads: reads, mirror: offUnit,
+                monthlyCohorts: offUnit.movesMonthlyCohorts(of: ledger))
+        } else {
+            builder = Builder(keys: read.keys, sign: -1, reads: reads, relabel: offUnit)
+        }
         swap(&builder.rows, &rows)
         defer { swap(&builder.rows, &rows) }
-        if offUnit.keepsUnits(of: ledger) {
-            // The same rows on both axes: each is added and taken out where `relabeled` moves it.
-            builder.sign = 1
-            builder.relabel = nil
-            builder.mirror = offUnit
-            builder.monthlyCohorts = offUnit.movesMonthlyCohorts(of: ledger)
-            AnalyticsContributions(unit: unit).add(read, to: &builder)
-            return
-        }
-        AnalyticsContributions(unit: unit).add(read, to: &builder)
+        days.add(read, to: &builder)
+        guard builder.mirror == nil else { return }
         builder.sign = 1
         builder.relabel = nil
         AnalyticsContributions(window: offUnit).add(read, to: &builder)
