@@ -37,14 +37,9 @@ extension SQLSubscriptionStore: AnalyticsStore {
         var current: [SQLRow] = []
         func close() throws {
             guard let first = current.first else { return }
-            let id = try first.text("original_transaction_id")
-            ledgers.append(
-                SubscriptionLedger(
-                    originalTransactionID: id,
-                    bundleID: try current.lazy.compactMap { try $0.optionalText("bundle_id") }.first,
-                    environment: try current.lazy.compactMap { try $0.environment("environment") }.first,
-                    facts: facts[id] ?? [],
-                    transactions: try current.map(LedgerTransaction.init(ledgerRow:))))
+            let columns = LedgerColumns(first.names)
+            let id = try first.text(columns.originalTransactionID)
+            ledgers.append(try columns.ledger(id, facts: facts[id] ?? [], rows: current))
             current = []
         }
         for row in rows {
@@ -193,30 +188,103 @@ extension SQLSubscriptionStore {
 }
 
 extension LedgerTransaction {
-    init(ledgerRow row: SQLRow) throws {
+    /// A transaction of a ledger read (`SQLSubscriptionStore.ledgers`, a ledger page), by `columns` of
+    /// the row's result.
+    init(ledgerRow row: SQLRow, columns: LedgerColumns) throws {
+        let c = columns
         self.init(
-            transactionID: try row.text("transaction_id"),
-            originalTransactionID: try row.text("original_transaction_id"),
-            productID: try row.optionalText("product_id"),
-            purchasedAt: try row.optionalDate("purchased_at"),
-            expiresAt: try row.optionalDate("expires_at"),
-            priceMilliunits: try row.optionalInt64("price_milliunits"),
-            currency: try row.optionalText("currency"),
-            storefront: try row.optionalText("storefront"),
-            offerType: try row.optionalInt("offer_type"),
-            offerDiscountType: try row.optionalText("offer_discount_type"),
-            isTrial: try row.bool("is_trial"),
-            quantity: try row.int("quantity"),
-            ownershipType: try row.optionalText("ownership_type"),
-            revokedAt: try row.optionalDate("revoked_at"),
-            revocationReason: try row.optionalInt("revocation_reason"),
-            revocationType: try row.optionalText("revocation_type"),
-            revocationPercentage: try row.optionalInt("revocation_percentage"),
-            transactionReason: try row.optionalText("transaction_reason"),
-            isUpgraded: try row.bool("upgraded"),
-            origin: Origin(rawValue: try row.text("origin")) ?? .verifyReceipt,
-            signedAt: try row.optionalDate("signed_at"),
-            revokedSeatQuantity: try row.optionalInt("revoked_seat_quantity"),
-            seatsRevokedAt: try row.optionalDate("seats_revoked_at"))
+            transactionID: try row.text(c.transactionID),
+            originalTransactionID: try row.text(c.originalTransactionID),
+            productID: try row.optionalText(c.productID),
+            purchasedAt: try row.optionalDate(c.purchasedAt),
+            expiresAt: try row.optionalDate(c.expiresAt),
+            priceMilliunits: try row.optionalInt64(c.priceMilliunits),
+            currency: try row.optionalText(c.currency),
+            storefront: try row.optionalText(c.storefront),
+            offerType: try row.optionalInt(c.offerType),
+            offerDiscountType: try row.optionalText(c.offerDiscountType),
+            isTrial: try row.bool(c.isTrial),
+            quantity: try row.int(c.quantity),
+            ownershipType: try row.optionalText(c.ownershipType),
+            revokedAt: try row.optionalDate(c.revokedAt),
+            revocationReason: try row.optionalInt(c.revocationReason),
+            revocationType: try row.optionalText(c.revocationType),
+            revocationPercentage: try row.optionalInt(c.revocationPercentage),
+            transactionReason: try row.optionalText(c.transactionReason),
+            isUpgraded: try row.bool(c.upgraded),
+            origin: Origin(rawValue: try row.text(c.origin)) ?? .verifyReceipt,
+            signedAt: try row.optionalDate(c.signedAt),
+            revokedSeatQuantity: try row.optionalInt(c.revokedSeatQuantity),
+            seatsRevokedAt: try row.optionalDate(c.seatsRevokedAt))
+    }
+}
+
+/// The columns of a ledger's transaction rows, found once per result so each row is read by position
+/// (a page of ledgers is thousands of rows). A class: one reference passed per row, not 23 columns.
+final class LedgerColumns {
+    /// The result's names, held so its columns' positions stay its own.
+    let names: SQLColumnNames
+    let transactionID: SQLColumn
+    let originalTransactionID: SQLColumn
+    let productID: SQLColumn
+    let purchasedAt: SQLColumn
+    let expiresAt: SQLColumn
+    let priceMilliunits: SQLColumn
+    let currency: SQLColumn
+    let storefront: SQLColumn
+    let offerType: SQLColumn
+    let offerDiscountType: SQLColumn
+    let isTrial: SQLColumn
+    let quantity: SQLColumn
+    let ownershipType: SQLColumn
+    let revokedAt: SQLColumn
+    let revocationReason: SQLColumn
+    let revocationType: SQLColumn
+    let revocationPercentage: SQLColumn
+    let transactionReason: SQLColumn
+    let upgraded: SQLColumn
+    let origin: SQLColumn
+    let signedAt: SQLColumn
+    let revokedSeatQuantity: SQLColumn
+    let seatsRevokedAt: SQLColumn
+    let bundleID: SQLColumn
+    let environment: SQLColumn
+
+    init(_ names: SQLColumnNames) {
+        self.names = names
+        transactionID = names.column("transaction_id")
+        originalTransactionID = names.column("original_transaction_id")
+        productID = names.column("product_id")
+        purchasedAt = names.column("purchased_at")
+        expiresAt = names.column("expires_at")
+        priceMilliunits = names.column("price_milliunits")
+        currency = names.column("currency")
+        storefront = names.column("storefront")
+        offerType = names.column("offer_type")
+        offerDiscountType = names.column("offer_discount_type")
+        isTrial = names.column("is_trial")
+        quantity = names.column("quantity")
+        ownershipType = names.column("ownership_type")
+        revokedAt = names.column("revoked_at")
+        revocationReason = names.column("revocation_reason")
+        revocationType = names.column("revocation_type")
+        revocationPercentage = names.column("revocation_percentage")
+        transactionReason = names.column("transaction_reason")
+        upgraded = names.column("upgraded")
+        origin = names.column("origin")
+        signedAt = names.column("signed_at")
+        revokedSeatQuantity = names.column("revoked_seat_quantity")
+        seatsRevokedAt = names.column("seats_revoked_at")
+        bundleID = names.column("bundle_id")
+        environment = names.column("environment")
+    }
+
+    /// The ledger of subscription `id` from its transaction rows (read by these columns) and its facts.
+    func ledger(_ id: String, facts: [SubscriptionFact], rows: [SQLRow]) throws -> SubscriptionLedger {
+        SubscriptionLedger(
+            originalTransactionID: id,
+            bundleID: try rows.lazy.compactMap { try $0.optionalText(bundleID) }.first,
+            environment: try rows.lazy.compactMap { try $0.environment(environment) }.first,
+            facts: facts, transactions: try rows.map { try LedgerTransaction(ledgerRow: $0, columns: self) })
     }
 }

@@ -123,22 +123,20 @@ enum LedgerSQL {
             FROM subscription_facts WHERE original_transaction_id IN (\(list))
             ORDER BY ledger_part, original_transaction_id, purchased_at, transaction_id
             """, binds.values)
+        guard let names = rows.first?.names else { return [] }
+        let columns = LedgerColumns(names)
+        let part = names.column("ledger_part")
         var grouped: [String: [SQLRow]] = [:]
         var facts: [String: [SubscriptionFact]] = [:]
         for row in rows {
-            if try row.int("ledger_part") == 0 {
-                grouped[try row.text("original_transaction_id"), default: []].append(row)
+            if try row.int(part) == 0 {
+                grouped[try row.text(columns.originalTransactionID), default: []].append(row)
             } else if let fact = try fact(of: row) {
                 facts[fact.originalTransactionID, default: []].append(fact)
             }
         }
         return try grouped.keys.sorted().map { id in
-            let rows = grouped[id] ?? []
-            return SubscriptionLedger(
-                originalTransactionID: id,
-                bundleID: try rows.lazy.compactMap { try $0.optionalText("bundle_id") }.first,
-                environment: try rows.lazy.compactMap { try $0.environment("environment") }.first,
-                facts: facts[id] ?? [], transactions: try rows.map(LedgerTransaction.init(ledgerRow:)))
+            try columns.ledger(id, facts: facts[id] ?? [], rows: grouped[id] ?? [])
         }
     }
 

@@ -94,15 +94,57 @@ public struct SQLRow: Sendable, Hashable {
     }
 }
 
+/// How a typed read names its column: by name (a `String`, looked up in each row), or as a `SQLColumn`
+/// found once for every row of a result.
+protocol SQLColumnReference {
+    /// The name an error gives.
+    var columnName: String { get }
+    /// The column's value in `row`, or nil when it has no such column.
+    func value(in row: SQLRow) -> SQLValue?
+}
+
+extension String: SQLColumnReference {
+    var columnName: String { self }
+
+    func value(in row: SQLRow) -> SQLValue? { row[self] }
+}
+
+/// A column of one result, its position found once by name (`SQLColumnNames.column(_:)`): a loop over
+/// many rows (a page of ledgers) reads each row's column by position instead of hashing its name. A
+/// plain value (no reference counted): whoever holds it keeps the result's names alive (`LedgerColumns`).
+struct SQLColumn: SQLColumnReference {
+    let name: StaticString
+    /// The names object of the result the position was found in, and the position (nil: no such column).
+    let result: ObjectIdentifier
+    let position: Int?
+
+    var columnName: String { name.description }
+
+    /// By position in a row of the same result, else by name.
+    func value(in row: SQLRow) -> SQLValue? {
+        guard ObjectIdentifier(row.names) == result else { return row[columnName] }
+        return position.map { row.values[$0] }
+    }
+}
+
+extension SQLColumnNames {
+    /// The column named `name` (case-insensitive) of the rows these names describe.
+    func column(_ name: StaticString) -> SQLColumn {
+        SQLColumn(name: name, result: ObjectIdentifier(self), position: position(of: name.description))
+    }
+}
+
 // MARK: - Typed reads that throw `corruptRow` instead of trapping.
 
 extension SQLRow {
-    func value(_ name: String) throws -> SQLValue {
-        guard let value = self[name] else { throw SubscriptionStoreError.corruptRow("column \(name) is missing") }
+    func value(_ column: some SQLColumnReference) throws -> SQLValue {
+        guard let value = column.value(in: self) else {
+            throw SubscriptionStoreError.corruptRow("column \(column.columnName) is missing")
+        }
         return value
     }
 
-    func optionalInt64(_ name: String) throws -> Int64? {
+    func optionalInt64(_ name: some SQLColumnReference) throws -> Int64? {
         switch try value(name) {
         case .null: return nil
         case .int64(let value): return value
@@ -113,32 +155,32 @@ extension SQLRow {
             guard let parsed = Int64(text) else { break }
             return parsed
         }
-        throw SubscriptionStoreError.corruptRow("column \(name) is not an integer")
+        throw SubscriptionStoreError.corruptRow("column \(name.columnName) is not an integer")
     }
 
-    func int64(_ name: String) throws -> Int64 {
+    func int64(_ name: some SQLColumnReference) throws -> Int64 {
         guard let value = try optionalInt64(name) else {
-            throw SubscriptionStoreError.corruptRow("column \(name) is null")
+            throw SubscriptionStoreError.corruptRow("column \(name.columnName) is null")
         }
         return value
     }
 
-    func int(_ name: String) throws -> Int {
+    func int(_ name: some SQLColumnReference) throws -> Int {
         guard let value = Int(exactly: try int64(name)) else {
-            throw SubscriptionStoreError.corruptRow("column \(name) is out of range")
+            throw SubscriptionStoreError.corruptRow("column \(name.columnName) is out of range")
         }
         return value
     }
 
-    func optionalInt(_ name: String) throws -> Int? {
+    func optionalInt(_ name: some SQLColumnReference) throws -> Int? {
         guard let value = try optionalInt64(name) else { return nil }
         guard let exact = Int(exactly: value) else {
-            throw SubscriptionStoreError.corruptRow("column \(name) is out of range")
+            throw SubscriptionStoreError.corruptRow("column \(name.columnName) is out of range")
         }
         return exact
     }
 
-    func optionalText(_ name: String) throws -> String? {
+    func optionalText(_ name: some SQLColumnReference) throws -> String? {
         switch try value(name) {
         case .null: return nil
         case .text(let text): return text
@@ -147,38 +189,38 @@ extension SQLRow {
         }
     }
 
-    func text(_ name: String) throws -> String {
+    func text(_ name: some SQLColumnReference) throws -> String {
         guard let value = try optionalText(name) else {
-            throw SubscriptionStoreError.corruptRow("column \(name) is null")
+            throw SubscriptionStoreError.corruptRow("column \(name.columnName) is null")
         }
         return value
     }
 
-    func optionalDate(_ name: String) throws -> Date? {
+    func optionalDate(_ name: some SQLColumnReference) throws -> Date? {
         try optionalInt64(name).map { AppleDateFormat.date(milliseconds: $0) }
     }
 
-    func date(_ name: String) throws -> Date {
+    func date(_ name: some SQLColumnReference) throws -> Date {
         AppleDateFormat.date(milliseconds: try int64(name))
     }
 
-    func optionalBool(_ name: String) throws -> Bool? {
+    func optionalBool(_ name: some SQLColumnReference) throws -> Bool? {
         switch try optionalInt64(name) {
         case nil: return nil
         case 0?: return false
         case 1?: return true
-        case .some: throw SubscriptionStoreError.corruptRow("column \(name) is not 0 or 1")
+        case .some: throw SubscriptionStoreError.corruptRow("column \(name.columnName) is not 0 or 1")
         }
     }
 
-    func bool(_ name: String) throws -> Bool {
+    func bool(_ name: some SQLColumnReference) throws -> Bool {
         guard let value = try optionalBool(name) else {
-            throw SubscriptionStoreError.corruptRow("column \(name) is null")
+            throw SubscriptionStoreError.corruptRow("column \(name.columnName) is null")
         }
         return value
     }
 
-    func environment(_ name: String) throws -> AppStoreEnvironment? {
+    func environment(_ name: some SQLColumnReference) throws -> AppStoreEnvironment? {
         try optionalText(name).map { AppStoreEnvironment(rawValue: $0) }
     }
 

@@ -57,9 +57,11 @@ extension AnalyticsContributions {
         let keys = builder.keys
         for (before, after) in zip(pieces, pieces.dropFirst()) {
             let day = after.start - 1
-            let ends = MovementEnds(
-                start: before.standing, end: after.standing, paidBefore: firstPaid.map { $0 < day } ?? false)
-            builder.add(keys.key(.event(day), .mrrChange, ends), 1)
+            builder.add(.event(day), 1) { shape in
+                let ends = MovementEnds(
+                    start: before.standing, end: after.standing, paidBefore: firstPaid.map { $0 < day } ?? false)
+                return keys.key(shape, .mrrChange, ends)
+            }
         }
         for i in pieces.indices {
             guard let x1 = pieces[i].end else { continue }

@@ -77,8 +77,8 @@ public struct AnalyticsContributions: Sendable {
             } else {
                 key = { keys.key($0, .trial, productID: transaction.productID) }
             }
-            builder.add(key(.step(span.start)), 1)
-            if let end = span.end { builder.add(key(.step(end)), -1) }
+            builder.add(.step(span.start), 1, key)
+            if let end = span.end { builder.add(.step(end), -1, key) }
         }
     }
 
@@ -89,24 +89,24 @@ public struct AnalyticsContributions: Sendable {
         for transaction in counted where !transaction.isTrial {
             if let purchased = transaction.purchasedAt {
                 let factor = Decimal(max(transaction.quantity, 1))
-                builder.add(keys.key(.event(index(of: purchased)), .revenue, transaction, factor: factor), 1)
+                builder.add(.event(index(of: purchased)), 1) { keys.key($0, .revenue, transaction, factor: factor) }
             }
             if SubscriptionAnalytics.isRefund(transaction), let revoked = transaction.revokedAt {
                 let share = transaction.revocationPercentage.map { Decimal($0) / 100_000 } ?? 1
                 let seats = Decimal(transaction.quantity > 1 ? transaction.paidSeats : 1)
-                builder.add(keys.key(.event(index(of: revoked)), .refund, transaction, factor: seats * share), 1)
+                builder.add(.event(index(of: revoked)), 1) { keys.key($0, .refund, transaction, factor: seats * share) }
             }
             if let seats = transaction.revokedSeatQuantity, seats > 0, let at = transaction.seatsRevokedAt {
-                builder.add(keys.key(.event(index(of: at)), .refund, transaction, factor: Decimal(seats)), 1)
+                builder.add(.event(index(of: at)), 1) { keys.key($0, .refund, transaction, factor: Decimal(seats)) }
             }
         }
         if first.isTrial, let purchased = first.purchasedAt {
-            builder.add(keys.key(.event(index(of: purchased)), .newTrial, productID: first.productID), 1)
+            builder.add(.event(index(of: purchased)), 1) { keys.key($0, .newTrial, productID: first.productID) }
         }
         if let firstPaid = counted.first(where: { !$0.isTrial }), let purchased = firstPaid.purchasedAt {
             let day = ContributionShape.event(index(of: purchased))
-            builder.add(keys.key(day, .newSubscription, productID: firstPaid.productID), 1)
-            if first.isTrial { builder.add(keys.key(day, .trialConversion, productID: firstPaid.productID), 1) }
+            builder.add(day, 1) { keys.key($0, .newSubscription, productID: firstPaid.productID) }
+            if first.isTrial { builder.add(day, 1) { keys.key($0, .trialConversion, productID: firstPaid.productID) } }
         }
     }
 
@@ -188,8 +188,28 @@ struct Builder {
         keep(relabel?.relabeled(key) ?? key, sign * count)
     }
 
+    /// `add(key(shape), count)`, the key built only when the row is kept (`keeps(_:)`): a correction drops
+    /// most of a subscription's rows, and building their keys was much of its cost. Not for a monthly
+    /// cohort row (`relabeled` moves those by another rule).
+    mutating func add(_ shape: ContributionShape, _ count: Int, _ key: (ContributionShape) -> ContributionKey) {
+        if keeps(shape) { add(key(shape), count) }
+    }
+
+    /// Whether `add` keeps anything of a row of `shape` other than a monthly cohort row.
+    func keeps(_ shape: ContributionShape) -> Bool {
+        if let mirror {
+            let moved = mirror.relabeled(shape, monthlyCohort: false)
+            return moved != shape && (selects(shape) || selects(moved))
+        }
+        return selects(relabel?.relabeled(shape, monthlyCohort: false) ?? shape)
+    }
+
+    private func selects(_ shape: ContributionShape) -> Bool {
+        reads?.selects(shape) ?? true
+    }
+
     private mutating func keep(_ key: ContributionKey, _ count: Int) {
-        if let reads, !reads.selects(key.shape) { return }
+        if !selects(key.shape) { return }
         AnalyticsSummary.add(count, to: key, in: &rows)
     }
 
@@ -200,11 +220,11 @@ struct Builder {
         _ untilTo: Int?
     ) {
         guard sinceFrom < sinceTo, untilTo.map({ untilFrom < $0 }) ?? true else { return }
-        add(key(.corner(since: sinceFrom, until: untilFrom)), 1)
-        add(key(.corner(since: sinceTo, until: untilFrom)), -1)
+        add(.corner(since: sinceFrom, until: untilFrom), 1, key)
+        add(.corner(since: sinceTo, until: untilFrom), -1, key)
         if let untilTo {
-            add(key(.corner(since: sinceFrom, until: untilTo)), -1)
-            add(key(.corner(since: sinceTo, until: untilTo)), 1)
+            add(.corner(since: sinceFrom, until: untilTo), -1, key)
+            add(.corner(since: sinceTo, until: untilTo), 1, key)
         }
     }
 }

@@ -93,26 +93,33 @@ public struct OffUnitWindow: Sendable, Hashable {
     public func relabeled(_ key: ContributionKey) -> ContributionKey {
         guard sinceAfter || untilBefore else { return key }
         var key = key
-        switch key.shape {
+        key.shape = relabeled(key.shape, monthlyCohort: key.figure.isCohort && key.figure != .payingInWindow)
+        return key
+    }
+
+    /// Where `relabeled(_:)` moves a row of `shape`; `monthlyCohort` for a cohort row other than ARPU's
+    /// paying rows (it counts from its `since` bound).
+    func relabeled(_ shape: ContributionShape, monthlyCohort: Bool) -> ContributionShape {
+        guard sinceAfter || untilBefore else { return shape }
+        switch shape {
         case .event(var day):
             if sinceAfter, day == s { day = s - 1 }
             if untilBefore, day == u - 1 { day = u }
-            key.shape = .event(day)
+            return .event(day)
         case .step(var day):
             if sinceAfter, day == s + 1 { day = s }
             if untilBefore, day == u { day = u + 1 }
-            key.shape = .step(day)
+            return .step(day)
         case .corner(var x, var y):
-            if key.figure.isCohort, key.figure != .payingInWindow {
+            if monthlyCohort {
                 if untilBefore, x == u { x = u + 1 }
             } else {
                 if sinceAfter, x == s + 1 { x = s }
                 if sinceAfter, y == s + 1 { y = s }
                 if untilBefore, y == u { y = u + 1 }
             }
-            key.shape = .corner(since: x, until: y)
+            return .corner(since: x, until: y)
         }
-        return key
     }
 
     /// Whether every date of `ledger` is in the same unit, and has the same first unit start at or after
@@ -121,7 +128,12 @@ public struct OffUnitWindow: Sendable, Hashable {
     /// subscription dated only in `[since, midnight s + 1]` read from the midnight after `since` (other than
     /// at `since` itself), or only in `[midnight u − 1, until]` read from the midnight before `until`.
     public func keepsUnits(of ledger: SubscriptionLedger) -> Bool {
-        ledger.dates.allSatisfy { date in
+        keepsUnits(dates: ledger.dates)
+    }
+
+    /// `keepsUnits(of:)` of a ledger with these `dates` (`SubscriptionLedger.dates`).
+    func keepsUnits(dates: [Date]) -> Bool {
+        dates.allSatisfy { date in
             let units = date.timeIntervalSince1970 / Self.unit
             let index = AnalyticsContributions.clamped(units.rounded(.down))
             let boundary = AnalyticsContributions.clamped(units.rounded(.up))
@@ -134,15 +146,34 @@ public struct OffUnitWindow: Sendable, Hashable {
     /// only from a date in `[midnight u − 1, midnight u]` (a unit `u − 1`, or a first unit start `u`).
     /// Otherwise each of those rows is added and taken out where it is, so they need not be written.
     public func movesMonthlyCohorts(of ledger: SubscriptionLedger) -> Bool {
-        guard untilBefore else { return false }
+        untilBefore && changesMonthlyCohorts(dates: ledger.dates)
+    }
+
+    /// Whether `ledger`'s monthly cohort rows (all but ARPU's paying rows) can count differently for this
+    /// window on the two axes. A cohort read counts a row by its month and whether it counts from a unit
+    /// at or before `u` (`SummaryQuery.cohortFigures(of:)`). Each row counts from a unit one of the
+    /// ledger's dates gives (its unit plus one, or its first unit start), always after its month's first
+    /// unit. On this window's axis a date in day `s` before `since` gives one unit less, which is still
+    /// after that first unit and at or before `u`; so only a date in `[midnight u − 1, midnight u]` can
+    /// move a row across `u` (on the axis, or by `relabeled` when read to the midnight before `until`).
+    public func changesMonthlyCohorts(of ledger: SubscriptionLedger) -> Bool {
+        changesMonthlyCohorts(dates: ledger.dates)
+    }
+
+    func changesMonthlyCohorts(dates: [Date]) -> Bool {
         let day = start(of: u - 1)...start(of: u)
-        return ledger.dates.contains { day.contains($0) }
+        return dates.contains { day.contains($0) }
     }
 
     /// Whether `ledger` has a date in a part-day (`SubscriptionLedger.dates`).
     public func needsCorrection(_ ledger: SubscriptionLedger) -> Bool {
-        let parts = parts
-        return ledger.dates.contains { date in parts.contains { $0.contains(date) } }
+        needsCorrection(dates: ledger.dates)
+    }
+
+    func needsCorrection(dates: [Date]) -> Bool {
+        let since = sincePart
+        let until = untilPart
+        return dates.contains { since?.contains($0) == true || until?.contains($0) == true }
     }
 
     func start(of unit: Int) -> Date { Date(timeIntervalSince1970: Double(unit) * Self.unit) }
@@ -167,7 +198,22 @@ extension SubscriptionLedger {
     /// revocation and seat refund, each fact's start, end and statement (`EntitlementTimeline` bounds its
     /// spans by them). The store finds the subscriptions a window corrects by the same columns.
     public var dates: [Date] {
-        transactions.flatMap { [$0.purchasedAt, $0.expiresAt, $0.revokedAt, $0.seatsRevokedAt].compactMap { $0 } }
-            + facts.flatMap { [$0.startsAt, $0.endsAt, $0.statedAt].compactMap { $0 } }
+        var dates: [Date] = []
+        dates.reserveCapacity(2 * transactions.count + 3 * facts.count)
+        func add(_ date: Date?) {
+            if let date { dates.append(date) }
+        }
+        for transaction in transactions {
+            add(transaction.purchasedAt)
+            add(transaction.expiresAt)
+            add(transaction.revokedAt)
+            add(transaction.seatsRevokedAt)
+        }
+        for fact in facts {
+            add(fact.startsAt)
+            add(fact.endsAt)
+            add(fact.statedAt)
+        }
+        return dates
     }
 }

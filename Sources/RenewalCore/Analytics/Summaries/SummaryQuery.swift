@@ -88,16 +88,20 @@ public struct SummaryQuery: Sendable {
 
     /// Adds `correction(of: ledger)` to `rows` in place.
     func addCorrection(of ledger: SubscriptionLedger, to rows: inout [ContributionKey: Int]) {
-        guard let offUnit, offUnit.needsCorrection(ledger), let read = LedgerRead(ledger) else { return }
+        guard let offUnit else { return }
+        let dates = ledger.dates
+        guard offUnit.needsCorrection(dates: dates), let read = LedgerRead(ledger) else { return }
         let days = AnalyticsContributions(unit: unit)
         var builder: Builder
-        if offUnit.keepsUnits(of: ledger) {
+        if offUnit.keepsUnits(dates: dates) {
             // The same rows on both axes: one set, each added and taken out where `relabeled` moves it.
             builder = Builder(
                 keys: read.keys, reads: reads, mirror: offUnit,
-                monthlyCohorts: offUnit.movesMonthlyCohorts(of: ledger))
+                monthlyCohorts: offUnit.untilBefore && offUnit.changesMonthlyCohorts(dates: dates))
         } else {
-            builder = Builder(keys: read.keys, sign: -1, reads: reads, relabel: offUnit)
+            builder = Builder(
+                keys: read.keys, sign: -1, reads: reads, relabel: offUnit,
+                monthlyCohorts: offUnit.changesMonthlyCohorts(dates: dates))
         }
         swap(&builder.rows, &rows)
         defer { swap(&builder.rows, &rows) }
