@@ -40,7 +40,9 @@ extension SQLSubscriptionStore {
             var ledgers = try readPage()
             while let current = ledgers {
                 // The next page is read while this one's corrections are worked out on the other cores.
-                let corrected = try Self.correct(current, query, whileRunning: readPage)
+                let corrected = try Self.summed(current, whileRunning: readPage) { sum, ledger in
+                    sum.addCorrection(of: ledger, for: query)
+                }
                 correction.add(corrected.sum.counts)
                 ledgers = corrected.next
             }
@@ -48,10 +50,12 @@ extension SQLSubscriptionStore {
         }
     }
 
-    /// The corrections of `ledgers` summed, worked out in parts beside `other` (the next page's read), on
-    /// the machine's cores; returns the sum and what `other` gave, or throws what it threw.
-    static func correct<Next: Sendable>(
-        _ ledgers: [SubscriptionLedger], _ query: SummaryQuery, whileRunning other: @escaping () throws -> Next
+    /// What `add` adds for each of `ledgers` (its rows, its correction), summed, worked out in parts beside
+    /// `other` (the next page's read) on the machine's cores; returns the sum and what `other` gave, or
+    /// throws what it threw. Exact whatever the order: sums of integers per key.
+    static func summed<Next: Sendable>(
+        _ ledgers: [SubscriptionLedger], whileRunning other: @escaping () throws -> Next,
+        _ add: @Sendable (inout AnalyticsSummary, SubscriptionLedger) -> Void
     ) throws -> (sum: AnalyticsSummary, next: Next) {
         // Eight parts, so the cores stay busy however long the read takes.
         let part = max((ledgers.count + 7) / 8, 1)
@@ -66,7 +70,7 @@ extension SQLSubscriptionStore {
                 return
             }
             var sum = AnalyticsSummary()
-            for ledger in parts[index - 1] { sum.addCorrection(of: ledger, for: query) }
+            for ledger in parts[index - 1] { add(&sum, ledger) }
             sums.withLock { $0.append(sum) }
         }
         var total = AnalyticsSummary()
