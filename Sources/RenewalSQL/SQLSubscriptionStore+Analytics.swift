@@ -33,24 +33,21 @@ extension SQLSubscriptionStore: AnalyticsStore {
             }
             return (rows, try Self.facts(of: ids, on: connection))
         }
+        guard let names = rows.first?.names else { return [] }
+        let columns = LedgerColumns(names)
         var ledgers: [SubscriptionLedger] = []
         var current: [SQLRow] = []
-        func close() throws {
-            guard let first = current.first else { return }
-            let columns = LedgerColumns(first.names)
-            let id = try first.text(columns.originalTransactionID)
-            ledgers.append(try columns.ledger(id, facts: facts[id] ?? [], rows: current))
-            current = []
-        }
+        var id = ""
         for row in rows {
-            if let first = current.first,
-                try first.text("original_transaction_id") != row.text("original_transaction_id")
-            {
-                try close()
+            let rowID = try row.text(columns.originalTransactionID)
+            if rowID != id, !current.isEmpty {
+                ledgers.append(try columns.ledger(id, facts: facts[id] ?? [], rows: current))
+                current = []
             }
+            id = rowID
             current.append(row)
         }
-        try close()
+        if !current.isEmpty { ledgers.append(try columns.ledger(id, facts: facts[id] ?? [], rows: current)) }
         return ledgers
     }
 }
