@@ -117,7 +117,7 @@ extension AnalyticsContributions {
             let bought = index(of: purchased)
             func add(_ figure: ContributionFigure, factor: Decimal, at moment: Date) {
                 let shape = cohortShape(of: purchased, from: max(bought, index(of: moment)) + 1)
-                builder.add(keys.key(shape, figure, transaction, factor: factor), 1)
+                builder.add(shape, 1, monthlyCohort: true) { keys.key($0, figure, transaction, factor: factor) }
             }
             add(.refundPurchase, factor: Decimal(max(transaction.quantity, 1)), at: purchased)
             if SubscriptionAnalytics.isRefund(transaction), let revoked = transaction.revokedAt {
@@ -139,7 +139,9 @@ extension AnalyticsContributions {
         let trial = index(of: started)
         let converted = firstPaid?.purchasedAt.map(index(of:))
         func add(_ figure: ContributionFigure, from: Int, _ count: Int) {
-            builder.add(keys.key(cohortShape(of: started, from: from), figure, productID: nil), count)
+            builder.add(cohortShape(of: started, from: from), count, monthlyCohort: true) {
+                keys.key($0, figure, productID: nil)
+            }
         }
         add(.trialCohortStarted, from: trial + 1, 1)
         if let converted { add(.trialCohortConverted, from: max(trial, converted) + 1, 1) }
@@ -159,6 +161,8 @@ extension AnalyticsContributions {
         guard let firstPaid = paid.first else { return }
         let keys = builder.keys
         let shape = cohortShape(of: start, from: index(of: start) + 1)
+        // Every LTV row of the subscription has this shape: none is kept, none is worked out.
+        guard builder.keeps(shape, monthlyCohort: true) else { return }
         builder.add(keys.key(shape, .ltvCustomer, firstPaid, factor: 1), 1)
         let ends = CohortFigures.ltvHorizons.map { start.addingTimeInterval(Double($0) * 86_400) }
         func add(_ transaction: LedgerTransaction, factor: Decimal, at moment: Date?) {
@@ -184,12 +188,14 @@ extension AnalyticsContributions {
         _ spans: [EntitlementSpan], firstPaid: LedgerTransaction, start: Date, _ builder: inout Builder
     ) {
         let keys = builder.keys
+        let shape = cohortShape(of: start, from: index(of: start) + 1)
+        // Every retention row of the subscription has this shape: none is kept, none is worked out.
+        guard builder.keeps(shape, monthlyCohort: true) else { return }
         let paidSpans = spans.filter { $0.kind == .paid }
         // The start on the unit axis even on a window's (`OffUnitWindow`): the query works the periods'
         // ends out from it by whole units.
         let startUnit = Self.clamped((start.timeIntervalSince1970 / unit).rounded(.down))
         let onStart = Double(startUnit) * unit == start.timeIntervalSince1970
-        let shape = cohortShape(of: start, from: index(of: start) + 1)
         let inferred = BillingPeriod.inferred(from: firstPaid.purchasedAt, to: firstPaid.expiresAt)
         let calendar = PeriodArithmetic(start)
         for period in BillingPeriod.allCases {

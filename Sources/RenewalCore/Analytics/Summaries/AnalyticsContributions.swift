@@ -188,20 +188,24 @@ struct Builder {
         keep(relabel?.relabeled(key) ?? key, sign * count)
     }
 
-    /// `add(key(shape), count)`, the key built only when the row is kept (`keeps(_:)`): a correction drops
-    /// most of a subscription's rows, and building their keys was much of its cost. Not for a monthly
-    /// cohort row (`relabeled` moves those by another rule).
-    mutating func add(_ shape: ContributionShape, _ count: Int, _ key: (ContributionShape) -> ContributionKey) {
-        if keeps(shape) { add(key(shape), count) }
+    /// `add(key(shape), count)`, the key built only when the row is kept (`keeps(_:monthlyCohort:)`): a
+    /// correction drops most of a subscription's rows, and building their keys was much of its cost.
+    /// `monthlyCohort` for a cohort row other than ARPU's paying rows (`relabeled` moves those by their own
+    /// rule).
+    mutating func add(
+        _ shape: ContributionShape, _ count: Int, monthlyCohort: Bool = false,
+        _ key: (ContributionShape) -> ContributionKey
+    ) {
+        if keeps(shape, monthlyCohort: monthlyCohort) { add(key(shape), count) }
     }
 
-    /// Whether `add` keeps anything of a row of `shape` other than a monthly cohort row.
-    func keeps(_ shape: ContributionShape) -> Bool {
+    /// Whether `add` keeps anything of a row of `shape`.
+    func keeps(_ shape: ContributionShape, monthlyCohort: Bool = false) -> Bool {
         if let mirror {
-            let moved = mirror.relabeled(shape, monthlyCohort: false)
+            let moved = mirror.relabeled(shape, monthlyCohort: monthlyCohort)
             return moved != shape && (selects(shape) || selects(moved))
         }
-        return selects(relabel?.relabeled(shape, monthlyCohort: false) ?? shape)
+        return selects(relabel?.relabeled(shape, monthlyCohort: monthlyCohort) ?? shape)
     }
 
     private func selects(_ shape: ContributionShape) -> Bool {
