@@ -153,8 +153,8 @@ public struct OffUnitWindow: Sendable, Hashable {
     /// window on the two axes. A cohort read counts a row by its month and whether it counts from a unit
     /// at or before `u` (`SummaryQuery.cohortFigures(of:)`). Each row counts from a unit one of the
     /// ledger's dates gives (its unit plus one, or its first unit start), always after its month's first
-    /// unit. On this window's axis a date in day `s` before `since` gives one unit less, which is still
-    /// after that first unit and at or before `u`; so only a date in `[midnight u − 1, midnight u]` can
+    /// unit. On this window's axis a date in day `s` before `since` gives one unit less, which is still at
+    /// or after that first unit and at or before `u`; so only a date in `[midnight u − 1, midnight u]` can
     /// move a row across `u` (on the axis, or by `relabeled` when read to the midnight before `until`).
     public func changesMonthlyCohorts(of ledger: SubscriptionLedger) -> Bool {
         changesMonthlyCohorts(dates: ledger.dates)
