@@ -146,7 +146,11 @@ public struct OffUnitWindow: Sendable, Hashable {
     /// only from a date in `[midnight u − 1, midnight u]` (a unit `u − 1`, or a first unit start `u`).
     /// Otherwise each of those rows is added and taken out where it is, so they need not be written.
     public func movesMonthlyCohorts(of ledger: SubscriptionLedger) -> Bool {
-        untilBefore && changesMonthlyCohorts(dates: ledger.dates)
+        movesMonthlyCohorts(dates: ledger.dates)
+    }
+
+    func movesMonthlyCohorts(dates: [Date]) -> Bool {
+        untilBefore && changesMonthlyCohorts(dates: dates)
     }
 
     /// Whether `ledger`'s monthly cohort rows (all but ARPU's paying rows) can count differently for this

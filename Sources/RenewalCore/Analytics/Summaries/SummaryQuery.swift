@@ -97,7 +97,7 @@ public struct SummaryQuery: Sendable {
             // The same rows on both axes: one set, each added and taken out where `relabeled` moves it.
             builder = Builder(
                 keys: read.keys, reads: reads, mirror: offUnit,
-                monthlyCohorts: offUnit.untilBefore && offUnit.changesMonthlyCohorts(dates: dates))
+                monthlyCohorts: offUnit.movesMonthlyCohorts(dates: dates))
         } else {
             builder = Builder(
                 keys: read.keys, sign: -1, reads: reads, relabel: offUnit,
