@@ -64,7 +64,8 @@ struct AnalyticsSummaryRowKey: Codable, Hashable {
 }
 
 /// `MovementEnds` as a row key stores it: each end's product, price, inferred period and factor (an
-/// absent end is not paid), and `pb` only when a paid period came before.
+/// absent end is not paid), `pb` only when a paid period came before, `pa` only for a day change whose
+/// `paidBefore` a read decides (`paidAt`), `j` only for a joined row.
 struct StoredMovement: Codable, Hashable {
     struct End: Codable, Hashable {
         var p: String?
@@ -97,11 +98,15 @@ struct StoredMovement: Codable, Hashable {
     var s: End?
     var u: End?
     var pb: Bool?
+    var pa: Int?
+    var j: Bool?
 
     init(_ ends: MovementEnds) {
         s = ends.start.map(End.init)
         u = ends.end.map(End.init)
         pb = ends.paidBefore ? true : nil
+        pa = ends.paidAt
+        j = ends.joined ? true : nil
     }
 
     func ends() -> MovementEnds? {
@@ -115,6 +120,6 @@ struct StoredMovement: Codable, Hashable {
             guard let standing = u.standing() else { return nil }
             end = standing
         }
-        return MovementEnds(start: start, end: end, paidBefore: pb == true)
+        return MovementEnds(start: start, end: end, paidBefore: pb == true, paidAt: pa, joined: j == true)
     }
 }

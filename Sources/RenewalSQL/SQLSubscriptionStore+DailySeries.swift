@@ -15,16 +15,19 @@ extension SQLSubscriptionStore: DailySeriesStore {
     }
 
     public func analyticsDailySummary(firstDay: Int, lastDay: Int) async throws -> AnalyticsSummary {
-        let binds: [SQLValue] = [.int64(Int64(firstDay)), .int64(Int64(lastDay) + 1)]
+        // The units of the first day's midnight and of the midnight after the last day (three a day).
+        let first = AnalyticsContributions.unit(ofDay: firstDay)
+        let binds: [SQLValue] = [.int64(Int64(first)), .int64(Int64(AnalyticsContributions.unit(ofDay: lastDay + 1)))]
         // The steps held at the first day's start, summed once per key (a read of every earlier step).
         let base = """
             SELECT CAST($1 AS BIGINT) AS day, row_key, SUM(count) AS n
             FROM \(Self.summarySource(where: "shape = 'step' AND day <= $1")) GROUP BY row_key
             """
-        // Per unit and key: the later steps, the days' events, and the corners ending the day after one.
+        // Per unit and key: the later steps, the days' events, and the corners of a day's window: ending
+        // after a midnight and at or before the next, beginning at or before the first.
         let steps = "shape = 'step' AND day > $1 AND day <= $2"
         let events = "shape = 'event' AND day >= $1 AND day < $2"
-        let corners = "shape = 'corner' AND day > $1 AND day <= $2 AND since_day < day"
+        let corners = "shape = 'corner' AND day > $1 AND day <= $2 AND since_day <= \(Self.midnightUnit("day - 1"))"
         func perDay(_ filter: String) -> String {
             "SELECT day, row_key, SUM(count) AS n FROM \(Self.summarySource(where: filter)) GROUP BY day, row_key"
         }
@@ -41,10 +44,15 @@ extension SQLSubscriptionStore: DailySeriesStore {
             let day = Int(try row.int64("day"))
             summary.add([try AnalyticsSummaryRowKey.key(of: try row.text("row_key"), shape: shape(day)): Int(count)])
         }
-        for row in read.0 { try add(row) { _ in .step(firstDay) } }
+        for row in read.0 { try add(row) { _ in .step(first) } }
         for row in read.1 { try add(row) { .step($0) } }
         for row in read.2 { try add(row) { .event($0) } }
-        for row in read.3 { try add(row) { .corner(since: $0 - 1, until: $0) } }
+        for row in read.3 {
+            try add(row) {
+                .corner(
+                    since: AnalyticsContributions.unit(ofDay: AnalyticsContributions.day(ofUnit: $0 - 1)), until: $0)
+            }
+        }
         return summary
     }
 
@@ -96,10 +104,22 @@ extension SQLSubscriptionStore: DailySeriesStore {
             """, [.int64(unit)])
     }
 
-    /// The first unit whose daily rows the changes in `relation` touch: a step or an event on its day, a
-    /// window corner on the day before it ends (one day early for events, which costs a day's refresh).
-    /// Cohort rows (corners beginning after they end) are read by no day.
+    /// The first day whose daily rows the changes in `relation` touch: the day holding the unit before a
+    /// step's (a step on a midnight changes the day before's end), an event's or a window corner's end
+    /// (one day early for an event on a midnight, which costs a day's refresh). Cohort rows (corners
+    /// beginning after they end) are read by no day.
     static var firstMarkedDay: String {
-        "MIN(CASE WHEN shape <> 'corner' OR since_day < day THEN day - 1 END) AS first_day"
+        "MIN(CASE WHEN shape <> 'corner' OR since_day < day THEN \(dayOfUnit("day - 1")) END) AS first_day"
+    }
+
+    /// SQL for the day holding unit `unit` (an integer expression): `⌊unit / 3⌋` whatever its sign.
+    static func dayOfUnit(_ unit: String) -> String {
+        "\(midnightUnit(unit)) / \(AnalyticsContributions.unitsPerDay)"
+    }
+
+    /// SQL for the unit of the midnight that begins the day holding unit `unit`.
+    static func midnightUnit(_ unit: String) -> String {
+        let per = AnalyticsContributions.unitsPerDay
+        return "((\(unit)) - (((\(unit)) % \(per)) + \(per)) % \(per))"
     }
 }

@@ -79,9 +79,9 @@ extension SQLSubscriptionStore {
         return (total, try result.get())
     }
 
-    public func analyticsDatedRows(in part: ClosedRange<Date>) async throws -> Int {
-        let from = Int64((part.lowerBound.timeIntervalSince1970 * 1000).rounded(.down))
-        let to = Int64((part.upperBound.timeIntervalSince1970 * 1000).rounded(.up))
+    public func analyticsDatedRows(in part: PartDay) async throws -> Int {
+        let from = part.milliseconds.lowerBound
+        let to = part.milliseconds.upperBound
         // Two index range counts: purchases and expiries are nearly all of a day's dates.
         let sql = """
             SELECT (SELECT COUNT(*) FROM transactions WHERE purchased_at BETWEEN $1 AND $2)
@@ -95,14 +95,14 @@ extension SQLSubscriptionStore {
     static var correctedTable: String { "analytics_corrected_subscriptions" }
 
     /// A statement listing the original transaction ids of the subscriptions with a date in one of `parts`
-    /// (closed ranges), each once: a transaction's purchase, expiry, revocation or seat refund, or a fact's
-    /// start, end or statement, the dates `SubscriptionLedger.dates` lists. Index range reads.
-    static func subscriptions(datedIn parts: [ClosedRange<Date>]) -> (sql: String, binds: [SQLValue]) {
+    /// (their whole milliseconds), each once: a transaction's purchase, expiry, revocation or seat refund,
+    /// or a fact's start, end or statement, the dates `SubscriptionLedger.dates` lists. Index range reads.
+    static func subscriptions(datedIn parts: [PartDay]) -> (sql: String, binds: [SQLValue]) {
         var binds = SQLBinds()
         var reads: [String] = []
         for part in parts {
-            let from = binds.add(.int64(Int64((part.lowerBound.timeIntervalSince1970 * 1000).rounded(.down))))
-            let to = binds.add(.int64(Int64((part.upperBound.timeIntervalSince1970 * 1000).rounded(.up))))
+            let from = binds.add(.int64(part.milliseconds.lowerBound))
+            let to = binds.add(.int64(part.milliseconds.upperBound))
             for (table, column) in datedColumns {
                 reads.append("SELECT original_transaction_id FROM \(table) WHERE \(column) BETWEEN \(from) AND \(to)")
             }

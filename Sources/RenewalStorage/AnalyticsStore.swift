@@ -55,7 +55,7 @@ public struct AnalyticsSummaryState: Sendable, Hashable {
     /// The version of the definitions the rows follow (`AnalyticsContributions`, `SubscriptionAnalytics`,
     /// `EntitlementTimeline`). Raised with any change to them, so rows built before need a `--rebuild`
     /// (and writes stop keeping them until then).
-    public static let definitionVersion = 3
+    public static let definitionVersion = 4
 
     /// `building` while `--rebuild` runs (or when it was interrupted), `built` once it finished.
     public var status: String
@@ -141,9 +141,9 @@ public protocol AnalyticsSummaryStore: AnalyticsStore {
         rows: AnalyticsSummary, subscriptions: Int
     )
 
-    /// How many purchases and expiries the ledger dates in `part` (closed): the measure of a part-day's
+    /// How many purchases and expiries the ledger dates in `part`: the measure of a part-day's
     /// correction `analyticsReading(of:)` compares.
-    func analyticsDatedRows(in part: ClosedRange<Date>) async throws -> Int
+    func analyticsDatedRows(in part: PartDay) async throws -> Int
 }
 
 extension AnalyticsSummaryStore {
@@ -156,15 +156,15 @@ extension AnalyticsSummaryStore {
 }
 
 extension AnalyticsSummaryStore {
-    /// `window` read from whichever midnight on each side makes the lighter correction: the answer is the
+    /// `window` read from whichever unit on each side makes the lighter correction: the answer is the
     /// same either way (`OffUnitWindow.reading(sinceAfter:untilBefore:)`). A part-day weighs the purchases
-    /// and expiries in it (`analyticsDatedRows(in:)`), twice for `[midnight s, since]` and
-    /// `[until, midnight u]`: a subscription dated there has two sets of rows worked out, one dated only in
+    /// and expiries in it (`analyticsDatedRows(in:)`), twice for the one before `since` and the one after
+    /// `until`: a subscription dated there has two sets of rows worked out, one dated only in
     /// the other parts one set (`OffUnitWindow.keepsUnits(of:)`).
     public func analyticsReading(of window: OffUnitWindow) async throws -> OffUnitWindow {
         guard !window.isAligned else { return window }
-        // Each side's weight, read from the midnight before (index 0) and after (index 1) `since`, and after
-        // (0) and before (1) `until`.
+        // Each side's weight, read from the unit holding (index 0) and after (index 1) `since`, and from
+        // the first unit start after (0) and the unit before (1) `until`.
         var since = [0, 0]
         var until = [0, 0]
         for (index, other) in [(0, false), (1, true)] {

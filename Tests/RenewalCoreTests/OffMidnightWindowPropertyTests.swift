@@ -71,6 +71,58 @@ struct OffMidnightWindowPropertyTests {
         #expect(found.count == 0, "seed \(seed): \(found.count) differences, first: \(found.prefix(8))")
     }
 
+    @Test(
+        "windows off midnights over ledgers dated only on midnights are answered by the summaries alone",
+        arguments: [UInt64(6), 7, 8])
+    func midnightDatesNeedNoCorrection(seed: UInt64) throws {
+        let population = SummaryPopulation(count: 300, seed: seed).ledgers.map(Self.onMidnights)
+        let summary = AnalyticsSummaryPropertyTests.summary(population)
+        var random = SeededGenerator(seed: seed &* 257)
+        var found: [String] = []
+        var readings = 0
+        for round in 0..<24 {
+            // Bounds at any millisecond of their days, never on a midnight: an hour to 90 days.
+            let (since, until) = Self.window(population, &random)
+            let off = { (date: Date) in
+                date.timeIntervalSince1970.truncatingRemainder(dividingBy: SummaryPopulation.day) == 0
+                    ? date.addingTimeInterval(1.5) : date
+            }
+            let window = try #require(OffUnitWindow(since: off(since), until: off(until)))
+            for (sinceAfter, untilBefore) in [(false, false), (true, false), (false, true), (true, true)] {
+                guard let read = window.reading(sinceAfter: sinceAfter, untilBefore: untilBefore) else { continue }
+                readings += 1
+                let query = SummaryQuery(read, catalogue: CohortSummaryPropertyTests.catalogues[round % 2])
+                let needing = population.filter { read.needsCorrection($0) }.count
+                #expect(needing == 0, "\(needing) subscriptions dated in the part-days of \(read)")
+                found += try Self.compare(population, query.relabeled(summary), query)
+            }
+        }
+        #expect(readings > 24)
+        #expect(found.isEmpty, "seed \(seed): \(found.count) differences, first: \(found.prefix(8))")
+    }
+
+    /// `ledger` with each of its dates moved to the midnight (UTC) that begins its day.
+    static func onMidnights(_ ledger: SubscriptionLedger) -> SubscriptionLedger {
+        func midnight(_ date: Date) -> Date {
+            Date(
+                timeIntervalSince1970: (date.timeIntervalSince1970 / SummaryPopulation.day).rounded(.down)
+                    * SummaryPopulation.day)
+        }
+        var ledger = ledger
+        for index in ledger.transactions.indices {
+            ledger.transactions[index].purchasedAt = ledger.transactions[index].purchasedAt.map(midnight)
+            ledger.transactions[index].expiresAt = ledger.transactions[index].expiresAt.map(midnight)
+            ledger.transactions[index].revokedAt = ledger.transactions[index].revokedAt.map(midnight)
+            ledger.transactions[index].seatsRevokedAt = ledger.transactions[index].seatsRevokedAt.map(midnight)
+        }
+        for index in ledger.facts.indices {
+            ledger.facts[index].startsAt = midnight(ledger.facts[index].startsAt)
+            ledger.facts[index].endsAt = ledger.facts[index].endsAt.map(midnight)
+            ledger.facts[index].statedAt = midnight(ledger.facts[index].statedAt)
+        }
+        return ledger
+    }
+
     /// Every part of the answer against the recomputation over `ledgers`.
     static func compare(_ ledgers: [SubscriptionLedger], _ summary: AnalyticsSummary, _ query: SummaryQuery) throws
         -> [String]
@@ -198,20 +250,35 @@ struct OffMidnightWindowPropertyTests {
             OffUnitWindow(since: midnight.addingTimeInterval(6 * 3_600), until: midnight.addingTimeInterval(2.5 * day)))
         let contributions = AnalyticsContributions(window: window)
         let s = window.s
-        #expect(window.u == s + 3)
+        // Three units a day: since inside day n is in unit 3n + 1, until inside day n + 2 has the first unit
+        // start 3n + 8 (just before midnight n + 3).
+        #expect(s % 3 == 1 && window.u == s + 7)
         #expect(window.parts.count == 2)
-        // Before since on its day: the unit before; from since on: unit s.
+        // The midnight before since stays in its own unit; inside the day before since: that unit too.
         #expect(contributions.index(of: midnight) == s - 1)
+        #expect(contributions.index(of: midnight.addingTimeInterval(1)) == s - 1)
         #expect(contributions.index(of: window.since) == s)
-        #expect(contributions.index(of: midnight.addingTimeInterval(day)) == s + 1)
-        #expect(contributions.index(of: window.until.addingTimeInterval(-0.001)) == s + 2)
-        #expect(contributions.index(of: window.until) == s + 3)
-        // A span starting at or before since (after the midnight) holds unit s's start, since.
+        #expect(contributions.index(of: midnight.addingTimeInterval(day)) == s + 2)
+        #expect(contributions.index(of: midnight.addingTimeInterval(day + 1)) == s + 3)
+        #expect(contributions.index(of: window.until.addingTimeInterval(-0.001)) == s + 6)
+        #expect(contributions.index(of: window.until) == s + 7)
+        // A span starting at the midnight holds its unit; one starting at or before since (after the midnight)
+        // holds unit s's start, since.
+        #expect(contributions.boundary(of: midnight) == s - 1)
         #expect(contributions.boundary(of: midnight.addingTimeInterval(1)) == s)
         #expect(contributions.boundary(of: window.since) == s)
         #expect(contributions.boundary(of: window.since.addingTimeInterval(0.001)) == s + 1)
-        #expect(contributions.boundary(of: window.until) == s + 3)
-        #expect(contributions.boundary(of: window.until.addingTimeInterval(0.001)) == s + 4)
+        #expect(contributions.boundary(of: midnight.addingTimeInterval(day)) == s + 2)
+        #expect(contributions.boundary(of: window.until) == s + 7)
+        #expect(contributions.boundary(of: window.until.addingTimeInterval(0.001)) == s + 8)
+        #expect(contributions.boundary(of: midnight.addingTimeInterval(3 * day)) == s + 8)
+        // The part-days leave their midnights out.
+        let parts = window.parts
+        #expect(!parts[0].contains(midnight) && parts[0].contains(midnight.addingTimeInterval(0.001)))
+        #expect(parts[0].contains(window.since) && !parts[0].contains(window.since.addingTimeInterval(0.001)))
+        #expect(parts[1].contains(window.until) && !parts[1].contains(midnight.addingTimeInterval(3 * day)))
+        #expect(parts[0].milliseconds.lowerBound == Int64(midnight.timeIntervalSince1970 * 1000) + 1)
+        #expect(parts[1].milliseconds.upperBound == Int64(midnight.timeIntervalSince1970 * 1000) + 3 * 86_400_000 - 1)
         let aligned = try #require(OffUnitWindow(since: midnight, until: midnight.addingTimeInterval(day)))
         #expect(aligned.isAligned && aligned.parts.isEmpty)
     }

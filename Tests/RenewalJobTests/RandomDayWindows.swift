@@ -13,9 +13,9 @@ struct DayWindow {
     /// The query `renewal analytics` makes of the window, over `ClosedWindowMonthTests.catalogue`.
     var query: SummaryQuery
 
-    /// The day numbers (days since 1970) the summary stores are read with.
-    var s: Int { Int(since.timeIntervalSince1970 / RandomDayWindows.day) }
-    var u: Int { Int(until.timeIntervalSince1970 / RandomDayWindows.day) }
+    /// The units the summary stores are read with (three a day: `SummaryQuery.sinceUnit`, `untilUnit`).
+    var s: Int { query.sinceUnit }
+    var u: Int { query.untilUnit }
 
     /// `label` and the window, for an expectation's message.
     func named(_ label: String) -> String { "\(label), days \(start) to \(end)" }

@@ -102,10 +102,8 @@ struct MovementSummaryStoreTests {
                 var reference = SubscriptionAnalytics(since: since, until: until, catalogue: Self.catalogue)
                 for ledger in ledgers { reference.add(ledger) }
                 let query = try #require(SummaryQuery(since: since, until: until, catalogue: Self.catalogue))
-                let s = Int(since.timeIntervalSince1970 / Self.day)
-                let u = Int(until.timeIntervalSince1970 / Self.day)
                 let summary = try await store.analyticsMovementSummary(
-                    s: s, u: u, bundleID: nil, environment: .production)
+                    s: query.sinceUnit, u: query.untilUnit, bundleID: nil, environment: .production)
                 let answer = try #require(query.movement(of: summary))
                 let expected = reference.movement
                 let window = "\(backend) [\(Timestamp.string(since)), \(Timestamp.string(until)))"

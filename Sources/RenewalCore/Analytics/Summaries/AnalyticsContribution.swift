@@ -156,6 +156,8 @@ public struct ContributionKey: Sendable, Hashable {
         }
         if let movement = movementPart?.value {
             hasher.combine(movement.paidBefore)
+            hasher.combine(movement.paidAt ?? -1)
+            hasher.combine(movement.joined)
             Self.combine(movement.start, into: &hasher)
             Self.combine(movement.end, into: &hasher)
         }

@@ -9,8 +9,8 @@ public struct CohortDetail: Sendable, Hashable, Codable {
     /// Retention rows: the billing period (raw value) the row's observed and retained periods assume. A
     /// row is written for every period; the query keeps the one the catalogue (or the dates) gives.
     public var assumed: String?
-    /// Retention rows: the unit index of the first paid purchase, and whether it is exactly a unit's
-    /// start, so the query works out when each period has ended.
+    /// Retention rows: the day of the first paid purchase (days since 1970-01-01), and whether it is
+    /// exactly that day's midnight, so the query works out when each period has ended.
     public var start: Int?
     public var onStart: Bool?
     /// Retention rows: bit k − 1 set when the subscription is paid and entitled one day after its k-th
@@ -93,8 +93,12 @@ extension AnalyticsContributions {
 
     /// The unit index of the first midnight (UTC) of the month holding `moment`.
     func cohortUnit(of moment: Date) -> Int {
-        let day = Self.firstDay(ofMonth: CohortFigures.monthIndex(of: moment))
-        return Self.clamped(Double(day) * 86_400 / unit)
+        Self.cohortUnit(firstDay: Self.firstDay(ofMonth: CohortFigures.monthIndex(of: moment)), unit: unit)
+    }
+
+    /// The unit of the midnight `firstDay` UTC days after 1970-01-01, on an axis of days `unit` long.
+    static func cohortUnit(firstDay: Int, unit: TimeInterval) -> Int {
+        self.unit(ofDay: clamped(Double(firstDay) * 86_400 / unit))
     }
 
     /// Days since 1970-01-01 of the first day of a `CohortFigures.monthIndex` (Hinnant's days-from-civil).
@@ -192,10 +196,9 @@ extension AnalyticsContributions {
         // Every retention row of the subscription has this shape: none is kept, none is worked out.
         guard builder.keeps(shape, monthlyCohort: true) else { return }
         let paidSpans = spans.filter { $0.kind == .paid }
-        // The start on the unit axis even on a window's (`OffUnitWindow`): the query works the periods'
-        // ends out from it by whole units.
-        let startUnit = Self.clamped((start.timeIntervalSince1970 / unit).rounded(.down))
-        let onStart = Double(startUnit) * unit == start.timeIntervalSince1970
+        // The start's day, and whether the start is its midnight, even on a window's axis (`OffUnitWindow`):
+        // the query works the periods' ends out from that midnight by whole days and months.
+        let (startDay, onStart) = Self.day(of: start, unit: unit)
         let inferred = BillingPeriod.inferred(from: firstPaid.purchasedAt, to: firstPaid.expiresAt)
         let calendar = PeriodArithmetic(start)
         for period in BillingPeriod.allCases {
@@ -207,7 +210,7 @@ extension AnalyticsContributions {
             var key = keys.key(shape, .retention, productID: firstPaid.productID)
             key.period = inferred
             key.cohort = CohortDetail(
-                assumed: period.rawValue, start: startUnit, onStart: onStart ? true : nil, retained: retained)
+                assumed: period.rawValue, start: startDay, onStart: onStart ? true : nil, retained: retained)
             builder.add(key, 1)
         }
     }

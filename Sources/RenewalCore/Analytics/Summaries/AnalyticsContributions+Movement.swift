@@ -33,11 +33,33 @@ public struct MovementEnds: Sendable, Hashable {
     public var start: MRRStanding?
     public var end: MRRStanding?
     public var paidBefore: Bool
+    /// A day's change from not paid to paid whose subscription's first paid purchase is on that day before
+    /// the change: that purchase's unit within the day (0 its midnight, 1 inside it). Whether it was before
+    /// the day's start depends on where a window reads the day from (its midnight, or `since` inside it),
+    /// so the query decides `paidBefore` then (`SummaryQuery.dayEnds`). Nil otherwise.
+    public var paidAt: Int?
+    /// One of the rows that join a day's two changes, inside it and at its end, into the one change a
+    /// read of both sees (`AnalyticsContributions.mrrMovement`); false for the changes themselves.
+    public var joined: Bool
 
-    public init(start: MRRStanding?, end: MRRStanding?, paidBefore: Bool) {
+    public init(start: MRRStanding?, end: MRRStanding?, paidBefore: Bool, paidAt: Int? = nil, joined: Bool = false) {
         self.start = start
         self.end = end
-        self.paidBefore = start == nil && end != nil && paidBefore
+        let new = start == nil && end != nil
+        self.paidBefore = new && paidBefore
+        self.paidAt = new ? paidAt : nil
+        self.joined = joined
+    }
+}
+
+extension MovementEnds {
+    /// These ends as a read of day `day` from unit `from` (its midnight, or `since`'s unit inside it) sees
+    /// them: `paidAt` decided, the joined mark dropped, so the day's rows add up per change.
+    func read(onDay day: Int, from: Int) -> MovementEnds {
+        guard paidAt != nil || joined else { return self }
+        let dayStart = AnalyticsContributions.unit(ofDay: day)
+        let before = paidBefore || paidAt.map { dayStart + $0 < from } ?? false
+        return MovementEnds(start: start, end: end, paidBefore: before)
     }
 }
 
@@ -46,8 +68,14 @@ public struct MovementEnds: Sendable, Hashable {
 /// joined, trials and gaps alike not paid), the first from "always", the last open. The window `(s, u)`
 /// compares the piece holding `s` with the one holding `u` (`MRRMovementSeries` asks the standings at
 /// `since` and `until`), so for each pair of pieces `i < j` with different standings the rectangle
-/// `s ∈ piece i`, `u ∈ piece j` counts the pair, split where `paidBefore` turns true. A day `[d, d + 1)`
-/// moves only where one piece follows another at `d + 1`: an event on day `d`.
+/// `s ∈ piece i`, `u ∈ piece j` counts the pair, split where `paidBefore` turns true.
+///
+/// A day `n` (units `3n` to `3n + 3`) moves where one piece follows another at unit `k`: an event on unit
+/// `k − 1`. On the summaries' axis a piece begins only on a midnight (`3n`) or just before one (`3n + 2`),
+/// so a day holds at most two changes: one inside it (event `3n + 1`) and one at its end (event `3n + 2`).
+/// A read of the whole day, or of the day from `since` on, takes both and must see the one change from
+/// its start to its end; so where a day has both, three **joined** rows on event `3n + 2` turn their sum
+/// into that change (the joined change, less each of the two). A read of part of the day takes one event.
 extension AnalyticsContributions {
     func mrrMovement(_ counted: [LedgerTransaction], spans: [UnitSpan], _ builder: inout Builder) {
         let pieces = Self.mrrPieces(spans)
@@ -55,12 +83,20 @@ extension AnalyticsContributions {
         // paidBefore(s) holds when the first paid period was purchased before unit s starts.
         let firstPaid = counted.first { !$0.isTrial }?.purchasedAt.map(index(of:))
         let keys = builder.keys
-        for (before, after) in zip(pieces, pieces.dropFirst()) {
-            let day = after.start - 1
-            builder.add(.event(day), 1) { shape in
-                let ends = MovementEnds(
-                    start: before.standing, end: after.standing, paidBefore: firstPaid.map { $0 < day } ?? false)
-                return keys.key(shape, .mrrChange, ends)
+        let changes = zip(pieces, pieces.dropFirst()).map { (unit: $1.start - 1, from: $0.standing, to: $1.standing) }
+        for (position, change) in changes.enumerated() {
+            Self.addChange(change.unit, from: change.from, to: change.to, firstPaid: firstPaid, keys, &builder)
+            let day = Self.day(ofUnit: change.unit)
+            guard change.unit == Self.unit(ofDay: day) + 2, position > 0 else { continue }
+            let inside = changes[position - 1]
+            guard inside.unit == change.unit - 1 else { continue }
+            for (from, to, decidedAt, count) in [
+                (inside.from, change.to, inside.unit, 1), (inside.from, inside.to, inside.unit, -1),
+                (change.from, change.to, change.unit, -1),
+            ] where count < 0 || from != to {
+                Self.addChange(
+                    change.unit, from: from, to: to, firstPaid: firstPaid, keys, &builder, decidedAt: decidedAt,
+                    joined: count)
             }
         }
         for i in pieces.indices {
@@ -77,6 +113,28 @@ extension AnalyticsContributions {
                 builder.rectangle({ keys.key($0, .mrrMovement, late) }, since: split, x1, until: y0, y1)
             }
         }
+    }
+
+    /// The change event on `unit` from `from` to `to`. `paidBefore` is whether the first paid purchase
+    /// (unit `firstPaid`) is before the day's start; when it is on the day before the change (`decidedAt`,
+    /// the change's own unit unless joined), the row keeps where (`MovementEnds.paidAt`). `joined`: the
+    /// count of a joined row, 0 for the change itself.
+    private static func addChange(
+        _ unit: Int, from: MRRStanding?, to: MRRStanding?, firstPaid: Int?, _ keys: RowKeys,
+        _ builder: inout Builder, decidedAt: Int? = nil, joined: Int = 0
+    ) {
+        let dayStart = Self.unit(ofDay: Self.day(ofUnit: unit))
+        let decided = decidedAt ?? unit
+        let paidAt = firstPaid.flatMap { $0 >= dayStart && $0 < decided ? $0 - dayStart : nil }
+        let ends = MovementEnds(
+            start: from, end: to, paidBefore: firstPaid.map { $0 < dayStart } ?? false, paidAt: paidAt,
+            joined: joined != 0)
+        guard ends.paidAt != nil || ends.joined else {
+            builder.add(.event(unit), 1) { keys.key($0, .mrrChange, ends) }
+            return
+        }
+        // `OffUnitWindow.relabeled` may move these rows by their ends, not only their shape.
+        builder.add(keys.key(.event(unit), .mrrChange, ends), joined == 0 ? 1 : joined)
     }
 
     /// The pieces of the standing at unit starts, oldest first: from `ContributionShape.always` to the

@@ -49,15 +49,51 @@ public struct AnalyticsContributions: Sendable {
 
     /// The unit index holding `moment` (an event at `moment` is in window `(s, u)` when `s ≤ it < u`).
     func index(of moment: Date) -> Int {
-        let index = Self.clamped((moment.timeIntervalSince1970 / unit).rounded(.down))
+        let index = Self.index(of: moment, unit: unit)
         return window?.index(index, of: moment) ?? index
     }
 
     /// The first unit index whose start is at or after `moment`: a span `[a, b)` holds the start of unit
     /// `k` exactly when `boundary(a) ≤ k < boundary(b)`.
     func boundary(of moment: Date) -> Int {
-        let boundary = Self.clamped((moment.timeIntervalSince1970 / unit).rounded(.up))
+        let boundary = Self.boundary(of: moment, unit: unit)
         return window?.boundary(boundary, of: moment) ?? boundary
+    }
+
+    /// The units of the axis: each day (`unit` seconds) holds three (docs/analytics.md, "Three units a
+    /// day"). Unit `3n` is midnight `n` itself, unit `3n + 1` the inside of day `n` (it starts just after
+    /// the midnight), unit `3n + 2` the instant just before midnight `n + 1` (no moment is in it). So a
+    /// moment exactly on a midnight and one inside its day never share a unit nor a first unit start, and
+    /// a window bound inside a day (`OffUnitWindow`) takes the place of a unit start without moving what
+    /// is dated on the midnights around it.
+    public static let unitsPerDay = 3
+
+    /// The unit holding `moment` on the axis of days `unit` long: `3n` on midnight `n`, `3n + 1` inside day `n`.
+    static func index(of moment: Date, unit: TimeInterval) -> Int {
+        let (day, onMidnight) = Self.day(of: moment, unit: unit)
+        return unitsPerDay * day + (onMidnight ? 0 : 1)
+    }
+
+    /// The first unit start at or after `moment`: `3n` on midnight `n`, `3n + 2` inside day `n`.
+    static func boundary(of moment: Date, unit: TimeInterval) -> Int {
+        let (day, onMidnight) = Self.day(of: moment, unit: unit)
+        return unitsPerDay * day + (onMidnight ? 0 : 2)
+    }
+
+    /// The day holding `moment` (days `unit` long since 1970-01-01), and whether `moment` is its midnight.
+    static func day(of moment: Date, unit: TimeInterval) -> (day: Int, onMidnight: Bool) {
+        let days = moment.timeIntervalSince1970 / unit
+        let day = days.rounded(.down)
+        return (clamped(day), day == days)
+    }
+
+    /// The unit of midnight `day`.
+    public static func unit(ofDay day: Int) -> Int { unitsPerDay * day }
+
+    /// The day holding unit `unit` (`⌊unit / 3⌋`).
+    public static func day(ofUnit unit: Int) -> Int {
+        let (quotient, remainder) = unit.quotientAndRemainder(dividingBy: unitsPerDay)
+        return remainder < 0 ? quotient - 1 : quotient
     }
 
     /// A unit index as an integer; a date beyond ±10^15 units (no real one is) is held there, not trapped on.
@@ -180,7 +216,8 @@ struct Builder {
     mutating func add(_ key: ContributionKey, _ count: Int) {
         if let mirror {
             let moved = mirror.relabeled(key)
-            guard moved.shape != key.shape else { return }
+            // Only a day change row is moved by more than its shape (`OffUnitWindow.relabeledChange`).
+            guard moved.shape != key.shape || (key.figure == .mrrChange && moved != key) else { return }
             keep(key, sign * count)
             keep(moved, -sign * count)
             return

@@ -4,10 +4,11 @@ import Foundation
 /// computes from every subscription's ledger, read from a summary that holds the days' rows (the job
 /// refreshes the days its writes changed this way after every run, docs/analytics.md "Daily series").
 ///
-/// A day `d` is the window `[d, d + 1)`, so it reads what `SummaryQuery` reads for that window: the paid and
-/// trial steps up to `d` (at its start) and up to `d + 1` (at its end), the events of day `d`, the corners
-/// ending at `d + 1` that begin at or before `d`, and the MRR change events of day `d`. One sweep over the
-/// days keeps the steps' running sums, so a day costs the rows that hold at it, not a read of its own.
+/// A day `n` is the window of units `[3n, 3n + 3)`, so it reads what `SummaryQuery` reads for that window:
+/// the paid and trial steps up to `3n` (at its start) and up to `3n + 3` (at its end), the events of its
+/// units, the corners ending after `3n` and at or before `3n + 3` that begin at or before `3n`, and the MRR
+/// change events of its units. One sweep over the days keeps the steps' running sums, so a day costs the
+/// rows that hold at it, not a read of its own.
 extension DailyAnalytics {
     /// The days from `first`'s through `last`'s from `summary`, every app and environment. `summary` may be
     /// whole, or read for these days only (`AnalyticsSummaryStore.analyticsDailySummary`): steps at or
@@ -22,13 +23,14 @@ extension DailyAnalytics {
                 since: firstDay.start, until: firstDay.start.addingTimeInterval(86_400), catalogue: catalogue,
                 reportingCurrency: reportingCurrency)
         else { return }
-        var rows = DayRows(summary, from: query.s)
+        let first = AnalyticsContributions.day(ofUnit: query.s)
+        var rows = DayRows(summary, from: first)
         for (offset, day) in days.enumerated() {
-            rows.advance(to: query.s + offset) { key, role, count in
+            rows.advance(to: first + offset) { key, role, count in
                 add(key, role, count, day: day.name, query: query)
             }
             var changes: [Key: [MovementEnds: Int]] = [:]
-            for (key, count) in rows.window[query.s + offset] ?? [:] where count != 0 {
+            for (key, count) in rows.window[first + offset] ?? [:] where count != 0 {
                 guard key.figure == .mrrChange else {
                     add(key, .window, count, day: day.name, query: query)
                     continue
@@ -72,32 +74,46 @@ extension DailyAnalytics {
 
 /// A summary's rows sorted for a sweep over days: the steps' running sums, and each day's window rows.
 private struct DayRows {
-    /// Steps by the unit they begin at, shapes dropped; those at or before the first day are in `running`.
+    /// Steps by the unit they begin at, shapes dropped; those at or before the first day's start are in
+    /// `running`.
     var steps: [Int: [ContributionKey: Int]] = [:]
     var running: [ContributionKey: Int] = [:]
-    /// Per day: its events, and the corners that count for its one-day window, shapes dropped.
+    /// Per day: its events, and the corners that count for its one-day window, shapes dropped, change
+    /// rows as a read of the whole day sees them (`MovementEnds.read(onDay:from:)`).
     var window: [Int: [ContributionKey: Int]] = [:]
 
     init(_ summary: AnalyticsSummary, from first: Int) {
+        let firstUnit = AnalyticsContributions.unit(ofDay: first)
         for (key, count) in summary.counts {
             var bare = key
             bare.shape = .event(0)
             switch key.shape {
-            case .step(let index) where index <= first: running[bare, default: 0] += count
+            case .step(let index) where index <= firstUnit: running[bare, default: 0] += count
             case .step(let index): steps[index, default: [:]][bare, default: 0] += count
-            case .event(let day): window[day, default: [:]][bare, default: 0] += count
+            case .event(let unit):
+                let day = AnalyticsContributions.day(ofUnit: unit)
+                if let ends = key.movement, ends.paidAt != nil || ends.joined {
+                    bare.movement = ends.read(onDay: day, from: AnalyticsContributions.unit(ofDay: day))
+                }
+                window[day, default: [:]][bare, default: 0] += count
             case .corner(let since, let until) where since < until:
-                window[until - 1, default: [:]][bare, default: 0] += count
+                let day = AnalyticsContributions.day(ofUnit: until - 1)
+                guard since <= AnalyticsContributions.unit(ofDay: day) else { continue }
+                window[day, default: [:]][bare, default: 0] += count
             case .corner: continue
             }
         }
     }
 
     /// Gives day `d`'s standings: the steps held at its start, then those held at its end (adding the
-    /// steps of unit `d + 1`). `running` holds the steps up to `d` on entry.
+    /// steps of its units after its midnight and of the next midnight). `running` holds the steps up to
+    /// its midnight on entry.
     mutating func advance(to d: Int, _ take: (ContributionKey, SummaryQuery.Role, Int) -> Void) {
         for (key, count) in running where count != 0 { take(key, .atSince, count) }
-        for (key, count) in steps[d + 1] ?? [:] { running[key, default: 0] += count }
+        let start = AnalyticsContributions.unit(ofDay: d)
+        for unit in (start + 1)...(start + AnalyticsContributions.unitsPerDay) {
+            for (key, count) in steps[unit] ?? [:] { running[key, default: 0] += count }
+        }
         for (key, count) in running where count != 0 { take(key, .atUntil, count) }
     }
 }

@@ -47,7 +47,7 @@ extension SummaryQuery {
     static func cohortUnits(until: Date, unit: TimeInterval) -> [Int] {
         let month = CohortFigures.monthIndex(of: until)
         return ((month - CohortFigures.ltvMonths + 1)...month).map { month in
-            AnalyticsContributions.clamped(Double(AnalyticsContributions.firstDay(ofMonth: month)) * 86_400 / unit)
+            AnalyticsContributions.cohortUnit(firstDay: AnalyticsContributions.firstDay(ofMonth: month), unit: unit)
         }
     }
 
@@ -71,7 +71,8 @@ extension SummaryQuery {
             // A cohort row: its month's first unit, and the unit from which it counts.
             // From a unit after the month's first (a row on a window's axis may count from that unit).
             guard untilBound <= sinceBound, sinceBound <= u else { continue }
-            let rowMonth = CohortFigures.monthIndex(of: Date(timeIntervalSince1970: Double(untilBound) * unit))
+            let monthStart = Double(AnalyticsContributions.day(ofUnit: untilBound)) * unit
+            let rowMonth = CohortFigures.monthIndex(of: Date(timeIntervalSince1970: monthStart))
             let months = key.figure.isLTV ? CohortFigures.ltvMonths : CohortFigures.months
             guard rowMonth <= month, rowMonth > month - months else { continue }
             rows[CohortRow(month: rowMonth, key: bare), default: 0] += count
@@ -140,9 +141,10 @@ extension SummaryQuery {
         let startOfUnit = Date(timeIntervalSince1970: Double(start) * unit)
         for k in 1...CohortRetention.periods {
             let end = period.advance(startOfUnit, by: k).addingTimeInterval(86_400)
-            // A unit start moved by whole days and calendar months is a unit start; a purchase inside its
-            // unit ends inside one too, so it has passed by the next unit's start.
-            let ended = Int((end.timeIntervalSince1970 / unit).rounded()) + (detail.onStart == true ? 0 : 1)
+            // A midnight moved by whole days and calendar months is a midnight (unit `3n`); a purchase inside
+            // its day ends inside one too, so it has passed by the first unit start after, `3n + 2`.
+            let endDay = AnalyticsContributions.clamped((end.timeIntervalSince1970 / unit).rounded())
+            let ended = AnalyticsContributions.unit(ofDay: endDay) + (detail.onStart == true ? 0 : 2)
             guard ended <= retentionUnit else { break }
             cohort.observed[k - 1] += count
             if (detail.retained ?? 0) & (1 << (k - 1)) != 0 { cohort.retained[k - 1] += count }

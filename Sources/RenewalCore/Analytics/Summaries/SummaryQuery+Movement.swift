@@ -37,8 +37,12 @@ extension SummaryQuery {
             case (.mrrMovement, .corner(let sinceBound, let untilBound), let ends?):
                 // As for the other corners: those at or before s cancel.
                 if sinceBound <= s, s < untilBound, untilBound <= u { window[ends, default: 0] += count }
-            case (.mrrChange, .event(let day), let ends?):
-                if s <= day, day < u { days[day, default: [:]][ends, default: 0] += count }
+            case (.mrrChange, .event(let unit), let ends?):
+                guard s <= unit, unit < u else { continue }
+                // Per day: the window reads day `n` from its midnight, or from `since` on its first day.
+                let day = AnalyticsContributions.day(ofUnit: unit)
+                let from = Swift.max(AnalyticsContributions.unit(ofDay: day), s)
+                days[day, default: [:]][ends.read(onDay: day, from: from), default: 0] += count
             default: continue
             }
         }
@@ -56,10 +60,11 @@ extension SummaryQuery {
         guard unit == 86_400 else {
             return SummaryMovement(window: movement, days: nil, dayNames: [], payingAtUntil: paying)
         }
-        let names = (s..<u).map { DailyAnalytics.name(of: Date(timeIntervalSince1970: Double($0) * unit)) }
+        let windowDays = AnalyticsContributions.day(ofUnit: s)...AnalyticsContributions.day(ofUnit: u - 1)
+        let names = windowDays.map { DailyAnalytics.name(of: Date(timeIntervalSince1970: Double($0) * unit)) }
         var start = movement.atStart
         var daily: [MRRMovement] = []
-        for day in s..<u {
+        for day in windowDays {
             var change = MRRMovement()
             guard add(days[day] ?? [:], to: &change) else { return nil }
             change.atStart = start

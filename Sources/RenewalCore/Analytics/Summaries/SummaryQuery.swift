@@ -12,7 +12,7 @@ public struct SummaryQuery: Sendable {
     public let catalogue: ProductCatalogue
     public let reportingCurrency: String
     public let environment: AppStoreEnvironment
-    /// The window as unit indices `[s, u)`.
+    /// The window as unit indices `[s, u)` (three a day, `AnalyticsContributions.unitsPerDay`).
     let s: Int
     let u: Int
     /// The summary's unit in seconds: a day's movement (`mrr_movement_daily`) needs a unit of one day.
@@ -27,11 +27,11 @@ public struct SummaryQuery: Sendable {
         since: Date, until: Date, catalogue: ProductCatalogue = .init(), reportingCurrency: String = "USD",
         environment: AppStoreEnvironment = .production, unit: TimeInterval = 86_400
     ) {
-        let contributions = AnalyticsContributions(unit: unit)
-        let s = contributions.index(of: since)
-        let u = contributions.index(of: until)
-        guard s < u, Double(s) * unit == since.timeIntervalSince1970, Double(u) * unit == until.timeIntervalSince1970
-        else { return nil }
+        let (sinceDay, sinceOnMidnight) = AnalyticsContributions.day(of: since, unit: unit)
+        let (untilDay, untilOnMidnight) = AnalyticsContributions.day(of: until, unit: unit)
+        guard sinceDay < untilDay, sinceOnMidnight, untilOnMidnight else { return nil }
+        let s = AnalyticsContributions.unit(ofDay: sinceDay)
+        let u = AnalyticsContributions.unit(ofDay: untilDay)
         self.init(
             since: since, until: until, catalogue: catalogue, reportingCurrency: reportingCurrency,
             environment: environment, s: s, u: u, unit: unit, offUnit: nil)
