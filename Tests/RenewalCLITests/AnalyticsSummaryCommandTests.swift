@@ -135,6 +135,33 @@ struct AnalyticsSummaryCommandTests {
         }
     }
 
+    @Test(
+        """
+        over the generator's ledger (every date on a midnight) windows with bounds inside days correct no \
+        subscription, and --json is --json --recompute byte for byte
+        """, arguments: backends)
+    func midnightLedgerNeedsNoCorrection(backend: String) async throws {
+        try await Self.withDatabase(backend) { database, _ in
+            #expect(try await CLI.run(["analytics", "--rebuild", "--database", database]).status == 0)
+            // An hour inside a day, a day and a half, 28 days noon to 06:30, 90 days.
+            let windows = [
+                ("2025-03-14T10:00:00Z", "2025-03-14T11:00:00.500Z"), ("2025-06-01T07:30:00Z", "2025-06-02T19:00:00Z"),
+                ("2025-01-03T12:00:00Z", "2025-01-31T06:30:00Z"),
+                ("2024-12-02T00:00:00.001Z", "2025-03-01T23:59:59.999Z"),
+            ]
+            for (since, until) in windows {
+                let window = ["--since", since, "--until", until, "--database", database]
+                let check = try Self.object(
+                    try await CLI.run(["analytics", "--check-summaries", "--json"] + window).stdout)
+                #expect(check["summaries"] as? String == "current" && check["equal"] as? Bool == true, "\(check)")
+                #expect(check["corrected_subscriptions"] as? Int == 0, "\(since) to \(until): \(check)")
+                let answered = try await CLI.run(["analytics", "--json"] + window)
+                let recomputed = try await CLI.run(["analytics", "--json", "--recompute"] + window)
+                #expect(answered.status == 0 && answered.stdout == recomputed.stdout, "\(since) to \(until)")
+            }
+        }
+    }
+
     /// Moves the purchase and expiry of the subscriptions whose id ends in an odd digit off midnight, by
     /// 997 s times the id's last two digits (the generator dates everything on midnights).
     static func spreadOverTheDay(_ backend: String, _ sql: (String) throws -> Void) throws {
