@@ -36,7 +36,7 @@ public struct MovementEnds: Sendable, Hashable {
     /// A day's change from not paid to paid whose subscription's first paid purchase is on that day before
     /// the change: that purchase's unit within the day (0 its midnight, 1 inside it). Whether it was before
     /// the day's start depends on where a window reads the day from (its midnight, or `since` inside it),
-    /// so the query decides `paidBefore` then (`SummaryQuery.dayEnds`). Nil otherwise.
+    /// so the read decides `paidBefore` (`read(onDay:from:)`). Nil otherwise.
     public var paidAt: Int?
     /// One of the rows that join a day's two changes, inside it and at its end, into the one change a
     /// read of both sees (`AnalyticsContributions.mrrMovement`); false for the changes themselves.
