@@ -95,28 +95,51 @@ struct AnalyticsSummaryUpkeep {
     static func append(
         _ rows: [ContributionKey: Int], to table: String, upsert: Bool = false, on connection: any SQLConnection
     ) throws {
-        var binds: [SQLValue] = []
-        binds.reserveCapacity(min(rows.count, rowsPerStatement) * columnCount)
-        var pending = 0
-        func flush() throws {
+        var insert = RowInsert(table: table, upsert: upsert, expected: rows.count, connection: connection)
+        for (key, count) in rows where count != 0 {
+            let (shape, day, sinceDay) = columns(of: key.shape)
+            try insert.add(
+                shape: shape, day: day, sinceDay: sinceDay, environment: key.environment.rawValue,
+                bundleID: key.bundleID ?? "", keyText: try keyText(key), count: count)
+        }
+        try insert.finish()
+    }
+
+    /// Rows of the summary tables' columns, sent `rowsPerStatement` to an `INSERT` (`append`, and a rebuild
+    /// page's `PackedSummaryRows`).
+    struct RowInsert {
+        let table: String
+        let upsert: Bool
+        let connection: any SQLConnection
+        private var binds: [SQLValue] = []
+        private var pending = 0
+
+        init(table: String, upsert: Bool, expected: Int, connection: any SQLConnection) {
+            self.table = table
+            self.upsert = upsert
+            self.connection = connection
+            binds.reserveCapacity(min(expected, rowsPerStatement) * columnCount)
+        }
+
+        mutating func add(
+            shape: String, day: Int64, sinceDay: Int64, environment: String, bundleID: String, keyText: String,
+            count: Int
+        ) throws {
+            binds += [
+                .text(shape), .int64(day), .int64(sinceDay), .text(environment), .text(bundleID), .text(keyText),
+                .int64(Int64(count)),
+            ]
+            pending += 1
+            if pending == rowsPerStatement { try finish() }
+        }
+
+        /// Sends the rows not sent yet.
+        mutating func finish() throws {
             guard pending > 0 else { return }
             _ = try connection.execute(insertSQL(into: table, rows: pending, upsert: upsert), binds)
             binds.removeAll(keepingCapacity: true)
             pending = 0
         }
-        for (key, count) in rows where count != 0 {
-            let (shape, day, sinceDay) = columns(of: key.shape)
-            binds.append(.text(shape))
-            binds.append(.int64(day))
-            binds.append(.int64(sinceDay))
-            binds.append(.text(key.environment.rawValue))
-            binds.append(.text(key.bundleID ?? ""))
-            binds.append(.text(try keyText(key)))
-            binds.append(.int64(Int64(count)))
-            pending += 1
-            if pending == rowsPerStatement { try flush() }
-        }
-        try flush()
     }
 
     /// Rows per `INSERT` of `append`, and the columns each binds.

@@ -37,7 +37,7 @@ extension SQLSubscriptionStore: AnalyticsSummaryStore {
         }
     }
 
-    public func rebuildAnalyticsSummaryPage(limit: Int) async throws -> (count: Int, last: String?) {
+    public func rebuildAnalyticsSummaryPage(limit: Int, heldRows: Int) async throws -> (count: Int, last: String?) {
         let dialect = database.dialect
         return try await inTransaction { connection in
             try Self.lockSummaries(exclusively: true, on: connection, dialect: dialect)
@@ -51,9 +51,7 @@ extension SQLSubscriptionStore: AnalyticsSummaryStore {
                 """, [.text(try building.optionalText("rebuilt_through") ?? ""), .int64(Int64(limit))]
             ).map { try $0.text("original_transaction_id") }
             guard let last = ids.last else { return (0, nil) }
-            let summed = try Self.summedRows(of: ids, on: connection)
-            try AnalyticsSummaryUpkeep.append(
-                summed.counts, to: "analytics_summary_rows", upsert: true, on: connection)
+            try Self.appendSummedRows(of: ids, heldRows: heldRows, on: connection)
             _ = try connection.execute(
                 """
                 UPDATE analytics_summary_state SET rebuilt_through = $1, subscriptions = subscriptions + $2
@@ -63,28 +61,31 @@ extension SQLSubscriptionStore: AnalyticsSummaryStore {
         }
     }
 
-    /// The contribution rows of the subscriptions `ids`, summed: their ledgers read a chunk at a time (a
-    /// quarter of the page, at most 1,000), each chunk's rows worked out in parts on the machine's cores
-    /// while the next chunk is read (`summed(_:whileRunning:_:)`). Memory holds one chunk of ledgers and
-    /// the page's summed rows, which are bounded by the days, products and prices, not the subscriptions.
-    static func summedRows(of ids: [String], on connection: any SQLConnection) throws -> AnalyticsSummary {
-        let chunk = min(1_000, max(1, ids.count / 4))
+    /// Adds the contribution rows of the subscriptions `ids` to the table: their ledgers read a chunk at a
+    /// time (a quarter of the page, at most 500), each chunk's rows worked out in parts on the machine's
+    /// cores while the next chunk is read (`summed(_:whileRunning:_:)`) and the parts added to the page's
+    /// `PackedSummaryRows`, which are upserted whenever they hold `heldRows` rows, and at the end. Memory
+    /// holds two chunks of ledgers, one chunk's parts and at most `heldRows` summed rows, packed: bounded
+    /// whatever the page size, and whatever the days, products and prices the ledger covers.
+    static func appendSummedRows(of ids: [String], heldRows: Int, on connection: any SQLConnection) throws {
+        let chunk = min(500, max(1, ids.count / 4))
         var chunks = stride(from: 0, to: ids.count, by: chunk).map { Array(ids[$0..<min($0 + chunk, ids.count)]) }
             .makeIterator()
         let readChunk = { () throws -> [SubscriptionLedger]? in
             try chunks.next().map { try LedgerSQL.ledgers(of: $0, on: connection) }
         }
         let contributions = AnalyticsContributions()
-        var summed = AnalyticsSummary()
+        var held = PackedSummaryRows()
         var ledgers = try readChunk()
         while let current = ledgers {
-            let part = try Self.summed(current, whileRunning: readChunk) { sum, ledger in
+            let summed = try Self.summed(current, whileRunning: readChunk) { sum, ledger in
                 sum.add(contributions.rows(of: ledger))
             }
-            summed.add(part.sum.counts)
-            ledgers = part.next
+            for part in summed.parts { try held.add(part.counts) }
+            if held.count >= max(heldRows, 1) { try held.upsert(into: "analytics_summary_rows", on: connection) }
+            ledgers = summed.next
         }
-        return summed
+        try held.upsert(into: "analytics_summary_rows", on: connection)
     }
 
     public func finishAnalyticsSummaryRebuild(builtAt: Date) async throws -> (subscriptions: Int, rows: Int) {

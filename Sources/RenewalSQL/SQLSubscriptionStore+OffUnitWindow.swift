@@ -43,20 +43,21 @@ extension SQLSubscriptionStore {
                 let corrected = try Self.summed(current, whileRunning: readPage) { sum, ledger in
                     sum.addCorrection(of: ledger, for: query)
                 }
-                correction.add(corrected.sum.counts)
+                for part in corrected.parts { correction.add(part.counts) }
                 ledgers = corrected.next
             }
             return (correction, count)
         }
     }
 
-    /// What `add` adds for each of `ledgers` (its rows, its correction), summed, worked out in parts beside
-    /// `other` (the next page's read) on the machine's cores; returns the sum and what `other` gave, or
-    /// throws what it threw. Exact whatever the order: sums of integers per key.
+    /// What `add` adds for each of `ledgers` (its rows, its correction), summed in parts worked out beside
+    /// `other` (the next page's read) on the machine's cores; returns the parts' sums, for the caller to add
+    /// where it keeps its total, and what `other` gave, or throws what it threw. Exact whatever the order:
+    /// sums of integers per key.
     static func summed<Next: Sendable>(
         _ ledgers: [SubscriptionLedger], whileRunning other: @escaping () throws -> Next,
         _ add: @Sendable (inout AnalyticsSummary, SubscriptionLedger) -> Void
-    ) throws -> (sum: AnalyticsSummary, next: Next) {
+    ) throws -> (parts: [AnalyticsSummary], next: Next) {
         // Eight parts, so the cores stay busy however long the read takes.
         let part = max((ledgers.count + 7) / 8, 1)
         let parts = stride(from: 0, to: ledgers.count, by: part).map { ledgers[$0..<min($0 + part, ledgers.count)] }
@@ -73,10 +74,8 @@ extension SQLSubscriptionStore {
             for ledger in parts[index - 1] { add(&sum, ledger) }
             sums.withLock { $0.append(sum) }
         }
-        var total = AnalyticsSummary()
-        for sum in sums.withLock({ $0 }) { total.add(sum.counts) }
         guard let result = next.withLock({ $0 }) else { throw CancellationError() }
-        return (total, try result.get())
+        return (sums.withLock { $0 }, try result.get())
     }
 
     public func analyticsDatedRows(in part: PartDay) async throws -> Int {

@@ -57,6 +57,10 @@ public struct AnalyticsSummaryState: Sendable, Hashable {
     /// (and writes stop keeping them until then).
     public static let definitionVersion = 4
 
+    /// The summed rows a `--rebuild` page holds in memory before adding them to the table (packed, about
+    /// 13 MB at most; a page of the generators' ledgers sums to 50,000 to 90,000 rows, so it is added once).
+    public static let rebuildHeldRows = 200_000
+
     /// `building` while `--rebuild` runs (or when it was interrupted), `built` once it finished.
     public var status: String
     public var definitionVersion: Int
@@ -105,8 +109,10 @@ public protocol AnalyticsSummaryStore: AnalyticsStore {
     /// Sums the contribution rows of up to `limit` subscriptions after the last one the build has summed
     /// (in original transaction id order, read from the state in the same transaction) into the table, in
     /// one transaction that writes cannot interleave with; returns how many it read and the last one (nil
-    /// when none was left). Two builds side by side share the pages instead of summing one twice.
-    func rebuildAnalyticsSummaryPage(limit: Int) async throws -> (count: Int, last: String?)
+    /// when none was left). Two builds side by side share the pages instead of summing one twice. The page's
+    /// sum is added to the table whenever it holds `heldRows` keys, and at the end, so memory is bounded by
+    /// `heldRows` whatever the page size or how many days the ledger covers.
+    func rebuildAnalyticsSummaryPage(limit: Int, heldRows: Int) async throws -> (count: Int, last: String?)
 
     /// Folds the writes' changes into the rows, drops rows whose count summed to zero and records the build
     /// finished; returns the subscriptions the build summed (across interruptions) and the rows kept.
@@ -202,15 +208,20 @@ extension AnalyticsSummaryStore {
 }
 
 extension AnalyticsSummaryStore {
-    /// `--rebuild`: every subscription's contribution rows, a page at a time, summed per page and added
-    /// to the table, so memory holds one page. Writes during the build keep what the build has read, so
+    /// One page of a rebuild holding the default number of summed rows.
+    public func rebuildAnalyticsSummaryPage(limit: Int) async throws -> (count: Int, last: String?) {
+        try await rebuildAnalyticsSummaryPage(limit: limit, heldRows: AnalyticsSummaryState.rebuildHeldRows)
+    }
+
+    /// `--rebuild`: every subscription's contribution rows, a page at a time, summed and added to the
+    /// table, so memory holds one page's ledgers and at most `heldRows` summed rows. Writes during the build keep what the build has read, so
     /// the summaries are current when it finishes. An interrupted build goes on where it stopped;
     /// `continued` is how many subscriptions it had summed before this call.
-    public func rebuildAnalyticsSummaries(pageSize: Int = 500, now: () -> Date = Date.init) async throws
-        -> (subscriptions: Int, rows: Int, continued: Int)
-    {
+    public func rebuildAnalyticsSummaries(
+        pageSize: Int = 500, heldRows: Int = AnalyticsSummaryState.rebuildHeldRows, now: () -> Date = Date.init
+    ) async throws -> (subscriptions: Int, rows: Int, continued: Int) {
         let continued = try await beginAnalyticsSummaryRebuild(startedAt: now())
-        while try await rebuildAnalyticsSummaryPage(limit: pageSize).count == pageSize {}
+        while try await rebuildAnalyticsSummaryPage(limit: pageSize, heldRows: heldRows).count == pageSize {}
         let finished = try await finishAnalyticsSummaryRebuild(builtAt: now())
         return (finished.subscriptions, finished.rows, continued)
     }

@@ -84,6 +84,24 @@ struct SummaryUpkeepJobTests {
         }
     }
 
+    @Test(
+        """
+        a --rebuild that adds its page's sum to the table every 5 keys (the memory bound, tiny here) keeps \
+        the same rows as one holding the whole page, and answers every window as the recomputation
+        """,
+        arguments: Backend.available)
+    func rebuildHoldingFewRows(backend: Backend) async throws {
+        try await JobHarness.with(backend) { h in
+            let (store, origin, _) = try await Self.sixDaysOfRuns(h)
+            let whole = try await store.rebuildAnalyticsSummaries(pageSize: 50, heldRows: 1_000_000)
+            let bounded = try await store.rebuildAnalyticsSummaries(pageSize: 50, heldRows: 5)
+            #expect(bounded.subscriptions == whole.subscriptions)
+            #expect(bounded.rows == whole.rows, "the same keys kept, added to the table in many parts")
+            #expect(whole.rows > 5 * 10, "pages of 50 subscriptions sum to many more keys than 5")
+            try await Self.expectEqual(h, store, from: origin, label: "after a rebuild holding 5 rows")
+        }
+    }
+
     /// `ClosedWindowPlan`'s runs (verifyReceipt, the change feed and the Server API) through `days` days
     /// after `origin`, the plan's.
     static func runs(_ h: JobHarness, plan: inout ClosedWindowPlan, from origin: Date, through days: Double)
