@@ -57,9 +57,10 @@ public struct AnalyticsSummaryState: Sendable, Hashable {
     /// (and writes stop keeping them until then).
     public static let definitionVersion = 4
 
-    /// The summed rows a `--rebuild` page holds in memory before adding them to the table (packed, about
-    /// 13 MB at most; a page of the generators' ledgers sums to 50,000 to 90,000 rows, so it is added once).
-    public static let rebuildHeldRows = 200_000
+    /// The summed rows a `--rebuild` page holds in memory before adding them to the table: packed, at most
+    /// about 13 MB (a dictionary of 2¹⁸ slots of 48 bytes, with room for the chunk that passes the limit).
+    /// A page of the generators' ledgers sums to 50,000 to 90,000 rows, so it is added once, at its end.
+    public static let rebuildHeldRows = 131_072
 
     /// `building` while `--rebuild` runs (or when it was interrupted), `built` once it finished.
     public var status: String
