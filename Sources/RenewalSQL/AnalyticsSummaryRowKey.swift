@@ -123,3 +123,13 @@ struct StoredMovement: Codable, Hashable {
         return MovementEnds(start: start, end: end, paidBefore: pb == true, paidAt: pa, joined: j == true)
     }
 }
+
+extension ContributionKey {
+    /// The key with every shape's place taken by one (`event(0)`): what a row's `row_key` text encodes,
+    /// the shape being the row's own columns.
+    var withoutShape: ContributionKey {
+        var bare = self
+        bare.shape = .event(0)
+        return bare
+    }
+}

@@ -180,8 +180,7 @@ struct AnalyticsSummaryUpkeep {
 
     /// `AnalyticsSummaryRowKey.text(of:)`, encoded once per key (the cache is emptied at 100,000 keys).
     static func keyText(_ key: ContributionKey) throws -> String {
-        var bare = key
-        bare.shape = .event(0)
+        let bare = key.withoutShape
         if let text = keyTexts.withLock({ $0[bare] }) { return text }
         let text = try AnalyticsSummaryRowKey.text(of: bare)
         keyTexts.withLock { texts in

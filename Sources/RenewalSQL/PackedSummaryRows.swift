@@ -4,7 +4,8 @@ import RenewalCore
 /// `ContributionKey` takes some 170 bytes in a dictionary, and a page of a ledger covering three years sums
 /// to 90,000 keys; but those repeat a few thousand keys without their shape (figure, product, price, app,
 /// movement, cohort) at many days. Each of those is kept once with its row-key text, and a summed row is
-/// its number and the shape's columns (about 50 bytes).
+/// its number and the shape's columns (about 50 bytes). The texts are kept here alone: not in the
+/// writes' cache (`AnalyticsSummaryUpkeep.keyText`), which would hold each a second time.
 struct PackedSummaryRows {
     /// One row: the key without its shape (an index into `keys`), the shape as the table's columns.
     private struct Row: Hashable {
@@ -31,8 +32,7 @@ struct PackedSummaryRows {
     /// Adds `rows` (a part's sum), dropping a count that reaches zero.
     mutating func add(_ rows: [ContributionKey: Int]) throws {
         for (key, count) in rows where count != 0 {
-            var bare = key
-            bare.shape = .event(0)
+            let bare = key.withoutShape
             let number: Int32
             if let known = index[bare] {
                 number = known
@@ -41,7 +41,7 @@ struct PackedSummaryRows {
                 keys.append(
                     Key(
                         environment: key.environment.rawValue, bundleID: key.bundleID ?? "",
-                        text: try AnalyticsSummaryUpkeep.keyText(bare)))
+                        text: try AnalyticsSummaryRowKey.text(of: bare)))
                 index[bare] = number
             }
             let (shape, day, sinceDay) = AnalyticsSummaryUpkeep.columns(of: key.shape)

@@ -62,13 +62,13 @@ extension SQLSubscriptionStore: AnalyticsSummaryStore {
     }
 
     /// Adds the contribution rows of the subscriptions `ids` to the table: their ledgers read a chunk at a
-    /// time (a quarter of the page, at most 500), each chunk's rows worked out in parts on the machine's
+    /// time (a quarter of the page, at most 250), each chunk's rows worked out in parts on the machine's
     /// cores while the next chunk is read (`summed(_:whileRunning:_:)`) and the parts added to the page's
     /// `PackedSummaryRows`, which are upserted whenever they hold `heldRows` rows, and at the end. Memory
     /// holds two chunks of ledgers, one chunk's parts and at most `heldRows` summed rows, packed: bounded
     /// whatever the page size, and whatever the days, products and prices the ledger covers.
     static func appendSummedRows(of ids: [String], heldRows: Int, on connection: any SQLConnection) throws {
-        let chunk = min(500, max(1, ids.count / 4))
+        let chunk = min(250, max(1, ids.count / 4))
         var chunks = stride(from: 0, to: ids.count, by: chunk).map { Array(ids[$0..<min($0 + chunk, ids.count)]) }
             .makeIterator()
         let readChunk = { () throws -> [SubscriptionLedger]? in
