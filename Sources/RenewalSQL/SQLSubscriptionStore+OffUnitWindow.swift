@@ -50,16 +50,16 @@ extension SQLSubscriptionStore {
         }
     }
 
-    /// What `add` adds for each of `ledgers` (its rows, its correction), summed in parts worked out beside
-    /// `other` (the next page's read) on the machine's cores; returns the parts' sums, for the caller to add
-    /// where it keeps its total, and what `other` gave, or throws what it threw. Exact whatever the order:
-    /// sums of integers per key.
+    /// What `add` adds for each of `ledgers` (its rows, its correction), summed in `count` parts (eight
+    /// unless said, so the cores stay busy however long the read takes) worked out beside `other` (the next
+    /// page's read) on the machine's cores; returns the parts' sums, for the caller to add where it keeps
+    /// its total, and what `other` gave, or throws what it threw. Exact whatever the order: sums of
+    /// integers per key.
     static func summed<Next: Sendable>(
-        _ ledgers: [SubscriptionLedger], whileRunning other: @escaping () throws -> Next,
+        _ ledgers: [SubscriptionLedger], parts count: Int = 8, whileRunning other: @escaping () throws -> Next,
         _ add: @Sendable (inout AnalyticsSummary, SubscriptionLedger) -> Void
     ) throws -> (parts: [AnalyticsSummary], next: Next) {
-        // Eight parts, so the cores stay busy however long the read takes.
-        let part = max((ledgers.count + 7) / 8, 1)
+        let part = max((ledgers.count + count - 1) / max(count, 1), 1)
         let parts = stride(from: 0, to: ledgers.count, by: part).map { ledgers[$0..<min($0 + part, ledgers.count)] }
         let sums = Mutex<[AnalyticsSummary]>([])
         let next = Mutex<Result<Next, any Error>?>(nil)
