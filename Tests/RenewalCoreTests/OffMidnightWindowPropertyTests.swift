@@ -242,6 +242,38 @@ struct OffMidnightWindowPropertyTests {
         #expect(differing.isEmpty, "\(differing.count) subscriptions differ, first: \(differing.prefix(5))")
     }
 
+    @Test("a correction works out once the rows placed by dates in the same units on both axes")
+    func correctionBuildsTheMovedRows() throws {
+        // A year of monthly renewals at 05:00, the last on the window's day: only that renewal (and the
+        // expiry it follows) is in the part-day before 06:30; the first purchase and the rest are not.
+        let day = Date(timeIntervalSince1970: 1_760_572_800)  // 2025-10-16
+        let renewals = (0..<12).map { month in
+            let purchased = day.addingTimeInterval(Double(month - 11) * 30 * 86_400 + 5 * 3_600)
+            return LedgerTransaction(
+                transactionID: "t\(month)", originalTransactionID: "o", productID: "m", purchasedAt: purchased,
+                expiresAt: purchased.addingTimeInterval(30 * 86_400), priceMilliunits: month < 6 ? nil : 9_990,
+                currency: "USD", isTrial: false, ownershipType: "PURCHASED", transactionReason: "RENEWAL",
+                origin: .statusAnswer)
+        }
+        let ledger = SubscriptionLedger(
+            originalTransactionID: "o", bundleID: "app", environment: .production, transactions: renewals)
+        let window = try #require(
+            OffUnitWindow(since: day.addingTimeInterval(6.5 * 3_600), until: day.addingTimeInterval(7.5 * 3_600)))
+        let query = SummaryQuery(window)
+        #expect(window.needsCorrection(ledger) && !window.keepsUnits(of: ledger))
+        // Worked out on both axes in full, a correction built 140 keys here, more than three per row read;
+        // now only those of the rows the moved renewal places (20).
+        let read = AnalyticsContributions().rows(of: ledger).keys.filter { query.reads.selects($0.shape) }
+        let built = query.keysBuilt(correcting: ledger)
+        #expect(read.count > 30, "\(read.count) rows read")
+        #expect(built < read.count, "\(built) keys built for \(read.count) rows read")
+        // And it is still the two axes' difference.
+        let dayRows = AnalyticsContributions().rows(of: ledger)
+        let whole = AnalyticsSummary.difference(
+            from: dayRows, to: AnalyticsContributions(window: window).rows(of: ledger))
+        #expect(query.correction(of: ledger) == whole.filter { query.reads.selects($0.key.shape) })
+    }
+
     @Test("the axis: since and until take the place of their midnights, every other unit start stays")
     func axis() throws {
         let day = SummaryPopulation.day

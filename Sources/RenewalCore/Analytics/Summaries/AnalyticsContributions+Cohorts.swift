@@ -81,8 +81,11 @@ extension AnalyticsContributions {
         refundRows(paid, &builder)
         trialRows(first, firstPaid: paid.first, trialSpans: trialSpans, &builder)
         if let firstPaid = paid.first, let start = firstPaid.purchasedAt {
-            ltvRows(paid, start: start, &builder)
-            retentionRows(spans, firstPaid: firstPaid, start: start, &builder)
+            // Both place every row by the first paid purchase's unit alone.
+            builder.sameOnBothAxes(if: builder.unmoved(start)) { builder in
+                ltvRows(paid, start: start, &builder)
+                retentionRows(spans, firstPaid: firstPaid, start: start, &builder)
+            }
         }
     }
 
@@ -118,17 +121,22 @@ extension AnalyticsContributions {
         let keys = builder.keys
         for transaction in paid {
             guard let purchased = transaction.purchasedAt else { continue }
-            let bought = index(of: purchased)
-            func add(_ figure: ContributionFigure, factor: Decimal, at moment: Date) {
-                let shape = cohortShape(of: purchased, from: max(bought, index(of: moment)) + 1)
-                builder.add(shape, 1, monthlyCohort: true) { keys.key($0, figure, transaction, factor: factor) }
-            }
-            add(.refundPurchase, factor: Decimal(max(transaction.quantity, 1)), at: purchased)
-            if SubscriptionAnalytics.isRefund(transaction), let revoked = transaction.revokedAt {
-                add(.refundRefunded, factor: CohortFigures.refundedUnits(of: transaction), at: revoked)
-            }
-            if let seats = transaction.revokedSeatQuantity, seats > 0, let at = transaction.seatsRevokedAt {
-                add(.refundSeats, factor: Decimal(seats), at: at)
+            let alike =
+                builder.unmoved(purchased) && builder.unmoved(transaction.revokedAt)
+                && builder.unmoved(transaction.seatsRevokedAt)
+            builder.sameOnBothAxes(if: alike) { builder in
+                let bought = index(of: purchased)
+                func add(_ figure: ContributionFigure, factor: Decimal, at moment: Date) {
+                    let shape = cohortShape(of: purchased, from: max(bought, index(of: moment)) + 1)
+                    builder.add(shape, 1, monthlyCohort: true) { keys.key($0, figure, transaction, factor: factor) }
+                }
+                add(.refundPurchase, factor: Decimal(max(transaction.quantity, 1)), at: purchased)
+                if SubscriptionAnalytics.isRefund(transaction), let revoked = transaction.revokedAt {
+                    add(.refundRefunded, factor: CohortFigures.refundedUnits(of: transaction), at: revoked)
+                }
+                if let seats = transaction.revokedSeatQuantity, seats > 0, let at = transaction.seatsRevokedAt {
+                    add(.refundSeats, factor: Decimal(seats), at: at)
+                }
             }
         }
     }
@@ -224,39 +232,59 @@ extension AnalyticsContributions {
     /// The others are looked up in the catalogue at query time: the key names them (`later`), and the
     /// region `[always, p + 1) × [p + 1, …)` is cut where that set grows.
     func payingRows(_ paid: [LedgerTransaction], _ builder: inout Builder) {
-        let keys = builder.keys
-        for (position, transaction) in paid.enumerated() {
-            guard let purchased = transaction.purchasedAt else { continue }
-            let bought = index(of: purchased)
-            let own = Self.catalogueLookup(of: transaction)
-            var later: Set<CataloguePrice> = []
-            var from = bought + 1
-            func rectangle(to end: Int?) {
-                let detail = later.isEmpty ? nil : CohortDetail(later: later.sorted())
-                let key = { (shape: ContributionShape) -> ContributionKey in
-                    var key = keys.key(shape, .payingInWindow, productID: own?.productID)
-                    key.price = PriceSource(milliunits: own == nil ? 0 : nil, currency: transaction.currency)
-                    key.cohort = detail
-                    return key
-                }
-                builder.rectangle(key, since: ContributionShape.always, bought + 1, until: from, end)
-            }
-            var ended = false
-            for next in paid[(position + 1)...] {
-                guard let nextPurchased = next.purchasedAt else { continue }
-                let nextUnit = index(of: nextPurchased)
-                guard let lookup = Self.catalogueLookup(of: next), lookup != own else {
-                    rectangle(to: nextUnit + 1)
-                    ended = true
-                    break
-                }
-                if later.contains(lookup) { continue }
-                rectangle(to: nextUnit + 1)
-                later.insert(lookup)
-                from = max(from, nextUnit + 1)
-            }
-            if !ended { rectangle(to: nil) }
+        for position in paid.indices {
+            let alike = builder.pair == nil || Self.placingPurchases(paid, at: position).allSatisfy(builder.unmoved)
+            builder.sameOnBothAxes(if: alike) { payingRows(paid, at: position, &$0) }
         }
+    }
+
+    /// The purchases whose units place the paying rows of `paid[position]`: its own and those of the later
+    /// ones `payingRows(_:at:_:)` goes through (to the first with Apple's price or its own lookup), which
+    /// the catalogue lookups alone decide, whatever the axis.
+    static func placingPurchases(_ paid: [LedgerTransaction], at position: Int) -> [Date?] {
+        let own = catalogueLookup(of: paid[position])
+        var purchases = [paid[position].purchasedAt]
+        for next in paid[(position + 1)...] where next.purchasedAt != nil {
+            purchases.append(next.purchasedAt)
+            guard let lookup = catalogueLookup(of: next), lookup != own else { break }
+        }
+        return purchases
+    }
+
+    /// The paying rows of `paid[position]`.
+    private func payingRows(_ paid: [LedgerTransaction], at position: Int, _ builder: inout Builder) {
+        let keys = builder.keys
+        let transaction = paid[position]
+        guard let purchased = transaction.purchasedAt else { return }
+        let bought = index(of: purchased)
+        let own = Self.catalogueLookup(of: transaction)
+        var later: Set<CataloguePrice> = []
+        var from = bought + 1
+        func rectangle(to end: Int?) {
+            let detail = later.isEmpty ? nil : CohortDetail(later: later.sorted())
+            let key = { (shape: ContributionShape) -> ContributionKey in
+                var key = keys.key(shape, .payingInWindow, productID: own?.productID)
+                key.price = PriceSource(milliunits: own == nil ? 0 : nil, currency: transaction.currency)
+                key.cohort = detail
+                return key
+            }
+            builder.rectangle(key, since: ContributionShape.always, bought + 1, until: from, end)
+        }
+        var ended = false
+        for next in paid[(position + 1)...] {
+            guard let nextPurchased = next.purchasedAt else { continue }
+            let nextUnit = index(of: nextPurchased)
+            guard let lookup = Self.catalogueLookup(of: next), lookup != own else {
+                rectangle(to: nextUnit + 1)
+                ended = true
+                break
+            }
+            if later.contains(lookup) { continue }
+            rectangle(to: nextUnit + 1)
+            later.insert(lookup)
+            from = max(from, nextUnit + 1)
+        }
+        if !ended { rectangle(to: nil) }
     }
 
     /// How the catalogue looks a paid transaction's price up; nil when Apple gave its price and currency

@@ -36,7 +36,7 @@ public struct AnalyticsContributions: Sendable {
 
     /// Adds the rows of `read` on this axis to `builder` (times its `sign`).
     func add(_ read: LedgerRead, to builder: inout Builder) {
-        let spans = unitSpans(of: read.timeline, spans: read.spans)
+        let spans = unitSpans(of: read.timeline, spans: read.spans, pair: builder.pair?.window)
         let trialSpans = spans.filter { $0.kind == .trial }
         steps(spans, &builder)
         events(read.counted, first: read.first, &builder)
@@ -113,8 +113,10 @@ public struct AnalyticsContributions: Sendable {
             } else {
                 key = { keys.key($0, .trial, productID: transaction.productID) }
             }
-            builder.add(.step(span.start), 1, key)
-            if let end = span.end { builder.add(.step(end), -1, key) }
+            builder.sameOnBothAxes(if: span.alike) { builder in
+                builder.add(.step(span.start), 1, key)
+                if let end = span.end { builder.add(.step(end), -1, key) }
+            }
         }
     }
 
@@ -159,19 +161,26 @@ struct UnitSpan {
     var end: Int?
     var kind: EntitlementSpan.Kind
     var transaction: LedgerTransaction
+    /// In a correction's two passes: whether both ends are in the same units on both axes (so is the span;
+    /// `Builder.sameOnBothAxes`). True outside one.
+    var alike = true
 }
 
 extension AnalyticsContributions {
     /// The timeline's spans (`spans`, as `timeline.spans` gives them) on the unit axis, oldest first,
-    /// leaving out those that hold no unit start.
-    func unitSpans(of timeline: EntitlementTimeline, spans: [EntitlementSpan]) -> [UnitSpan] {
+    /// leaving out those that hold no unit start; `pair` the window of a correction's other axis.
+    func unitSpans(
+        of timeline: EntitlementTimeline, spans: [EntitlementSpan], pair: OffUnitWindow? = nil
+    ) -> [UnitSpan] {
         spans.compactMap { span in
             let start = boundary(of: span.startsAt)
             let end = span.endsAt.map(boundary(of:))
             guard end.map({ $0 > start }) ?? true,
                 let transaction = timeline.transactions.last(where: { $0.transactionID == span.transactionID })
             else { return nil }
-            return UnitSpan(start: start, end: end, kind: span.kind, transaction: transaction)
+            let alike = pair.map { pair in pair.keepsUnits(span.startsAt) && span.endsAt.map(pair.keepsUnits) != false }
+            return UnitSpan(
+                start: start, end: end, kind: span.kind, transaction: transaction, alike: alike ?? true)
         }
     }
 }
@@ -212,8 +221,35 @@ struct Builder {
     /// Whether the monthly cohort rows are written (all but ARPU's paying rows): a correction leaves them
     /// out where they would cancel (`OffUnitWindow.movesMonthlyCohorts(of:)`).
     var monthlyCohorts = true
+    /// In a correction worked out on both axes (not `mirror`): the window whose axis is the other one, and
+    /// whether this pass is the day axis's (`sameOnBothAxes`).
+    var pair: (window: OffUnitWindow, daysAxis: Bool)?
+    /// How many keys reached `add`: the work of building them, which a correction keeps down.
+    var keysBuilt = 0
+
+    /// Whether `moment` has the same unit and first unit start on both axes of a correction's two passes
+    /// (always outside one).
+    func unmoved(_ moment: Date?) -> Bool {
+        guard let pair, let moment else { return true }
+        return pair.window.keepsUnits(moment)
+    }
+
+    /// Adds the rows `body` adds, rows whose keys depend on the axis only through the units of moments the
+    /// caller found `unmoved` (`alike`): the same rows on both axes, so in a correction's two passes they
+    /// are added once, on the day axis's, the way `mirror` adds them (each where it is, less where the
+    /// window's `relabeled` moves it), and not worked out on the window's. Most rows of a corrected
+    /// subscription are so (its renewals' dates are in the part-day, its first purchase is not).
+    mutating func sameOnBothAxes(if alike: Bool, _ body: (inout Builder) -> Void) {
+        guard alike, let pair else { return body(&self) }
+        guard pair.daysAxis else { return }
+        let (sign, relabel, mirror) = (self.sign, self.relabel, self.mirror)
+        (self.sign, self.relabel, self.mirror) = (1, nil, pair.window)
+        body(&self)
+        (self.sign, self.relabel, self.mirror) = (sign, relabel, mirror)
+    }
 
     mutating func add(_ key: ContributionKey, _ count: Int) {
+        keysBuilt += 1
         if let mirror {
             let moved = mirror.relabeled(key)
             // Only a day change row is moved by more than its shape (`OffUnitWindow.relabeledChange`).

@@ -167,11 +167,15 @@ public struct OffUnitWindow: Sendable, Hashable {
 
     /// `keepsUnits(of:)` of a ledger with these `dates` (`SubscriptionLedger.dates`).
     func keepsUnits(dates: [Date]) -> Bool {
-        dates.allSatisfy { date in
-            let index = AnalyticsContributions.index(of: date, unit: Self.unit)
-            let boundary = AnalyticsContributions.boundary(of: date, unit: Self.unit)
-            return self.index(index, of: date) == index && self.boundary(boundary, of: date) == boundary
-        }
+        dates.allSatisfy(keepsUnits)
+    }
+
+    /// Whether `date` is in the same unit, and has the same first unit start, on this window's axis as on
+    /// the day axis.
+    func keepsUnits(_ date: Date) -> Bool {
+        let index = AnalyticsContributions.index(of: date, unit: Self.unit)
+        let boundary = AnalyticsContributions.boundary(of: date, unit: Self.unit)
+        return self.index(index, of: date) == index && self.boundary(boundary, of: date) == boundary
     }
 
     /// Whether `relabeled` can move a monthly cohort row of `ledger` (one counted from unit `u`), when its

@@ -86,11 +86,24 @@ public struct SummaryQuery: Sendable {
         return rows
     }
 
-    /// Adds `correction(of: ledger)` to `rows` in place.
+    /// Adds `correction(of: ledger)` to `rows`.
     func addCorrection(of ledger: SubscriptionLedger, to rows: inout [ContributionKey: Int]) {
-        guard let offUnit else { return }
+        guard let builder = correctionBuilder(of: ledger) else { return }
+        // The two axes' rows met in this subscription's own small table, where nearly all of them cancelled;
+        // only what is left reaches `rows` (a table of many keys, whose every lookup missed the cache).
+        for (key, count) in builder.rows { AnalyticsSummary.add(count, to: key, in: &rows) }
+    }
+
+    /// How many row keys working out `correction(of: ledger)` builds: its work.
+    func keysBuilt(correcting ledger: SubscriptionLedger) -> Int {
+        correctionBuilder(of: ledger)?.keysBuilt ?? 0
+    }
+
+    /// The builder holding `correction(of: ledger)`; nil when there is none.
+    private func correctionBuilder(of ledger: SubscriptionLedger) -> Builder? {
+        guard let offUnit else { return nil }
         let dates = ledger.dates
-        guard offUnit.needsCorrection(dates: dates), let read = LedgerRead(ledger) else { return }
+        guard offUnit.needsCorrection(dates: dates), let read = LedgerRead(ledger) else { return nil }
         let days = AnalyticsContributions(unit: unit)
         var builder: Builder
         if offUnit.keepsUnits(dates: dates) {
@@ -99,17 +112,20 @@ public struct SummaryQuery: Sendable {
                 keys: read.keys, reads: reads, mirror: offUnit,
                 monthlyCohorts: offUnit.movesMonthlyCohorts(dates: dates))
         } else {
+            // The day axis's rows taken out, the window's put in; the rows alike on both are worked out
+            // once (`Builder.sameOnBothAxes`).
             builder = Builder(
                 keys: read.keys, sign: -1, reads: reads, relabel: offUnit,
-                monthlyCohorts: offUnit.changesMonthlyCohorts(dates: dates))
+                monthlyCohorts: offUnit.changesMonthlyCohorts(dates: dates), pair: (offUnit, true))
         }
-        swap(&builder.rows, &rows)
-        defer { swap(&builder.rows, &rows) }
         days.add(read, to: &builder)
-        guard builder.mirror == nil else { return }
-        builder.sign = 1
-        builder.relabel = nil
-        AnalyticsContributions(window: offUnit).add(read, to: &builder)
+        if builder.mirror == nil {
+            builder.sign = 1
+            builder.relabel = nil
+            builder.pair = (offUnit, false)
+            AnalyticsContributions(window: offUnit).add(read, to: &builder)
+        }
+        return builder
     }
 
     /// The rows a store read for the days `sinceUnit`, `untilUnit` (or every row) where this window's
